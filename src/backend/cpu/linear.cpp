@@ -1,0 +1,39 @@
+#include "ops/linear.h"
+
+#include "backend/cpu/gemm.h"
+#include "core/parallel.h"
+
+namespace ms::cpu {
+
+template <class T>
+void linear_forward(const T* x, const T* w, const T* b, T* y, int64_t N, int64_t in, int64_t out) {
+  if (b) {
+    parallel_for(N, [&](int64_t n) {
+      for (int64_t o = 0; o < out; ++o) y[n * out + o] = b[o];
+    }, 64);
+  }
+  gemm<T>(false, true, N, out, in, T(1), x, in, w, in, b ? T(1) : T(0), y, out);
+}
+
+template <class T>
+void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t N, int64_t in, int64_t out) {
+  if (dx) gemm<T>(false, false, N, in, out, T(1), dy, out, w, in, T(1), dx, in);
+  gemm<T>(true, false, out, in, N, T(1), dy, out, x, in, T(1), dw, in);
+  if (db) {
+    parallel_for(out, [&](int64_t o) {
+      T s = 0;
+      for (int64_t n = 0; n < N; ++n) s += dy[n * out + o];
+      db[o] += s;
+    }, 256);
+  }
+}
+
+template void linear_forward<float>(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t);
+template void linear_forward<double>(const double*, const double*, const double*, double*, int64_t, int64_t,
+                                     int64_t);
+template void linear_backward<float>(const float*, const float*, const float*, float*, float*, float*, int64_t,
+                                     int64_t, int64_t);
+template void linear_backward<double>(const double*, const double*, const double*, double*, double*, double*,
+                                      int64_t, int64_t, int64_t);
+
+}  // namespace ms::cpu

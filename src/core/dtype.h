@@ -1,0 +1,37 @@
+// Storage dtypes and the bf16 / f16 <-> f32 conversions (round to nearest even).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace ms {
+
+enum class DType { f32, f64, f16, bf16, i64, i32, u8 };
+
+int dtype_size(DType t);
+std::string dtype_name(DType t);          // safetensors spelling: "F32", "BF16", ...
+bool dtype_from_name(const std::string& name, DType* out);
+
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+
+// Converts n elements of `src` (dtype t) to f32 / from f32.
+void convert_to_f32(DType t, const void* src, float* dst, int64_t n);
+void convert_from_f32(DType t, const float* src, void* dst, int64_t n);
+
+}  // namespace ms

@@ -1,0 +1,9 @@
+#include "core/parallel.h"
+
+#include <omp.h>
+
+namespace ms {
+
+int num_threads() { return omp_get_max_threads(); }
+
+}  // namespace ms

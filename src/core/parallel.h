@@ -1,0 +1,21 @@
+// Data-parallel loops over OpenMP threads. Static schedule: every index is always processed by
+// the same thread and no result depends on the thread count, so kernels stay deterministic.
+#pragma once
+#include <cstdint>
+
+namespace ms {
+
+int num_threads();
+
+// Calls fn(i) for i in [0, n), in parallel when n is large enough to pay for it.
+template <class F>
+void parallel_for(int64_t n, F&& fn, int64_t min_parallel = 2) {
+  if (n < min_parallel) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) fn(i);
+}
+
+}  // namespace ms

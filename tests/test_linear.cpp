@@ -1,0 +1,34 @@
+#include "ops/linear.h"
+
+#include "test_util.h"
+
+namespace ms::test {
+
+TEST(Linear, GradientsMatchFiniteDifferences) {
+  const int64_t N = 7, in = 5, out = 3;
+  auto x = randn(N * in, 1), w = randn(out * in, 2), b = randn(out, 3), r = randn(N * out, 4);
+  auto loss = [&] {
+    std::vector<double> y(N * out);
+    cpu::linear_forward(x.data(), w.data(), b.data(), y.data(), N, in, out);
+    return dot(y, r);
+  };
+  std::vector<double> dx(N * in, 0.5), dw(out * in, 0.0), db(out, 0.0);  // dx starts non-zero: backward accumulates
+  cpu::linear_backward(x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data(), N, in, out);
+  for (auto& v : dx) v -= 0.5;
+  EXPECT_LT(fd_error(x, dx, loss), kFdTol);
+  EXPECT_LT(fd_error(w, dw, loss), kFdTol);
+  EXPECT_LT(fd_error(b, db, loss), kFdTol);
+}
+
+TEST(Linear, FloatMatchesDouble) {
+  const int64_t N = 33, in = 17, out = 9;
+  auto x = randn(N * in, 5), w = randn(out * in, 6), b = randn(out, 7);
+  std::vector<double> y(N * out);
+  cpu::linear_forward(x.data(), w.data(), b.data(), y.data(), N, in, out);
+  auto xf = to_f32(x), wf = to_f32(w), bf = to_f32(b);
+  std::vector<float> yf(N * out);
+  cpu::linear_forward(xf.data(), wf.data(), bf.data(), yf.data(), N, in, out);
+  EXPECT_LT(rel_l2(yf, y), kF32Tol);
+}
+
+}  // namespace ms::test

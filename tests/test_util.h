@@ -1,0 +1,73 @@
+// Shared test helpers: random inputs, float64 central differences, error norms.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace ms::test {
+
+inline std::vector<double> randn(size_t n, uint64_t seed, double scale = 1.0) {
+  Rng r(seed);
+  std::vector<double> v(n);
+  for (auto& x : v) x = scale * r.normal();
+  return v;
+}
+
+inline std::vector<float> to_f32(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// ||a - b|| / ||b|| over the whole vector.
+template <class A, class B>
+double rel_l2(const A& a, const B& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    double d = double(a[i]) - double(b[i]);
+    num += d * d;
+    den += double(b[i]) * double(b[i]);
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// Checks an analytic gradient of loss() w.r.t. x against float64 central differences on up to
+// max_coords coordinates (all when x is small). Returns max |analytic - numeric| / max |numeric|.
+inline double fd_error(std::vector<double>& x, const std::vector<double>& analytic, const std::function<double()>& loss,
+                       int max_coords = 64, double h = 1e-5) {
+  EXPECT_EQ(x.size(), analytic.size());
+  std::vector<size_t> idx(x.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  if (idx.size() > size_t(max_coords)) {  // spread the checked coordinates over the whole tensor
+    Rng r(x.size());
+    for (size_t i = 0; i < size_t(max_coords); ++i) std::swap(idx[i], idx[i + size_t(r.below(int64_t(idx.size() - i)))]);
+    idx.resize(size_t(max_coords));
+  }
+  double max_err = 0, max_num = 1e-12;
+  for (size_t i : idx) {
+    double keep = x[i];
+    x[i] = keep + h;
+    double lp = loss();
+    x[i] = keep - h;
+    double lm = loss();
+    x[i] = keep;
+    double num = (lp - lm) / (2 * h);
+    max_err = std::max(max_err, std::fabs(num - analytic[i]));
+    max_num = std::max(max_num, std::fabs(num));
+  }
+  return max_err / max_num;
+}
+
+// Float64 finite differences agree with analytic gradients to about h^2 * f''' / f': 1e-6 leaves margin.
+constexpr double kFdTol = 1e-6;
+// Float32 kernels against the same kernel in float64: a few ulps of accumulated rounding.
+constexpr double kF32Tol = 2e-5;
+
+}  // namespace ms::test

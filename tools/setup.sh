@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages megaslide needs to build and test. Safe to re-run:
+# it only calls apt-get when something is missing.
+set -euo pipefail
+
+packages=(
+  cmake g++ make pkg-config
+  libopenblas-openmp-dev   # CPU GEMM (OpenMP build: nested calls from our parallel loops stay serial)
+  libhwy-dev               # runtime-dispatched SIMD (CPU AdamW)
+  nlohmann-json3-dev       # config.json, safetensors headers, metrics
+  libcli11-dev             # command line
+  libtomlplusplus-dev      # dataset TOML
+  libgtest-dev             # tests
+  libbenchmark-dev         # micro-benchmarks
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "setup: all build dependencies present"
