@@ -1,0 +1,106 @@
+#include "ops/modulate.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/parallel.h"
+
+namespace ms::cpu {
+
+namespace {
+
+constexpr int64_t kChannelBlock = 64;  // channels per task in the reductions over tokens
+
+// Calls fn(b, c0, c1) for every sample b and channel block [c0, c1), in parallel: each task owns
+// its (b, channel block), so per-channel sums over the L tokens need no synchronisation.
+template <class F>
+void for_batch_channel_blocks(int64_t B, int64_t C, F&& fn) {
+  const int64_t nblk = (C + kChannelBlock - 1) / kChannelBlock;
+  parallel_for(B * nblk, [&](int64_t i) {
+    const int64_t c0 = (i % nblk) * kChannelBlock;
+    fn(i / nblk, c0, std::min(C, c0 + kChannelBlock));
+  });
+}
+
+}  // namespace
+
+template <class T>
+void modulate_forward(const T* x, const T* shift, const T* scale, T* y, int64_t B, int64_t L, int64_t C,
+                      int64_t stride) {
+  parallel_for(B * L, [&](int64_t r) {
+    const int64_t b = r / L;
+    const T* sh = shift + b * stride;  // [C]
+    const T* sc = scale + b * stride;  // [C]
+    for (int64_t c = 0; c < C; ++c) y[r * C + c] = x[r * C + c] * (T(1) + sc[c]) + sh[c];
+  }, 16);
+}
+
+template <class T>
+void modulate_backward(const T* x, const T* scale, const T* dy, T* dx, T* dshift, T* dscale, int64_t B, int64_t L,
+                       int64_t C, int64_t stride) {
+  for_batch_channel_blocks(B, C, [&](int64_t b, int64_t c0, int64_t c1) {
+    std::vector<double> ssh(c1 - c0, 0.0), ssc(c1 - c0, 0.0);  // [c1 - c0]
+    const T* sc = scale + b * stride;                          // [C]
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t r = (b * L + l) * C;
+      for (int64_t c = c0; c < c1; ++c) {
+        const T g = dy[r + c];
+        if (dx) dx[r + c] += g * (T(1) + sc[c]);
+        ssh[c - c0] += double(g);
+        ssc[c - c0] += double(g) * double(x[r + c]);
+      }
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+      dshift[b * stride + c] += T(ssh[c - c0]);
+      dscale[b * stride + c] += T(ssc[c - c0]);
+    }
+  });
+}
+
+template <class T>
+void gate_residual_forward(const T* x, const T* y, const T* gate, T* out, int64_t B, int64_t L, int64_t C,
+                           int64_t stride) {
+  parallel_for(B * L, [&](int64_t r) {
+    const T* g = gate ? gate + (r / L) * stride : nullptr;  // [C] or null
+    for (int64_t c = 0; c < C; ++c) out[r * C + c] = x[r * C + c] + (g ? y[r * C + c] * g[c] : y[r * C + c]);
+  }, 16);
+}
+
+template <class T>
+void gate_residual_backward(const T* y, const T* gate, const T* dout, T* dx, T* dy, T* dgate, int64_t B, int64_t L,
+                            int64_t C, int64_t stride) {
+  for_batch_channel_blocks(B, C, [&](int64_t b, int64_t c0, int64_t c1) {
+    std::vector<double> sg(c1 - c0, 0.0);           // [c1 - c0]
+    const T* g = gate ? gate + b * stride : nullptr;  // [C] or null
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t r = (b * L + l) * C;
+      for (int64_t c = c0; c < c1; ++c) {
+        const T d = dout[r + c];
+        if (dx) dx[r + c] += d;
+        dy[r + c] += g ? d * g[c] : d;
+        sg[c - c0] += double(d) * double(y[r + c]);
+      }
+    }
+    if (g)
+      for (int64_t c = c0; c < c1; ++c) dgate[b * stride + c] += T(sg[c - c0]);
+  });
+}
+
+template void modulate_forward<float>(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t,
+                                      int64_t);
+template void modulate_forward<double>(const double*, const double*, const double*, double*, int64_t, int64_t,
+                                       int64_t, int64_t);
+template void modulate_backward<float>(const float*, const float*, const float*, float*, float*, float*, int64_t,
+                                       int64_t, int64_t, int64_t);
+template void modulate_backward<double>(const double*, const double*, const double*, double*, double*, double*,
+                                        int64_t, int64_t, int64_t, int64_t);
+template void gate_residual_forward<float>(const float*, const float*, const float*, float*, int64_t, int64_t,
+                                           int64_t, int64_t);
+template void gate_residual_forward<double>(const double*, const double*, const double*, double*, int64_t, int64_t,
+                                            int64_t, int64_t);
+template void gate_residual_backward<float>(const float*, const float*, const float*, float*, float*, float*,
+                                            int64_t, int64_t, int64_t, int64_t);
+template void gate_residual_backward<double>(const double*, const double*, const double*, double*, double*, double*,
+                                             int64_t, int64_t, int64_t, int64_t);
+
+}  // namespace ms::cpu

@@ -1,0 +1,38 @@
+#include "ops/mse_loss.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/parallel.h"
+
+namespace ms::cpu {
+
+namespace {
+// Elements per partial sum. Fixed (not per thread), so the summation order and the loss bits do
+// not depend on the thread count.
+constexpr int64_t kChunk = 4096;
+}  // namespace
+
+template <class T>
+double mse_loss(const T* pred, const T* target, T* dpred, int64_t n, double scale) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(chunks, 0.0);  // [chunks]
+  const double g = 2.0 / double(n) * scale;
+  parallel_for(chunks, [&](int64_t k) {
+    double s = 0;
+    for (int64_t i = k * kChunk; i < std::min(n, (k + 1) * kChunk); ++i) {
+      const double e = double(pred[i]) - double(target[i]);
+      s += e * e;
+      if (dpred) dpred[i] = T(g * e);
+    }
+    partial[k] = s;
+  });
+  double total = 0;
+  for (double s : partial) total += s;
+  return total / double(n);
+}
+
+template double mse_loss<float>(const float*, const float*, float*, int64_t, double);
+template double mse_loss<double>(const double*, const double*, double*, int64_t, double);
+
+}  // namespace ms::cpu

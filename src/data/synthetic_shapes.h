@@ -1,0 +1,39 @@
+// Built-in synthetic video dataset: one coloured shape moving across a black frame, with a caption.
+// Needs no files, so `megaslide train` runs anywhere; small enough that loss falls within minutes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ms {
+
+struct SyntheticShapesConfig {
+  int64_t frames = 8, height = 32, width = 32;  // frames >= 1, height and width >= 8
+  uint64_t seed = 0;
+};
+
+struct VideoSample {
+  std::vector<float> video;  // [3, frames, height, width] RGB in [-1, 1]; background exactly -1 (black)
+  std::string caption;       // "<colour> <shape> moving <direction>", e.g. "red circle moving left"
+};
+
+// Clip contents: one shape (circle, square, triangle) of one colour (red, green, blue, yellow,
+// cyan, magenta, white), half-extent min(height, width) / 8, moving left, right, up or down at
+// min(height, width) / 32 pixels per frame (1 pixel per frame at 32x32; slower when the clip is
+// too long to stay in frame), from a random sub-pixel start such that it stays fully in frame.
+// Edges are anti-aliased by 4x4 supersampling: pixel = background + coverage * (colour - background).
+class SyntheticShapes {
+ public:
+  explicit SyntheticShapes(SyntheticShapesConfig cfg);
+
+  // Sample i is a pure function of (seed, i): the same index always gives the same clip.
+  VideoSample get(int64_t index) const;
+
+  // Number of distinct captions: colours x shapes x motions.
+  static int64_t num_classes();
+
+ private:
+  SyntheticShapesConfig cfg_;
+};
+
+}  // namespace ms

@@ -1,0 +1,366 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/check.h"
+
+namespace ms {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
+constexpr size_t kMaxTensors = 1'000'000;
+constexpr const char* kCorrupt = "the file is corrupt or not a safetensors file";
+constexpr const char* kMetadataKey = "__metadata__";
+
+[[noreturn]] void corrupt(const std::string& path, const std::string& problem, const char* remedy = kCorrupt) {
+  MS_FAIL(path, ": ", problem, "; ", remedy);
+}
+
+// A name for messages: quoted, cut short so a hostile header cannot produce a huge message.
+std::string quoted(const std::string& s) {
+  constexpr size_t kMax = 200;
+  return s.size() <= kMax ? "'" + s + "'" : "'" + s.substr(0, kMax) + "...'";
+}
+
+// numel(shape) * dtype_size(t) into *out; false on a negative dimension or int64 overflow.
+bool checked_nbytes(const Shape& shape, DType t, int64_t* out) {
+  int64_t n = dtype_size(t);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return false;
+  *out = n;
+  return true;
+}
+
+// An integer JSON value in int64 range into *out; false for anything else.
+bool get_int64(const json& v, int64_t* out) {
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(std::numeric_limits<int64_t>::max())) return false;
+    *out = int64_t(u);
+    return true;
+  }
+  if (!v.is_number_integer()) return false;
+  *out = v.get<int64_t>();
+  return true;
+}
+
+uint64_t load_u64_le(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+
+// Parses the header text. Besides JSON syntax it rejects, while parsing, what the DOM would hide
+// or make expensive: duplicate keys in any object, nesting deeper than a valid header (object ->
+// tensor object -> shape array), and more than kMaxTensors top-level keys. *order receives the
+// top-level keys in header order.
+json parse_header(const std::string& path, const char* text, size_t n, std::vector<std::string>* order) {
+  std::vector<std::set<std::string>> open_keys;  // one key set per open container (empty for arrays)
+  auto on_event = [&](int depth, json::parse_event_t ev, json& parsed) {
+    switch (ev) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (depth >= 3) corrupt(path, "the header nests JSON deeper than a safetensors header can");
+        open_keys.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end: open_keys.pop_back(); break;
+      case json::parse_event_t::key: {
+        const auto& key = parsed.get_ref<const std::string&>();
+        if (!open_keys.back().insert(key).second)
+          corrupt(path, depth == 1 ? cat("tensor name ", quoted(key), " appears twice in the header")
+                                   : cat("key ", quoted(key), " appears twice in one header object"));
+        if (depth == 1) {
+          order->push_back(key);
+          if (order->size() > kMaxTensors + 1) corrupt(path, cat("the header lists more than ", kMaxTensors, " tensors"));
+        }
+        break;
+      }
+      case json::parse_event_t::value: break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, text + n, on_event);
+  } catch (const json::exception& e) {
+    corrupt(path, cat("the header is not valid JSON (", e.what(), ")"));
+  }
+}
+
+struct Placed {
+  SafetensorsEntry entry;
+  int64_t begin, end;  // offsets in the data section
+};
+
+Placed parse_entry(const std::string& path, const std::string& name, const json& v, int64_t data_bytes) {
+  const std::string t = "tensor " + quoted(name);
+  if (!v.is_object()) corrupt(path, cat(t, " is a JSON ", v.type_name(), ", not an object with dtype, shape and data_offsets"));
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    if (!v.contains(key)) corrupt(path, cat(t, " has no \"", key, "\""));
+
+  Placed p{};
+  p.entry.name = name;
+  const json& dtype = v.at("dtype");
+  if (!dtype.is_string()) corrupt(path, cat(t, " dtype is not a string"));
+  if (!dtype_from_name(dtype.get_ref<const std::string&>(), &p.entry.dtype))
+    corrupt(path, cat(t, " has unknown dtype ", quoted(dtype.get<std::string>())),
+            "supported dtypes are F32, F64, F16, BF16, I64, I32, U8: convert the tensor to one of them");
+
+  const json& shape = v.at("shape");
+  if (!shape.is_array()) corrupt(path, cat(t, " shape is not an array of integers"));
+  for (const json& d : shape) {
+    int64_t dim;
+    if (!get_int64(d, &dim)) {
+      if (d.is_number_unsigned()) corrupt(path, cat(t, " shape has too many elements (", d.dump(), " in one dimension)"));
+      corrupt(path, cat(t, " shape is not an array of integers"));
+    }
+    if (dim < 0) corrupt(path, cat(t, " has negative dimension ", dim, " in its shape"));
+    p.entry.shape.push_back(dim);
+  }
+  if (!checked_nbytes(p.entry.shape, p.entry.dtype, &p.entry.nbytes))
+    corrupt(path, cat(t, " shape ", shape_str(p.entry.shape), " has too many elements (its byte size overflows int64)"));
+
+  const json& offsets = v.at("data_offsets");
+  if (!offsets.is_array() || offsets.size() != 2 || !get_int64(offsets[0], &p.begin) || !get_int64(offsets[1], &p.end) ||
+      p.begin < 0 || p.end < 0)
+    corrupt(path, cat(t, " data_offsets is not an array of two non-negative integers"));
+  const std::string range = cat("[", p.begin, ", ", p.end, "]");
+  if (p.begin > p.end) corrupt(path, cat(t, " data_offsets ", range, " begin after they end"));
+  if (p.end > data_bytes)
+    corrupt(path, cat(t, " data_offsets ", range, " run past the end of the data section (", data_bytes, " bytes)"));
+  if (p.end - p.begin != p.entry.nbytes)
+    corrupt(path, cat(t, " data_offsets ", range, " do not match dtype ", dtype_name(p.entry.dtype), " x shape ",
+                      shape_str(p.entry.shape), " (", p.entry.nbytes, " bytes)"));
+  return p;
+}
+
+// Validates the mapped file (size bytes at base) and fills entries (sorted by offset) and metadata.
+void parse_file(const std::string& path, const uint8_t* base, size_t size, std::vector<SafetensorsEntry>* entries,
+                std::map<std::string, std::string>* metadata) {
+  if (size < 8) corrupt(path, cat("the file is ", size, " bytes, shorter than the 8-byte header length field"));
+  const uint64_t header_bytes = load_u64_le(base);
+  if (header_bytes > kMaxHeaderBytes)
+    corrupt(path, cat("header length ", header_bytes, " exceeds the limit of ", kMaxHeaderBytes, " bytes"));
+  if (header_bytes > size - 8)
+    corrupt(path, cat("header length ", header_bytes, " runs past the end of the file (", size, " bytes)"));
+  const int64_t data_bytes = int64_t(size - 8 - header_bytes);
+  const uint8_t* data = base + 8 + header_bytes;
+
+  std::vector<std::string> order;
+  const json header = parse_header(path, reinterpret_cast<const char*>(base + 8), header_bytes, &order);
+  if (!header.is_object()) corrupt(path, cat("the header is a JSON ", header.type_name(), ", not an object"));
+
+  std::vector<Placed> placed;
+  for (const std::string& name : order) {
+    const json& v = header.at(name);
+    if (name != kMetadataKey) {
+      placed.push_back(parse_entry(path, name, v, data_bytes));
+      continue;
+    }
+    if (!v.is_object()) corrupt(path, "__metadata__ is not an object of string -> string");
+    for (const auto& [k, s] : v.items()) {
+      if (!s.is_string()) corrupt(path, cat("__metadata__ value for ", quoted(k), " is a ", s.type_name(), ", not a string"));
+      (*metadata)[k] = s.get<std::string>();
+    }
+  }
+  if (placed.size() > kMaxTensors) corrupt(path, cat("the header lists more than ", kMaxTensors, " tensors"));
+
+  // The tensors must tile the data section: sorted by offset, each starts where the previous ended.
+  std::stable_sort(placed.begin(), placed.end(),
+                   [](const Placed& a, const Placed& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  int64_t expected = 0;
+  std::string previous;
+  for (const Placed& p : placed) {
+    if (p.begin != expected)
+      corrupt(path, cat("tensor ", quoted(p.entry.name), " begins at byte ", p.begin, " of the data section but ",
+                        previous.empty() ? std::string("the data section starts at byte 0")
+                                         : cat("the previous tensor ", previous, " ends at byte ", expected),
+                        "; tensors must tile the data section without gaps or overlaps"));
+    expected = p.end;
+    previous = quoted(p.entry.name);
+  }
+  if (expected != data_bytes)
+    corrupt(path, cat("the tensors end at byte ", expected, " but the data section has ", data_bytes,
+                      " bytes (file size ", size, " - 8 - header length ", header_bytes, ")"));
+
+  entries->reserve(placed.size());
+  for (Placed& p : placed) {
+    p.entry.data = data + p.begin;
+    entries->push_back(std::move(p.entry));
+  }
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+[[noreturn]] void write_failed(const std::string& path, const std::string& step, int err) {
+  MS_FAIL(path, ": cannot write (", step, ": ", std::strerror(err),
+          "); check that the directory exists, is writable and has free space");
+}
+
+// The temp file of one write; removed on destruction unless renamed into place.
+struct TempFile {
+  explicit TempFile(std::string p) : path(std::move(p)) {}
+  std::string path;
+  Fd fd;
+  bool renamed = false;
+  ~TempFile() {
+    if (!renamed) ::unlink(path.c_str());
+  }
+};
+
+void write_all(const std::string& path, int fd, const void* src, size_t n) {
+  const char* p = static_cast<const char*>(src);
+  while (n > 0) {
+    ssize_t k = ::write(fd, p, std::min(n, size_t(1) << 30));
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) write_failed(path, "write", errno);
+    p += k;
+    n -= size_t(k);
+  }
+}
+
+// The header text (space-padded to a multiple of 8 bytes) for tensors written in order.
+std::string make_header(const std::string& path, const std::vector<TensorRef>& tensors,
+                        const std::map<std::string, std::string>& metadata) {
+  json header = json::object();
+  if (!metadata.empty()) header[kMetadataKey] = metadata;
+  int64_t offset = 0;
+  for (const TensorRef& t : tensors) {
+    int64_t nbytes;
+    if (t.name == kMetadataKey) MS_FAIL(path, ": cannot write a tensor named __metadata__; rename it");
+    if (header.contains(t.name)) MS_FAIL(path, ": tensor name ", quoted(t.name), " is given twice; names must be unique");
+    if (!checked_nbytes(t.shape, t.dtype, &nbytes) || __builtin_add_overflow(offset, nbytes, &offset))
+      MS_FAIL(path, ": tensor ", quoted(t.name), " has an invalid shape ", shape_str(t.shape),
+              " (negative dimension or byte size overflow)");
+    if (nbytes > 0 && t.data == nullptr) MS_FAIL(path, ": tensor ", quoted(t.name), " has ", nbytes, " bytes but no data");
+    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset - nbytes, offset}}};
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::exception&) {
+    MS_FAIL(path, ": a tensor name or metadata string is not valid UTF-8; safetensors headers must be UTF-8");
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+  if (text.size() > kMaxHeaderBytes) MS_FAIL(path, ": the header would exceed ", kMaxHeaderBytes, " bytes; write fewer tensors per file");
+  return text;
+}
+
+}  // namespace
+
+SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.fd < 0) MS_FAIL(path, ": cannot open (", std::strerror(errno), "); check the path and its permissions");
+  struct stat st;
+  if (::fstat(fd.fd, &st) != 0) MS_FAIL(path, ": cannot stat (", std::strerror(errno), ")");
+  if (!S_ISREG(st.st_mode)) MS_FAIL(path, ": not a regular file; pass the path of a .safetensors file");
+  SafetensorsFile f;
+  f.path_ = path;
+  const size_t size = size_t(st.st_size);
+  if (size >= 8) {  // shorter files are rejected by parse_file before it reads; mmap cannot map zero bytes
+    void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+    if (m == MAP_FAILED) MS_FAIL(path, ": cannot map the file (", std::strerror(errno), ")");
+    f.map_ = m;
+    f.map_bytes_ = size;
+  }
+  parse_file(path, static_cast<const uint8_t*>(f.map_), size, &f.entries_, &f.metadata_);
+  for (size_t i = 0; i < f.entries_.size(); ++i) f.index_.emplace(f.entries_[i].name, i);
+  return f;
+}
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept
+    : path_(std::move(o.path_)),
+      map_(std::exchange(o.map_, nullptr)),
+      map_bytes_(std::exchange(o.map_bytes_, 0)),
+      entries_(std::move(o.entries_)),
+      index_(std::move(o.index_)),
+      metadata_(std::move(o.metadata_)) {}
+
+SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& o) noexcept {
+  if (this != &o) {
+    unmap();
+    path_ = std::move(o.path_);
+    map_ = std::exchange(o.map_, nullptr);
+    map_bytes_ = std::exchange(o.map_bytes_, 0);
+    entries_ = std::move(o.entries_);
+    index_ = std::move(o.index_);
+    metadata_ = std::move(o.metadata_);
+  }
+  return *this;
+}
+
+SafetensorsFile::~SafetensorsFile() { unmap(); }
+
+void SafetensorsFile::unmap() {
+  if (map_) ::munmap(map_, map_bytes_);
+  map_ = nullptr;
+  map_bytes_ = 0;
+}
+
+const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+void read_as_f32(const SafetensorsEntry& e, float* dst) {
+  const int64_t n = numel(e.shape), size = dtype_size(e.dtype);
+  MS_CHECK(n * size == e.nbytes, "entry ", e.name, " has ", e.nbytes, " bytes for shape ", shape_str(e.shape));
+  if (n == 0) return;
+  if (reinterpret_cast<uintptr_t>(e.data) % uintptr_t(size) == 0) {
+    convert_to_f32(e.dtype, e.data, dst, n);
+    return;
+  }
+  constexpr int64_t kChunk = 4096;  // elements staged through an aligned buffer
+  alignas(8) uint8_t staged[kChunk * 8];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t m = std::min(kChunk, n - i);
+    std::memcpy(staged, e.data + i * size, size_t(m * size));
+    convert_to_f32(e.dtype, staged, dst + i, m);
+  }
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string header = make_header(path, tensors, metadata);
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i) length[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+
+  TempFile tmp{cat(path, ".tmp-", ::getpid())};
+  tmp.fd.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (tmp.fd.fd < 0) write_failed(path, "create temp file", errno);
+  write_all(path, tmp.fd.fd, length, 8);
+  write_all(path, tmp.fd.fd, header.data(), header.size());
+  for (const TensorRef& t : tensors) write_all(path, tmp.fd.fd, t.data, size_t(numel(t.shape) * dtype_size(t.dtype)));
+  if (::fsync(tmp.fd.fd) != 0) write_failed(path, "fsync", errno);
+  const int fd = std::exchange(tmp.fd.fd, -1);
+  if (::close(fd) != 0) write_failed(path, "close", errno);
+  if (::rename(tmp.path.c_str(), path.c_str()) != 0) write_failed(path, "rename temp file over it", errno);
+  tmp.renamed = true;
+
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  Fd dfd{::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (dfd.fd < 0 || ::fsync(dfd.fd) != 0)
+    MS_FAIL(path, ": written, but syncing its directory failed (", std::strerror(errno),
+            "); the new file may not survive a crash");
+}
+
+}  // namespace ms

@@ -1,0 +1,178 @@
+#include "model/config.h"
+
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "core/log.h"
+
+namespace ms {
+
+void ModelConfig::validate() const {
+  if (model_type != "t2v")
+    MS_FAIL("model_type '", model_type, "' is not supported: megaslide trains Wan2.1 text-to-video (t2v) models only");
+  auto positive = [](const char* name, int64_t v) {
+    if (v <= 0) MS_FAIL("config: ", name, " must be positive, got ", v);
+  };
+  positive("dim", dim);
+  positive("ffn_dim", ffn_dim);
+  positive("num_heads", num_heads);
+  positive("num_layers", num_layers);
+  positive("in_dim", in_dim);
+  positive("out_dim", out_dim);
+  positive("text_len", text_len);
+  positive("text_dim", text_dim);
+  positive("freq_dim", freq_dim);
+  for (int64_t p : patch_size) positive("patch_size", p);
+  if (dim % num_heads)
+    MS_FAIL("config: dim ", dim, " is not divisible by num_heads ", num_heads, "; choose num_heads dividing dim");
+  if (head_dim() % 2) MS_FAIL("config: head dim ", head_dim(), " (dim/num_heads) must be even for RoPE");
+  if (head_dim() < 6) MS_FAIL("config: head dim ", head_dim(), " is below 6; 3D RoPE needs at least one pair per axis");
+  if (freq_dim % 2) MS_FAIL("config: freq_dim ", freq_dim, " must be even");
+  if (!(eps > 0)) MS_FAIL("config: eps must be positive, got ", eps);
+  const auto& a = attention;
+  static const std::set<std::string> types{"dense", "window", "dsa", "dsa_fixed"};
+  if (!types.count(a.type))
+    MS_FAIL("config: attention.type '", a.type, "' is unknown; use dense, window, dsa or dsa_fixed");
+  for (int64_t k : a.window)
+    if (k <= 0) MS_FAIL("config: attention.window entries must be positive");
+  if (a.offset_groups < 0 || (a.offset_groups && num_heads % a.offset_groups))
+    MS_FAIL("config: attention.offset_groups ", a.offset_groups, " must divide num_heads ", num_heads);
+  for (double r : a.offset_range)
+    if (!(r >= 0)) MS_FAIL("config: attention.offset_range entries must be >= 0");
+}
+
+namespace {
+
+template <class T>
+T get(const nlohmann::json& j, const char* key, const std::string& source, T fallback) {
+  if (!j.contains(key)) return fallback;
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    MS_FAIL(source, ": '", key, "' has the wrong type (", j.at(key).dump(), ")");
+  }
+}
+
+AttentionConfig attention_from_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) MS_FAIL(source, ": 'attention' must be an object");
+  AttentionConfig a;
+  a.type = get(j, "type", source, a.type);
+  a.window = get(j, "window", source, a.window);
+  a.shift = get(j, "shift", source, a.shift);
+  a.offset_groups = get(j, "offset_groups", source, a.offset_groups);
+  a.offset_range = get(j, "offset_range", source, a.offset_range);
+  for (const auto& [k, v] : j.items())
+    if (k != "type" && k != "window" && k != "shift" && k != "offset_groups" && k != "offset_range")
+      log_warn(source, ": unknown key 'attention.", k, "' ignored");
+  return a;
+}
+
+}  // namespace
+
+ModelConfig config_from_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) MS_FAIL(source, ": a model config must be a JSON object");
+  ModelConfig c;
+  c.model_type = get(j, "model_type", source, c.model_type);
+  c.dim = get(j, "dim", source, c.dim);
+  c.ffn_dim = get(j, "ffn_dim", source, c.ffn_dim);
+  c.num_heads = get(j, "num_heads", source, c.num_heads);
+  c.num_layers = get(j, "num_layers", source, c.num_layers);
+  c.in_dim = get(j, "in_dim", source, c.in_dim);
+  c.out_dim = get(j, "out_dim", source, c.out_dim);
+  c.text_len = get(j, "text_len", source, c.text_len);
+  c.text_dim = get(j, "text_dim", source, c.text_dim);
+  c.freq_dim = get(j, "freq_dim", source, c.freq_dim);
+  c.eps = get(j, "eps", source, c.eps);
+  c.patch_size = get(j, "patch_size", source, c.patch_size);
+  if (j.contains("attention")) c.attention = attention_from_json(j.at("attention"), source);
+  // Wan's own switches: we implement the values every released Wan2.1 model uses.
+  if (!get(j, "qk_norm", source, true)) MS_FAIL(source, ": qk_norm=false is not supported (Wan2.1 uses true)");
+  if (!get(j, "cross_attn_norm", source, true))
+    MS_FAIL(source, ": cross_attn_norm=false is not supported (Wan2.1 uses true)");
+  auto ws = get(j, "window_size", source, std::array<int64_t, 2>{-1, -1});
+  if (ws[0] != -1 || ws[1] != -1)
+    MS_FAIL(source, ": window_size other than [-1, -1] is not supported; use the 'attention' object for local attention");
+  static const std::set<std::string> known{
+      "model_type", "dim",       "ffn_dim", "num_heads", "num_layers",  "in_dim",           "out_dim",
+      "text_len",   "text_dim",  "freq_dim", "eps",      "patch_size",  "attention",        "qk_norm",
+      "cross_attn_norm", "window_size", "_class_name", "_diffusers_version", "_name_or_path"};
+  std::string unknown;
+  for (const auto& [k, v] : j.items())
+    if (!known.count(k)) unknown += (unknown.empty() ? "" : ", ") + k;
+  if (!unknown.empty()) log_warn(source, ": unknown config keys ignored: ", unknown);
+  c.validate();
+  return c;
+}
+
+ModelConfig load_config(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) MS_FAIL("cannot open model config '", path, "'; pass a config.json or a preset name");
+  nlohmann::json j;
+  try {
+    f >> j;
+  } catch (const nlohmann::json::exception& e) {
+    MS_FAIL(path, ": not valid JSON (", e.what(), ")");
+  }
+  return config_from_json(j, path);
+}
+
+nlohmann::json config_to_json(const ModelConfig& c) {
+  nlohmann::json j{{"_class_name", "WanModel"}, {"model_type", c.model_type}, {"dim", c.dim},
+                   {"ffn_dim", c.ffn_dim},      {"num_heads", c.num_heads},   {"num_layers", c.num_layers},
+                   {"in_dim", c.in_dim},        {"out_dim", c.out_dim},       {"text_len", c.text_len},
+                   {"text_dim", c.text_dim},    {"freq_dim", c.freq_dim},     {"eps", c.eps},
+                   {"patch_size", c.patch_size}};
+  const auto& a = c.attention;
+  j["attention"] = {{"type", a.type}, {"window", a.window}, {"shift", a.shift}, {"offset_groups", a.offset_groups},
+                    {"offset_range", a.offset_range}};
+  return j;
+}
+
+namespace {
+struct Preset {
+  const char* name;
+  int64_t dim, ffn_dim, heads, layers, in_dim, text_len, text_dim, freq_dim;
+};
+constexpr Preset kPresets[] = {
+    {"tiny", 96, 256, 4, 3, 3, 16, 64, 64},
+    {"wan2.1-1.3b", 1536, 8960, 12, 30, 16, 512, 4096, 256},
+    {"wan2.1-14b", 5120, 13824, 40, 40, 16, 512, 4096, 256},
+};
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> v;
+  for (const auto& p : kPresets) v.push_back(p.name);
+  return v;
+}
+
+bool is_preset(const std::string& name) {
+  for (const auto& p : kPresets)
+    if (name == p.name) return true;
+  return false;
+}
+
+ModelConfig preset_config(const std::string& name) {
+  for (const auto& p : kPresets) {
+    if (name != p.name) continue;
+    ModelConfig c;
+    c.dim = p.dim;
+    c.ffn_dim = p.ffn_dim;
+    c.num_heads = p.heads;
+    c.num_layers = p.layers;
+    c.in_dim = c.out_dim = p.in_dim;
+    c.text_len = p.text_len;
+    c.text_dim = p.text_dim;
+    c.freq_dim = p.freq_dim;
+    c.validate();
+    return c;
+  }
+  std::string all;
+  for (const auto& n : preset_names()) all += " " + n;
+  MS_FAIL("unknown model preset '", name, "'; presets:", all);
+}
+
+}  // namespace ms

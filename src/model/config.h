@@ -1,0 +1,47 @@
+// Model configuration: Wan2.1's config.json plus our `attention` object (DESIGN §3, §4).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace ms {
+
+struct AttentionConfig {
+  std::string type = "dense";                // dense | window | dsa | dsa_fixed
+  std::array<int64_t, 3> window{3, 3, 3};    // kt, kh, kw (tokens)
+  bool shift = true;                         // window: shift odd blocks
+  int64_t offset_groups = 0;                 // dsa: G; 0 means num_heads
+  std::array<double, 3> offset_range{1.0, 2.0, 2.0};  // dsa: max |offset| per axis (t, h, w), tokens
+};
+
+struct ModelConfig {
+  std::string model_type = "t2v";
+  int64_t dim = 0, ffn_dim = 0, num_heads = 0, num_layers = 0;
+  int64_t in_dim = 16, out_dim = 16, text_len = 512, text_dim = 4096, freq_dim = 256;
+  double eps = 1e-6;
+  std::array<int64_t, 3> patch_size{1, 2, 2};
+  AttentionConfig attention;
+
+  int64_t head_dim() const { return dim / num_heads; }
+  int64_t patch_volume() const { return patch_size[0] * patch_size[1] * patch_size[2]; }
+  int64_t groups() const { return attention.offset_groups ? attention.offset_groups : num_heads; }
+  // Throws ms::Error naming the contradictory value and the fix.
+  void validate() const;
+};
+
+// Parses Wan's config.json form. `source` names the file in messages. Keys real Wan2.1 configs carry
+// (_class_name, _diffusers_version, window_size, qk_norm, cross_attn_norm, ...) are accepted; other unknown
+// keys draw a warning naming them.
+ModelConfig config_from_json(const nlohmann::json& j, const std::string& source);
+ModelConfig load_config(const std::string& path);
+nlohmann::json config_to_json(const ModelConfig& c);
+
+// Presets: tiny (the default training job, pixel space), wan2.1-1.3b, wan2.1-14b.
+ModelConfig preset_config(const std::string& name);
+std::vector<std::string> preset_names();
+bool is_preset(const std::string& name);
+
+}  // namespace ms

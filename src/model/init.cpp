@@ -1,0 +1,67 @@
+#include "model/init.h"
+
+#include <cmath>
+
+#include "core/parallel.h"
+#include "core/rng.h"
+
+namespace ms {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+uint64_t name_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a over the name, keyed by the seed
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+void init_one(const ParamInfo& p, int64_t dim, int64_t patch_fan_in, uint64_t seed, float* out) {
+  Rng rng(name_seed(seed, p.name));
+  const auto& s = p.shape;
+  auto fill = [&](auto&& draw) {
+    for (int64_t i = 0; i < p.numel; ++i) out[i] = float(draw());
+  };
+  auto xavier = [&] {
+    const int64_t fan_out = s[0], fan_in = p.numel / s[0];
+    const double bound = std::sqrt(6.0 / double(fan_in + fan_out));
+    fill([&] { return rng.uniform(-bound, bound); });
+  };
+  if (ends_with(p.name, "modulation")) {
+    fill([&] { return rng.normal() / std::sqrt(double(dim)); });
+  } else if (ends_with(p.name, "norm_q.weight") || ends_with(p.name, "norm_k.weight") ||
+             ends_with(p.name, "norm3.weight")) {
+    fill([] { return 1.0; });
+  } else if (p.name == "head.head.weight") {
+    fill([] { return 0.0; });
+  } else if (p.name == "patch_embedding.weight") {
+    xavier();
+  } else if (p.name == "patch_embedding.bias") {  // Conv3d's default bias init
+    const double bound = 1.0 / std::sqrt(double(patch_fan_in));
+    fill([&] { return rng.uniform(-bound, bound); });
+  } else if (ends_with(p.name, ".weight") &&
+             (starts_with(p.name, "text_embedding.") || starts_with(p.name, "time_embedding."))) {
+    fill([&] { return 0.02 * rng.normal(); });
+  } else if (ends_with(p.name, ".weight")) {
+    xavier();
+  } else {
+    fill([] { return 0.0; });  // Linear biases, norm3.bias
+  }
+}
+
+}  // namespace
+
+void init_params(const ParamTable& table, int64_t dim, uint64_t seed, float* params) {
+  const auto& ps = table.params();
+  const ParamInfo* patch = table.find("patch_embedding.weight");
+  const int64_t patch_fan_in = patch->numel / patch->shape[0];
+  parallel_for(int64_t(ps.size()), [&](int64_t i) {
+    const ParamInfo& p = ps[size_t(i)];
+    init_one(p, dim, patch_fan_in, seed, params + p.offset);
+  });
+}
+
+}  // namespace ms

@@ -1,0 +1,16 @@
+// Wan2.1's initialisation (WanModel.init_weights) for a model trained from scratch.
+#pragma once
+#include <cstdint>
+
+#include "model/param_table.h"
+
+namespace ms {
+
+// Fills params [table.total()] (f32): Linear weights Xavier-uniform and biases zero; patch_embedding
+// weight Xavier-uniform over its flattened [dim, in_dim*pt*ph*pw] view, bias U(+-1/sqrt(fan_in)) (Conv3d's
+// default); text/time embedding weights N(0, 0.02); head.head.weight zero; modulation N(0, 1)/sqrt(dim);
+// RMSNorm/LayerNorm weights one, biases zero. Each parameter draws from its own stream seeded by
+// (seed, name), so the result does not depend on the order of parameters or on threads.
+void init_params(const ParamTable& table, int64_t dim, uint64_t seed, float* params);
+
+}  // namespace ms

@@ -1,0 +1,49 @@
+#include "model/model.h"
+
+#include <algorithm>
+
+namespace ms {
+
+template <class T>
+ResidentModel<T>::ResidentModel(const ModelConfig& c, const ModelDims& d) : cfg_(c), dims_(d), table_(c) {
+  auto visit = [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f); };
+  buffer_ = AlignedBuffer<T>(size_t(workspace_numel<ModelWorkspace<T>>(visit)));
+  ws_ = bind_workspace<ModelWorkspace<T>>(buffer_.data(), visit);
+}
+
+template <class T>
+void ResidentModel<T>::forward(const T* params, const T* latents, const T* t, const T* context, T* velocity) {
+  const auto& st = table_.stages();
+  const int64_t ND = dims_.N() * cfg_.dim;
+  stem_forward(cfg_, dims_, bind_stem(cfg_, params + st.front().offset), latents, t, context, ws_.stem);
+  std::copy(ws_.stem.x0, ws_.stem.x0 + ND, ws_.xs);
+  for (int64_t i = 0; i < cfg_.num_layers; ++i)
+    block_forward(cfg_, dims_, bind_block(cfg_, params + st[size_t(i + 1)].offset), ws_.xs + i * ND, ws_.stem.e0,
+                  ws_.stem.ctx, ws_.block, ws_.xs + (i + 1) * ND);
+  head_forward(cfg_, dims_, bind_head(cfg_, params + st.back().offset), ws_.xs + cfg_.num_layers * ND, ws_.stem.e,
+               ws_.head, velocity);
+}
+
+template <class T>
+void ResidentModel<T>::backward(const T* params, const T* dvelocity, T* grads, T* dlatents, T* dcontext) {
+  const auto& st = table_.stages();
+  const int64_t ND = dims_.N() * cfg_.dim, B = dims_.B, D = cfg_.dim;
+  std::fill(ws_.de, ws_.de + B * D, T(0));
+  std::fill(ws_.de0, ws_.de0 + B * 6 * D, T(0));
+  std::fill(ws_.dctx, ws_.dctx + B * dims_.Lt * D, T(0));
+  head_backward(cfg_, dims_, bind_head(cfg_, params + st.back().offset), ws_.xs + cfg_.num_layers * ND, ws_.head,
+                dvelocity, ws_.dres, ws_.de, bind_head(cfg_, grads + st.back().offset), ws_.scratch);
+  for (int64_t i = cfg_.num_layers - 1; i >= 0; --i) {
+    const size_t s = size_t(i + 1);
+    block_backward(cfg_, dims_, bind_block(cfg_, params + st[s].offset), ws_.xs + i * ND, ws_.stem.e0, ws_.stem.ctx,
+                   ws_.block, ws_.block_grads, ws_.dres, ws_.dres, ws_.de0, ws_.dctx,
+                   bind_block(cfg_, grads + st[s].offset));
+  }
+  stem_backward(cfg_, dims_, bind_stem(cfg_, params + st.front().offset), ws_.stem, ws_.dres, ws_.de, ws_.de0,
+                ws_.dctx, bind_stem(cfg_, grads + st.front().offset), dlatents, dcontext, ws_.scratch);
+}
+
+template class ResidentModel<float>;
+template class ResidentModel<double>;
+
+}  // namespace ms

@@ -1,0 +1,67 @@
+// The whole model with every stage resident in one parameter pool: the reference schedule (what a
+// streamed run must reproduce bit for bit), the `forward` verb and the tests. Blocks keep only their
+// inputs from the forward and recompute the rest in the backward.
+#pragma once
+#include <cstdint>
+
+#include "core/aligned.h"
+#include "model/block.h"
+#include "model/head.h"
+#include "model/param_table.h"
+#include "model/stem.h"
+
+namespace ms {
+
+template <class T>
+struct ModelWorkspace {
+  StemActs<T> stem;
+  BlockActs<T> block;
+  BlockGrads<T> block_grads;
+  HeadActs<T> head;
+  T* xs;       // [num_layers + 1, N, D] block inputs (checkpoints) and the head input
+  T* dres;     // [N, D] gradient of the residual stream
+  T* de;       // [B, D]
+  T* de0;      // [B, 6, D]
+  T* dctx;     // [B, Lt, D]
+  T* scratch;  // stem / head backward scratch
+};
+
+template <class T, class F>
+void visit_model_workspace(const ModelConfig& c, const ModelDims& d, ModelWorkspace<T>& ws, F&& f) {
+  visit_stem_acts(c, d, ws.stem, f);
+  visit_block_acts(c, d, ws.block, f);
+  visit_block_grads(c, d, ws.block_grads, f);
+  visit_head_acts(c, d, ws.head, f);
+  f((c.num_layers + 1) * d.N() * c.dim, ws.xs);
+  f(d.N() * c.dim, ws.dres);
+  f(d.B * c.dim, ws.de);
+  f(d.B * 6 * c.dim, ws.de0);
+  f(d.B * d.Lt * c.dim, ws.dctx);
+  f(std::max(stem_scratch_numel(c, d), head_scratch_numel(c, d)), ws.scratch);
+}
+
+template <class T>
+class ResidentModel {
+ public:
+  ResidentModel(const ModelConfig& c, const ModelDims& d);
+
+  // params [table.total()] laid out by ParamTable. latents [B, in_dim, F, H, W], t [B] (0..1000),
+  // context [B, Lc, text_dim] -> velocity [B, out_dim, F, H, W].
+  void forward(const T* params, const T* latents, const T* t, const T* context, T* velocity);
+  // After forward with the same params: grads [table.total()] += dL/dparams given dvelocity;
+  // dlatents [B, in_dim, F, H, W] and dcontext [B, Lc, text_dim] are written when non-null.
+  void backward(const T* params, const T* dvelocity, T* grads, T* dlatents, T* dcontext);
+
+  const ParamTable& table() const { return table_; }
+  const ModelDims& dims() const { return dims_; }
+  int64_t workspace_bytes() const { return int64_t(buffer_.size() * sizeof(T)); }
+
+ private:
+  ModelConfig cfg_;
+  ModelDims dims_;
+  ParamTable table_;
+  AlignedBuffer<T> buffer_;
+  ModelWorkspace<T> ws_;
+};
+
+}  // namespace ms

@@ -1,0 +1,51 @@
+// The stem stage: patch embedding of the latents, timestep embedding (e, e0) and text embedding of
+// the zero-padded context.
+#pragma once
+#include <cstdint>
+
+#include "model/dims.h"
+#include "model/weights.h"
+
+namespace ms {
+
+// N = B*L tokens, D = dim, Pv = in_dim*pt*ph*pw, Nt = B*Lt context rows.
+template <class T>
+struct StemActs {
+  T* patches;          // [N, Pv] patchified latents
+  T* x0;               // [N, D] block-0 input
+  T *sin, *t_a0, *t_s0;  // [B, freq_dim], [B, D] time_embedding.0 output, SiLU of it
+  T* e;                // [B, D] time embedding
+  T* e_silu;           // [B, D] SiLU(e): input of time_projection.1
+  T* e0;               // [B, 6, D] block modulation input
+  T *ctx_pad, *ctx_h, *ctx_g;  // [Nt, text_dim], [Nt, D] text_embedding.0 output, GELU of it
+  T* ctx;              // [Nt, D] embedded context for cross-attention
+};
+
+template <class T, class F>
+void visit_stem_acts(const ModelConfig& c, const ModelDims& d, StemActs<T>& a, F&& f) {
+  const int64_t N = d.N(), D = c.dim, Nt = d.B * d.Lt;
+  f(N * c.in_dim * c.patch_volume(), a.patches);
+  f(N * D, a.x0);
+  f(d.B * c.freq_dim, a.sin);
+  for (T** p : {&a.t_a0, &a.t_s0, &a.e, &a.e_silu}) f(d.B * D, *p);
+  f(d.B * 6 * D, a.e0);
+  f(Nt * c.text_dim, a.ctx_pad);
+  for (T** p : {&a.ctx_h, &a.ctx_g, &a.ctx}) f(Nt * D, *p);
+}
+
+// latents [B, in_dim, F, H, W], t [B] (0..1000), context [B, Lc, text_dim] -> acts (x0, e, e0, ctx).
+template <class T>
+void stem_forward(const ModelConfig& c, const ModelDims& d, const StemW<const T*>& w, const T* latents, const T* t,
+                  const T* context, const StemActs<T>& a);
+
+// Inverts stem_forward given dx0 [N, D], de [B, D], de0 [B, 6, D], dctx [Nt, D] (each consumed; de is
+// clobbered). Accumulates parameter grads gw; writes dlatents [B, in_dim, F, H, W] and dcontext
+// [B, Lc, text_dim] when non-null (overwritten). `scratch` holds max(N*Pv, Nt*(text_dim+2D), B*3D) elements.
+template <class T>
+void stem_backward(const ModelConfig& c, const ModelDims& d, const StemW<const T*>& w, const StemActs<T>& a,
+                   const T* dx0, T* de, const T* de0, const T* dctx, const StemW<T*>& gw, T* dlatents, T* dcontext,
+                   T* scratch);
+
+int64_t stem_scratch_numel(const ModelConfig& c, const ModelDims& d);
+
+}  // namespace ms

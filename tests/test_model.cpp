@@ -1,0 +1,116 @@
+#include "model/model.h"
+
+#include "model/init.h"
+#include "reference_model.h"
+#include "test_util.h"
+
+namespace ms::test {
+namespace {
+
+// Small odd config: head dim 12 (RoPE parts 2/2/2 pairs), out_dim != in_dim, context shorter than text_len.
+ModelConfig small_config() {
+  ModelConfig c;
+  c.dim = 24;
+  c.ffn_dim = 37;
+  c.num_heads = 2;
+  c.num_layers = 2;
+  c.in_dim = 3;
+  c.out_dim = 5;
+  c.text_len = 7;
+  c.text_dim = 11;
+  c.freq_dim = 10;
+  c.patch_size = {1, 2, 2};
+  c.validate();
+  return c;
+}
+
+struct Case {
+  ModelConfig cfg = small_config();
+  ModelDims dims = ModelDims::make(cfg, 2, 3, 4, 6, 5);
+  ParamTable table{cfg};
+  Vec params, latents, t{137.0, 861.5}, context;
+  Weights weights;
+
+  Case() {
+    params = randn(size_t(table.total()), 11, 0.4);
+    for (const auto& p : table.params()) {  // norm weights near 1, like trained models
+      if (p.name.find("norm") != std::string::npos && p.name.find(".weight") != std::string::npos)
+        for (int64_t i = 0; i < p.numel; ++i) params[size_t(p.offset + i)] += 1.0;
+    }
+    latents = randn(size_t(dims.B * cfg.in_dim * dims.F * dims.H * dims.W), 12);
+    context = randn(size_t(dims.B * dims.Lc * cfg.text_dim), 13);
+    for (const auto& p : table.params())
+      weights[p.name] = Vec(params.begin() + p.offset, params.begin() + p.offset + p.numel);
+  }
+  int64_t out_numel() const { return dims.B * cfg.out_dim * dims.F * dims.H * dims.W; }
+};
+
+}  // namespace
+
+TEST(ParamTable, Wan14BCountIsExact) {
+  EXPECT_EQ(ParamTable(preset_config("wan2.1-14b")).total(), 14288491584);
+  ParamTable t(preset_config("wan2.1-1.3b"));
+  EXPECT_EQ(t.stages().size(), 32u);  // stem, 30 blocks, head
+  int64_t sum = 0;
+  for (const auto& s : t.stages()) sum += s.numel;
+  EXPECT_EQ(sum, t.total());
+}
+
+TEST(Model, ForwardMatchesIndependentReference) {
+  Case k;
+  Vec ref = ref_forward(k.cfg, k.weights, k.latents, k.t, k.context, 2, 3, 4, 6, 5);
+  ResidentModel<double> m(k.cfg, k.dims);
+  Vec out(size_t(k.out_numel()));
+  m.forward(k.params.data(), k.latents.data(), k.t.data(), k.context.data(), out.data());
+  EXPECT_LT(rel_l2(out, ref), 1e-12);
+  // float32 engine against the float64 reference: the acceptance bound of `megaslide forward`
+  ResidentModel<float> mf(k.cfg, k.dims);
+  auto pf = to_f32(k.params), lf = to_f32(k.latents), tf = to_f32(k.t), cf = to_f32(k.context);
+  std::vector<float> outf(out.size());
+  mf.forward(pf.data(), lf.data(), tf.data(), cf.data(), outf.data());
+  EXPECT_LT(rel_l2(outf, ref), 2e-4);
+}
+
+TEST(Model, GradientsMatchFiniteDifferences) {
+  Case k;
+  ResidentModel<double> m(k.cfg, k.dims);
+  Vec r = randn(size_t(k.out_numel()), 14), out(r.size());
+  auto loss = [&] {
+    m.forward(k.params.data(), k.latents.data(), k.t.data(), k.context.data(), out.data());
+    return dot(out, r);
+  };
+  loss();
+  Vec grads(k.params.size(), 0.0), dlat(k.latents.size()), dctx(k.context.size());
+  m.backward(k.params.data(), r.data(), grads.data(), dlat.data(), dctx.data());
+  EXPECT_LT(fd_error(k.latents, dlat, loss, 40), kFdTol);
+  EXPECT_LT(fd_error(k.context, dctx, loss, 40), kFdTol);
+  // every parameter tensor, a few coordinates each
+  for (const auto& p : k.table.params()) {
+    Vec sub(k.params.begin() + p.offset, k.params.begin() + p.offset + p.numel);
+    Vec gsub(grads.begin() + p.offset, grads.begin() + p.offset + p.numel);
+    auto sub_loss = [&] {
+      std::copy(sub.begin(), sub.end(), k.params.begin() + p.offset);
+      return loss();
+    };
+    EXPECT_LT(fd_error(sub, gsub, sub_loss, 6), kFdTol) << p.name;
+    std::copy(sub.begin(), sub.end(), k.params.begin() + p.offset);
+  }
+}
+
+TEST(Model, WanInitIsDeterministicAndHeadStartsAtZero) {
+  ModelConfig c = small_config();
+  ParamTable t(c);
+  std::vector<float> a(size_t(t.total())), b(a.size());
+  init_params(t, c.dim, 5, a.data());
+  init_params(t, c.dim, 5, b.data());
+  EXPECT_EQ(a, b);
+  const ParamInfo* head = t.find("head.head.weight");
+  for (int64_t i = 0; i < head->numel; ++i) EXPECT_EQ(a[size_t(head->offset + i)], 0.0f);
+  const ParamInfo* q = t.find("blocks.1.self_attn.q.weight");  // Xavier-uniform bound sqrt(6 / (24 + 24)) = 0.354
+  double mx = 0;
+  for (int64_t i = 0; i < q->numel; ++i) mx = std::max(mx, double(std::fabs(a[size_t(q->offset + i)])));
+  EXPECT_LT(mx, 0.3536);
+  EXPECT_GT(mx, 0.3);
+}
+
+}  // namespace ms::test
