@@ -1,5 +1,3 @@
-#include "io/safetensors.h"
-
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -10,32 +8,15 @@
 #include <optional>
 
 #include "core/check.h"
+#include "io/safetensors.h"
 #include "io/weight_files.h"
+#include "temp_dir.h"
 #include "test_util.h"
 
 namespace ms::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A fresh directory under the system temp dir, removed with its contents on destruction.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           cat("megaslide_", info ? info->name() : "test", "_", ::getpid(), "_", counter++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
@@ -93,8 +74,11 @@ std::string write_small_valid(const TempDir& dir) {
   std::vector<float> a = {1, 2, 3, 4, 5, 6};
   std::vector<uint16_t> b = {0x3fc0, 0xbec0, 0x4380, 0, 0xc000};
   std::vector<int32_t> c = {7, -8, 9};
-  write_safetensors(p, {{"a", DType::f32, {2, 3}, a.data()}, {"empty", DType::i64, {0, 4}, nullptr},
-                        {"b", DType::bf16, {5}, b.data()}, {"c", DType::i32, {3}, c.data()}},
+  write_safetensors(p,
+                    {{"a", DType::f32, {2, 3}, a.data()},
+                     {"empty", DType::i64, {0, 4}, nullptr},
+                     {"b", DType::bf16, {5}, b.data()},
+                     {"c", DType::i32, {3}, c.data()}},
                     {{"format", "pt"}});
   return p;
 }
@@ -106,11 +90,11 @@ TEST(Safetensors, RoundTripEveryDtype) {
     DType dtype;
     Shape shape;
   };
-  const std::vector<Case> cases = {{"w.f32", DType::f32, {3, 5}},   {"f64", DType::f64, {}},
-                                   {"f16", DType::f16, {7}},        {"bf16", DType::bf16, {2, 1, 3}},
-                                   {"i64", DType::i64, {0}},        {"i32", DType::i32, {1, 1, 1, 5}},
-                                   {"u8", DType::u8, {9}},          {"empty", DType::f32, {4, 0, 3}},
-                                   {"scalar", DType::bf16, {}},     {"tail", DType::f64, {2, 3}}};
+  const std::vector<Case> cases = {{"w.f32", DType::f32, {3, 5}}, {"f64", DType::f64, {}},
+                                   {"f16", DType::f16, {7}},      {"bf16", DType::bf16, {2, 1, 3}},
+                                   {"i64", DType::i64, {0}},      {"i32", DType::i32, {1, 1, 1, 5}},
+                                   {"u8", DType::u8, {9}},        {"empty", DType::f32, {4, 0, 3}},
+                                   {"scalar", DType::bf16, {}},   {"tail", DType::f64, {2, 3}}};
   Rng rng(1);
   std::vector<std::string> bytes;
   std::vector<TensorRef> refs;
@@ -119,8 +103,10 @@ TEST(Safetensors, RoundTripEveryDtype) {
     for (char& x : b) x = char(rng.next_u64());
     bytes.push_back(b);
   }
-  for (size_t i = 0; i < cases.size(); ++i) refs.push_back({cases[i].name, cases[i].dtype, cases[i].shape, bytes[i].data()});
-  const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"step", "12"}, {"note", "ü → \"q\""}, {"e", ""}};
+  for (size_t i = 0; i < cases.size(); ++i)
+    refs.push_back({cases[i].name, cases[i].dtype, cases[i].shape, bytes[i].data()});
+  const std::map<std::string, std::string> metadata = {
+      {"format", "pt"}, {"step", "12"}, {"note", "ü → \"q\""}, {"e", ""}};
   const std::string p = dir.file("all.safetensors");
   write_safetensors(p, refs, metadata);
 
@@ -241,8 +227,8 @@ TEST(SafetensorsWrite, UnwritableDirectoryKeepsOldFile) {
   TempDir dir;
   const std::string p = write_small_valid(dir);
   const std::string before = read_bytes(p);
-  fs::permissions(dir.path, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_read |
-                                fs::perms::others_exec);
+  fs::permissions(dir.path,
+                  fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_read | fs::perms::others_exec);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -353,51 +339,75 @@ TEST_F(Malformed, MissingDataOffsets) {
 TEST_F(Malformed, DtypeNotString) {
   expect("{\"x\":{\"dtype\":32,\"shape\":[4],\"data_offsets\":[0,16]}}", k16, "tensor 'x' dtype is not a string");
 }
-TEST_F(Malformed, UnknownDtype) { expect("{" + entry("x", "F8_E4M3", "[16]", 0, 16) + "}", k16, "tensor 'x' has unknown dtype 'F8_E4M3'"); }
-TEST_F(Malformed, ShapeNotArray) { expect("{" + entry("x", "F32", "4", 0, 16) + "}", k16, "tensor 'x' shape is not an array of integers"); }
-TEST_F(Malformed, ShapeFloatDim) { expect("{" + entry("x", "F32", "[4.0]", 0, 16) + "}", k16, "shape is not an array of integers"); }
-TEST_F(Malformed, ShapeStringDim) { expect("{" + entry("x", "F32", "[\"4\"]", 0, 16) + "}", k16, "shape is not an array of integers"); }
-TEST_F(Malformed, NegativeDim) { expect("{" + entry("x", "F32", "[-2,-2]", 0, 16) + "}", k16, "has negative dimension -2"); }
+TEST_F(Malformed, UnknownDtype) {
+  expect("{" + entry("x", "F8_E4M3", "[16]", 0, 16) + "}", k16, "tensor 'x' has unknown dtype 'F8_E4M3'");
+}
+TEST_F(Malformed, ShapeNotArray) {
+  expect("{" + entry("x", "F32", "4", 0, 16) + "}", k16, "tensor 'x' shape is not an array of integers");
+}
+TEST_F(Malformed, ShapeFloatDim) {
+  expect("{" + entry("x", "F32", "[4.0]", 0, 16) + "}", k16, "shape is not an array of integers");
+}
+TEST_F(Malformed, ShapeStringDim) {
+  expect("{" + entry("x", "F32", "[\"4\"]", 0, 16) + "}", k16, "shape is not an array of integers");
+}
+TEST_F(Malformed, NegativeDim) {
+  expect("{" + entry("x", "F32", "[-2,-2]", 0, 16) + "}", k16, "has negative dimension -2");
+}
 TEST_F(Malformed, NumelOverflow) {
   expect("{" + entry("x", "F32", "[4294967296,4294967296]", 0, 16) + "}", k16, "has too many elements");
 }
-TEST_F(Malformed, DimBeyondInt64) { expect("{" + entry("x", "U8", "[18446744073709551615]", 0, 16) + "}", k16, "has too many elements"); }
+TEST_F(Malformed, DimBeyondInt64) {
+  expect("{" + entry("x", "U8", "[18446744073709551615]", 0, 16) + "}", k16, "has too many elements");
+}
 TEST_F(Malformed, OffsetsNotArray) {
   expect("{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":16}}", k16,
          "tensor 'x' data_offsets is not an array of two non-negative integers");
 }
 TEST_F(Malformed, OffsetsWrongLength) {
-  expect("{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16,16]}}", k16, "data_offsets is not an array of two");
+  expect("{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16,16]}}", k16,
+         "data_offsets is not an array of two");
 }
 TEST_F(Malformed, OffsetsNotIntegers) {
-  expect("{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,\"16\"]}}", k16, "data_offsets is not an array of two");
+  expect("{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,\"16\"]}}", k16,
+         "data_offsets is not an array of two");
 }
-TEST_F(Malformed, OffsetsNegative) { expect("{" + entry("x", "F32", "[0]", -4, -4) + "}", "", "data_offsets is not an array of two"); }
+TEST_F(Malformed, OffsetsNegative) {
+  expect("{" + entry("x", "F32", "[0]", -4, -4) + "}", "", "data_offsets is not an array of two");
+}
 TEST_F(Malformed, OffsetsPastEnd) {
-  expect("{" + entry("x", "F32", "[8]", 0, 32) + "}", k16, "data_offsets [0, 32] run past the end of the data section (16 bytes)");
+  expect("{" + entry("x", "F32", "[8]", 0, 32) + "}", k16,
+         "data_offsets [0, 32] run past the end of the data section (16 bytes)");
 }
 TEST_F(Malformed, OffsetsHugeDoNotWrap) {
   expect("{" + entry("x", "U8", "[16]", 9223372036854775807 - 15, 9223372036854775807) + "}", k16, "run past the end");
 }
-TEST_F(Malformed, OffsetsBeginAfterEnd) { expect("{" + entry("x", "F32", "[1]", 8, 4) + "}", k16, "data_offsets [8, 4] begin after they end"); }
+TEST_F(Malformed, OffsetsBeginAfterEnd) {
+  expect("{" + entry("x", "F32", "[1]", 8, 4) + "}", k16, "data_offsets [8, 4] begin after they end");
+}
 TEST_F(Malformed, SizeMismatch) {
   expect("{" + entry("x", "F32", "[2,2]", 0, 12) + "}", std::string(12, '\0'),
          "tensor 'x' data_offsets [0, 12] do not match dtype F32 x shape [2, 2] (16 bytes)");
 }
 TEST_F(Malformed, FirstTensorNotAtZero) {
-  expect("{" + entry("x", "F32", "[2]", 8, 16) + "}", k16, "begins at byte 8 of the data section but the data section starts at byte 0");
+  expect("{" + entry("x", "F32", "[2]", 8, 16) + "}", k16,
+         "begins at byte 8 of the data section but the data section starts at byte 0");
 }
 TEST_F(Malformed, GapBetweenTensors) {
   expect("{" + entry("a", "F32", "[1]", 0, 4) + "," + entry("b", "F32", "[2]", 8, 16) + "}", k16,
          "tensor 'b' begins at byte 8 of the data section but the previous tensor 'a' ends at byte 4");
 }
 TEST_F(Malformed, OverlappingTensors) {
-  expect("{" + entry("a", "F32", "[2]", 0, 8) + "," + entry("b", "F32", "[3]", 4, 16) + "}", k16, "without gaps or overlaps");
+  expect("{" + entry("a", "F32", "[2]", 0, 8) + "," + entry("b", "F32", "[3]", 4, 16) + "}", k16,
+         "without gaps or overlaps");
 }
 TEST_F(Malformed, TrailingDataBytes) {
-  expect("{" + entry("a", "F32", "[2]", 0, 8) + "}", k16, "the tensors end at byte 8 but the data section has 16 bytes");
+  expect("{" + entry("a", "F32", "[2]", 0, 8) + "}", k16,
+         "the tensors end at byte 8 but the data section has 16 bytes");
 }
-TEST_F(Malformed, DataWithoutTensors) { expect("{}", k16, "the tensors end at byte 0 but the data section has 16 bytes"); }
+TEST_F(Malformed, DataWithoutTensors) {
+  expect("{}", k16, "the tensors end at byte 0 but the data section has 16 bytes");
+}
 TEST_F(Malformed, DuplicateName) {
   expect("{" + entry("a", "F32", "[2]", 0, 8) + "," + entry("a", "F32", "[2]", 8, 16) + "}", k16,
          "tensor name 'a' appears twice in the header");
@@ -406,11 +416,15 @@ TEST_F(Malformed, DuplicateKeyInEntry) {
   expect("{\"x\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", k16,
          "key 'dtype' appears twice in one header object");
 }
-TEST_F(Malformed, MetadataNotObject) { expect("{\"__metadata__\":\"x\"}", "", "__metadata__ is not an object of string -> string"); }
+TEST_F(Malformed, MetadataNotObject) {
+  expect("{\"__metadata__\":\"x\"}", "", "__metadata__ is not an object of string -> string");
+}
 TEST_F(Malformed, MetadataValueNotString) {
   expect("{\"__metadata__\":{\"k\":1}}", "", "__metadata__ value for 'k' is a number, not a string");
 }
-TEST_F(Malformed, NestingTooDeep) { expect("{\"a\":{\"b\":[[[]]]}}", "", "nests JSON deeper than a safetensors header can"); }
+TEST_F(Malformed, NestingTooDeep) {
+  expect("{\"a\":{\"b\":[[[]]]}}", "", "nests JSON deeper than a safetensors header can");
+}
 TEST_F(Malformed, TooManyTensors) {
   std::string header = "{";
   for (int i = 0; i <= 1'000'001; ++i) header += cat(i ? "," : "", "\"", i, "\":0");
@@ -446,9 +460,15 @@ TEST(SafetensorsRobust, HeaderMutationsNeverCrash) {
     for (int k = 0, flips = 1 + int(rng.below(4)); k < flips; ++k) {
       char& c = bytes[size_t(rng.below(int64_t(header_end)))];
       switch (rng.below(3)) {
-        case 0: c = char(c ^ (1 << rng.below(8))); break;
-        case 1: c = specials[rng.below(sizeof(specials) - 1)]; break;
-        default: c = char(rng.next_u64()); break;
+        case 0:
+          c = char(c ^ (1 << rng.below(8)));
+          break;
+        case 1:
+          c = specials[rng.below(sizeof(specials) - 1)];
+          break;
+        default:
+          c = char(rng.next_u64());
+          break;
       }
     }
     write_bytes(p, bytes);
@@ -490,7 +510,8 @@ std::string error_of(const std::function<void()>& f) {
 
 TEST(WeightFiles, ShardsWithIndex) {
   TempDir dir;
-  const std::string s1 = dir.file("model-00001-of-00002.safetensors"), s2 = dir.file("model-00002-of-00002.safetensors");
+  const std::string s1 = dir.file("model-00001-of-00002.safetensors"),
+                    s2 = dir.file("model-00002-of-00002.safetensors");
   write_f32(s1, {"model.diffusion_model.blocks.0.ffn.0.weight", "model.diffusion_model.head.head.bias"});
   write_f32(s2, {"model.diffusion_model.blocks.1.ffn.0.weight"});
   write_bytes(dir.file("model.safetensors.index.json"),
@@ -500,7 +521,8 @@ TEST(WeightFiles, ShardsWithIndex) {
                  "model.diffusion_model.blocks.1.ffn.0.weight": "model-00002-of-00002.safetensors"}})");
   for (const std::string& p : {dir.path.string(), dir.file("model.safetensors.index.json")}) {
     WeightFiles w = WeightFiles::open(p);
-    EXPECT_EQ(w.names(), (std::vector<std::string>{"blocks.0.ffn.0.weight", "blocks.1.ffn.0.weight", "head.head.bias"}));
+    EXPECT_EQ(w.names(),
+              (std::vector<std::string>{"blocks.0.ffn.0.weight", "blocks.1.ffn.0.weight", "head.head.bias"}));
     ASSERT_NE(w.find("blocks.1.ffn.0.weight"), nullptr);
     EXPECT_EQ(w.find("blocks.1.ffn.0.weight")->shape, Shape{3});
     EXPECT_EQ(w.file_of("blocks.1.ffn.0.weight"), s2);
@@ -513,8 +535,8 @@ TEST(WeightFiles, ShardsWithIndex) {
 
 TEST(WeightFiles, StripsFirstMatchingPrefixOnly) {
   TempDir dir;
-  write_f32(dir.file("m.safetensors"), {"model.diffusion_model.a", "diffusion_model.b", "model.c", "d",
-                                        "model.model.e", "diffusion_model.model.f", "xmodel.g"});
+  write_f32(dir.file("m.safetensors"), {"model.diffusion_model.a", "diffusion_model.b", "model.c", "d", "model.model.e",
+                                        "diffusion_model.model.f", "xmodel.g"});
   WeightFiles w = WeightFiles::open(dir.file("m.safetensors"));
   EXPECT_EQ(w.names(), (std::vector<std::string>{"a", "b", "c", "d", "model.e", "model.f", "xmodel.g"}));
 }
@@ -541,7 +563,8 @@ TEST(WeightFiles, DuplicateAfterStrippingNamesBothFiles) {
 TEST(WeightFiles, MissingShardIsAnError) {
   TempDir dir;
   write_f32(dir.file("s1.safetensors"), {"a"});
-  write_bytes(dir.file("m.safetensors.index.json"), R"({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}})");
+  write_bytes(dir.file("m.safetensors.index.json"),
+              R"({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}})");
   const std::string m = error_of([&] { WeightFiles::open(dir.path.string()); });
   EXPECT_NE(m.find("m.safetensors.index.json"), std::string::npos) << m;
   EXPECT_NE(m.find("s2.safetensors"), std::string::npos) << m;
@@ -551,7 +574,8 @@ TEST(WeightFiles, MissingShardIsAnError) {
 TEST(WeightFiles, TensorMissingFromShardIsAnError) {
   TempDir dir;
   write_f32(dir.file("s1.safetensors"), {"a"});
-  write_bytes(dir.file("m.safetensors.index.json"), R"({"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors"}})");
+  write_bytes(dir.file("m.safetensors.index.json"),
+              R"({"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors"}})");
   const std::string m = error_of([&] { WeightFiles::open(dir.file("m.safetensors.index.json")); });
   EXPECT_NE(m.find("'b'"), std::string::npos) << m;
   EXPECT_NE(m.find("has no such tensor"), std::string::npos) << m;
@@ -570,7 +594,8 @@ TEST(WeightFiles, EmptyOrMissingPathIsAnError) {
   EXPECT_FALSE(WeightFiles::has_weights(dir.path.string()));
   EXPECT_FALSE(WeightFiles::has_weights(dir.file("absent")));
   EXPECT_NE(error_of([&] { WeightFiles::open(dir.path.string()); }).find("holds no *.safetensors"), std::string::npos);
-  EXPECT_NE(error_of([&] { WeightFiles::open(dir.file("absent")); }).find("no such file or directory"), std::string::npos);
+  EXPECT_NE(error_of([&] { WeightFiles::open(dir.file("absent")); }).find("no such file or directory"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -78,7 +78,9 @@ json parse_header(const std::string& path, const char* text, size_t n, std::vect
         open_keys.emplace_back();
         break;
       case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end: open_keys.pop_back(); break;
+      case json::parse_event_t::array_end:
+        open_keys.pop_back();
+        break;
       case json::parse_event_t::key: {
         const auto& key = parsed.get_ref<const std::string&>();
         if (!open_keys.back().insert(key).second)
@@ -86,11 +88,13 @@ json parse_header(const std::string& path, const char* text, size_t n, std::vect
                                    : cat("key ", quoted(key), " appears twice in one header object"));
         if (depth == 1) {
           order->push_back(key);
-          if (order->size() > kMaxTensors + 1) corrupt(path, cat("the header lists more than ", kMaxTensors, " tensors"));
+          if (order->size() > kMaxTensors + 1)
+            corrupt(path, cat("the header lists more than ", kMaxTensors, " tensors"));
         }
         break;
       }
-      case json::parse_event_t::value: break;
+      case json::parse_event_t::value:
+        break;
     }
     return true;
   };
@@ -108,7 +112,8 @@ struct Placed {
 
 Placed parse_entry(const std::string& path, const std::string& name, const json& v, int64_t data_bytes) {
   const std::string t = "tensor " + quoted(name);
-  if (!v.is_object()) corrupt(path, cat(t, " is a JSON ", v.type_name(), ", not an object with dtype, shape and data_offsets"));
+  if (!v.is_object())
+    corrupt(path, cat(t, " is a JSON ", v.type_name(), ", not an object with dtype, shape and data_offsets"));
   for (const char* key : {"dtype", "shape", "data_offsets"})
     if (!v.contains(key)) corrupt(path, cat(t, " has no \"", key, "\""));
 
@@ -125,18 +130,20 @@ Placed parse_entry(const std::string& path, const std::string& name, const json&
   for (const json& d : shape) {
     int64_t dim;
     if (!get_int64(d, &dim)) {
-      if (d.is_number_unsigned()) corrupt(path, cat(t, " shape has too many elements (", d.dump(), " in one dimension)"));
+      if (d.is_number_unsigned())
+        corrupt(path, cat(t, " shape has too many elements (", d.dump(), " in one dimension)"));
       corrupt(path, cat(t, " shape is not an array of integers"));
     }
     if (dim < 0) corrupt(path, cat(t, " has negative dimension ", dim, " in its shape"));
     p.entry.shape.push_back(dim);
   }
   if (!checked_nbytes(p.entry.shape, p.entry.dtype, &p.entry.nbytes))
-    corrupt(path, cat(t, " shape ", shape_str(p.entry.shape), " has too many elements (its byte size overflows int64)"));
+    corrupt(path,
+            cat(t, " shape ", shape_str(p.entry.shape), " has too many elements (its byte size overflows int64)"));
 
   const json& offsets = v.at("data_offsets");
-  if (!offsets.is_array() || offsets.size() != 2 || !get_int64(offsets[0], &p.begin) || !get_int64(offsets[1], &p.end) ||
-      p.begin < 0 || p.end < 0)
+  if (!offsets.is_array() || offsets.size() != 2 || !get_int64(offsets[0], &p.begin) ||
+      !get_int64(offsets[1], &p.end) || p.begin < 0 || p.end < 0)
     corrupt(path, cat(t, " data_offsets is not an array of two non-negative integers"));
   const std::string range = cat("[", p.begin, ", ", p.end, "]");
   if (p.begin > p.end) corrupt(path, cat(t, " data_offsets ", range, " begin after they end"));
@@ -173,15 +180,17 @@ void parse_file(const std::string& path, const uint8_t* base, size_t size, std::
     }
     if (!v.is_object()) corrupt(path, "__metadata__ is not an object of string -> string");
     for (const auto& [k, s] : v.items()) {
-      if (!s.is_string()) corrupt(path, cat("__metadata__ value for ", quoted(k), " is a ", s.type_name(), ", not a string"));
+      if (!s.is_string())
+        corrupt(path, cat("__metadata__ value for ", quoted(k), " is a ", s.type_name(), ", not a string"));
       (*metadata)[k] = s.get<std::string>();
     }
   }
   if (placed.size() > kMaxTensors) corrupt(path, cat("the header lists more than ", kMaxTensors, " tensors"));
 
   // The tensors must tile the data section: sorted by offset, each starts where the previous ended.
-  std::stable_sort(placed.begin(), placed.end(),
-                   [](const Placed& a, const Placed& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::stable_sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
   int64_t expected = 0;
   std::string previous;
   for (const Placed& p : placed) {
@@ -247,11 +256,13 @@ std::string make_header(const std::string& path, const std::vector<TensorRef>& t
   for (const TensorRef& t : tensors) {
     int64_t nbytes;
     if (t.name == kMetadataKey) MS_FAIL(path, ": cannot write a tensor named __metadata__; rename it");
-    if (header.contains(t.name)) MS_FAIL(path, ": tensor name ", quoted(t.name), " is given twice; names must be unique");
+    if (header.contains(t.name))
+      MS_FAIL(path, ": tensor name ", quoted(t.name), " is given twice; names must be unique");
     if (!checked_nbytes(t.shape, t.dtype, &nbytes) || __builtin_add_overflow(offset, nbytes, &offset))
       MS_FAIL(path, ": tensor ", quoted(t.name), " has an invalid shape ", shape_str(t.shape),
               " (negative dimension or byte size overflow)");
-    if (nbytes > 0 && t.data == nullptr) MS_FAIL(path, ": tensor ", quoted(t.name), " has ", nbytes, " bytes but no data");
+    if (nbytes > 0 && t.data == nullptr)
+      MS_FAIL(path, ": tensor ", quoted(t.name), " has ", nbytes, " bytes but no data");
     header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset - nbytes, offset}}};
   }
   std::string text;
@@ -261,7 +272,8 @@ std::string make_header(const std::string& path, const std::vector<TensorRef>& t
     MS_FAIL(path, ": a tensor name or metadata string is not valid UTF-8; safetensors headers must be UTF-8");
   }
   text.append((8 - text.size() % 8) % 8, ' ');
-  if (text.size() > kMaxHeaderBytes) MS_FAIL(path, ": the header would exceed ", kMaxHeaderBytes, " bytes; write fewer tensors per file");
+  if (text.size() > kMaxHeaderBytes)
+    MS_FAIL(path, ": the header would exceed ", kMaxHeaderBytes, " bytes; write fewer tensors per file");
   return text;
 }
 

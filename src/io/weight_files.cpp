@@ -59,7 +59,9 @@ WeightFiles WeightFiles::open(const std::string& path) {
   }
   const std::vector<std::string> shards = files_ending(path, kWeightsSuffix);
   if (shards.empty())
-    MS_FAIL(path, ": the directory holds no *.safetensors weight files; point at the directory or file that holds the weights");
+    MS_FAIL(
+        path,
+        ": the directory holds no *.safetensors weight files; point at the directory or file that holds the weights");
   for (const std::string& s : shards) w.add(SafetensorsFile::open(s));
   return w;
 }
@@ -129,7 +131,8 @@ std::vector<std::string> WeightFiles::names() const {
 
 const std::string& WeightFiles::file_of(const std::string& name) const {
   auto it = by_name_.find(name);
-  if (it == by_name_.end()) MS_FAIL("no tensor '", name, "' in the weight files; check the checkpoint matches the model");
+  if (it == by_name_.end())
+    MS_FAIL("no tensor '", name, "' in the weight files; check the checkpoint matches the model");
   return files_[it->second.file].path();
 }
 

@@ -27,8 +27,8 @@ class WeightFiles {
   static bool has_weights(const std::string& dir);
 
   const SafetensorsEntry* find(const std::string& name) const;  // stripped name; null if absent
-  std::vector<std::string> names() const;                        // stripped names, sorted
-  const std::string& file_of(const std::string& name) const;     // path of the file holding name
+  std::vector<std::string> names() const;                       // stripped names, sorted
+  const std::string& file_of(const std::string& name) const;    // path of the file holding name
 
  private:
   struct Slot {

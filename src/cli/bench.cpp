@@ -1,0 +1,98 @@
+// `megaslide bench <what>`: throughput against a ceiling measured in the same run.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "backend/cpu/gemm.h"
+#include "cli/commands.h"
+#include "core/log.h"
+#include "core/parallel.h"
+#include "model/config.h"
+#include "model/dims.h"
+#include "plan/flops.h"
+#include "train/trainer.h"
+
+namespace ms::cli {
+namespace {
+
+// Best-of-3 sgemm rate (FLOP/s) on square n x n matrices with every thread: the CPU's GEMM ceiling.
+double measure_sgemm_rate(int64_t n) {
+  std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cpu::gemm<float>(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) best = std::max(best, 2.0 * double(n) * double(n) * double(n) / s);  // rep 0 warms up
+  }
+  return best;
+}
+
+struct BenchTrainArgs {
+  int64_t steps = 6;
+  bool json = false;
+};
+
+void bench_train(const BenchTrainArgs& a) {
+  TrainOptions o;  // the default training job
+  o.steps = a.steps;
+  o.save_every = 0;
+  o.out = (std::filesystem::temp_directory_path() / ("megaslide-bench-" + std::to_string(::getpid()))).string();
+  const double sgemm = measure_sgemm_rate(2048);
+  TrainSummary s;
+  {
+    LogLevel quiet = LogLevel::warn;
+    set_log_level(quiet);
+    s = train(o);
+    set_log_level(LogLevel::info);
+  }
+  std::filesystem::remove_all(o.out);
+  const ModelConfig c = preset_config(o.model);
+  const ModelDims d = ModelDims::make(c, o.batch_size, o.frames, o.height, o.width, c.text_len);
+  const Flops f = train_step_flops(c, d);
+  const double achieved = s.tokens_per_second / double(d.N()) * f.total();
+  nlohmann::json r{{"model", o.model},
+                   {"tokens_per_step", d.N()},
+                   {"steps", s.steps_run},
+                   {"threads", num_threads()},
+                   {"tokens_per_second", s.tokens_per_second},
+                   {"step_flops", f.total()},
+                   {"step_flops_attention", f.attention},
+                   {"achieved_flops_per_second", achieved},
+                   {"sgemm_flops_per_second", sgemm},
+                   {"fraction_of_sgemm", achieved / sgemm}};
+  if (a.json) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return;
+  }
+  std::printf("bench train: default job (%s, %lld tokens/step, %d threads, %lld steps)\n", o.model.c_str(),
+              static_cast<long long>(d.N()), num_threads(), static_cast<long long>(s.steps_run));
+  std::printf("  tokens/s            %10.0f\n", s.tokens_per_second);
+  std::printf("  achieved GFLOP/s    %10.2f  (%.2f GFLOP/step, %.0f%% attention)\n", achieved / 1e9, f.total() / 1e9,
+              100 * f.attention / f.total());
+  std::printf("  sgemm GFLOP/s       %10.2f  (2048^3, same run)\n", sgemm / 1e9);
+  std::printf("  fraction of sgemm   %10.3f\n", achieved / sgemm);
+}
+
+}  // namespace
+
+void add_bench_train(CLI::App& bench) {
+  auto a = std::make_shared<BenchTrainArgs>();
+  CLI::App* cmd = bench.add_subcommand("train", "Tokens/s of the default training job against the sgemm rate");
+  cmd->add_option("--steps", a->steps, "Training steps to time")->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print one JSON object");
+  cmd->callback([a] { bench_train(*a); });
+}
+
+void add_bench_command(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: ratios against ceilings measured in the same run");
+  bench->require_subcommand(1);
+  add_bench_train(bench[0]);
+}
+
+}  // namespace ms::cli

@@ -1,0 +1,21 @@
+// The `megaslide` verbs. Each verb lives in its own file and registers a CLI11 subcommand whose
+// callback does the work; errors are thrown as ms::Error and reported by main.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace ms::cli {
+
+void add_train_command(CLI::App& app);
+void add_forward_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+// `megaslide bench <what>` sub-verbs, registered by add_bench_command.
+void add_bench_train(CLI::App& bench);
+
+// Adds `--backend cpu|cuda` to a compute verb; validated when the verb runs (resolve_backend).
+void add_backend_option(CLI::App& cmd, std::string& backend);
+// Returns "cpu" or "cuda"; "auto" picks cuda when a usable GPU is present. Throws a clear error for
+// cuda in a build or on a machine without one.
+std::string resolve_backend(const std::string& requested);
+
+}  // namespace ms::cli

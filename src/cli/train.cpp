@@ -1,0 +1,50 @@
+// `megaslide train`: with no arguments, a small model on the built-in synthetic shapes, in minutes.
+#include <memory>
+
+#include "cli/commands.h"
+#include "train/trainer.h"
+
+namespace ms::cli {
+
+void add_train_command(CLI::App& app) {
+  auto opts = std::make_shared<TrainOptions>();
+  auto resume_dir = std::make_shared<std::string>();
+  auto backend = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a Wan2.1-style DiT with rectified flow (no arguments: tiny model, synthetic shapes, ~minutes)");
+  cmd->add_option("--model", opts->model, "Preset name, model directory (config.json + weights) or weights file")
+      ->capture_default_str();
+  cmd->add_option("--config", opts->config, "config.json for a weights file (or to override a directory's)");
+  cmd->add_option("--data", opts->data, "Data source: synthetic (moving coloured shapes with captions)")
+      ->capture_default_str();
+  cmd->add_option("--frames", opts->frames, "Frames per clip")->capture_default_str();
+  cmd->add_option("--height", opts->height, "Frame height")->capture_default_str();
+  cmd->add_option("--width", opts->width, "Frame width")->capture_default_str();
+  cmd->add_option("--steps", opts->steps, "Total optimizer steps (with --resume: the new total)")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", opts->batch_size, "Clips per step")->capture_default_str();
+  cmd->add_option("--lr", opts->lr, "Peak learning rate")->capture_default_str();
+  cmd->add_option("--warmup", opts->warmup, "Linear learning-rate warm-up steps")->capture_default_str();
+  cmd->add_option("--weight-decay", opts->adamw.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
+  cmd->add_option("--grad-clip", opts->grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
+  cmd->add_option("--timestep-sampling", opts->flow.sampling, "uniform, logit_normal or shift")->capture_default_str();
+  cmd->add_option("--shift", opts->flow.shift, "Timestep shift for --timestep-sampling shift")->capture_default_str();
+  cmd->add_option("--seed", opts->seed, "Seed for initialisation, data and noise")->capture_default_str();
+  cmd->add_option("--out", opts->out, "Run directory (metrics.jsonl, step-N/, latest)")->capture_default_str();
+  cmd->add_option("--resume", *resume_dir, "Continue the run in this directory from its latest checkpoint");
+  cmd->add_option("--save-every", opts->save_every, "Checkpoint every N steps (0: only at the end)")
+      ->capture_default_str();
+  cmd->add_option("--log-every", opts->log_every, "Log line every N steps when stderr is not a terminal")
+      ->capture_default_str();
+  add_backend_option(*cmd, *backend);
+  cmd->callback([opts, resume_dir, backend, cmd] {
+    resolve_backend(*backend);
+    if (resume_dir->empty()) {
+      train(*opts);
+    } else {
+      resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0);
+    }
+  });
+}
+
+}  // namespace ms::cli

@@ -1,0 +1,33 @@
+#include "runtime/host_state.h"
+
+#include <algorithm>
+
+#include "core/dtype.h"
+#include "core/parallel.h"
+
+namespace ms {
+
+HostState::HostState(const ParamTable& table)
+    : weights(size_t(table.total())),
+      master(size_t(table.total())),
+      exp_avg(size_t(table.total())),
+      exp_avg_sq(size_t(table.total())),
+      grads(size_t(table.total())) {}
+
+void HostState::set_master(const float* params) {
+  std::copy(params, params + numel(), master.data());
+  exp_avg.zero();
+  exp_avg_sq.zero();
+  refresh_weights();
+}
+
+void HostState::refresh_weights() {
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t n = numel();
+  parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) {
+    const int64_t end = std::min(n, (c + 1) * kChunk);
+    for (int64_t i = c * kChunk; i < end; ++i) weights[size_t(i)] = f32_to_bf16(master[size_t(i)]);
+  });
+}
+
+}  // namespace ms

@@ -1,0 +1,29 @@
+// Host-resident training state (DESIGN §5): one page-aligned allocation per pool, laid out by the
+// parameter table, so a stage is one span of every pool. 14 bytes per parameter (bf16 working
+// weights, fp32 master, exp_avg, exp_avg_sq) plus the fp32 gradient pool.
+#pragma once
+#include <cstdint>
+
+#include "core/aligned.h"
+#include "model/param_table.h"
+
+namespace ms {
+
+struct HostState {
+  explicit HostState(const ParamTable& table);
+
+  AlignedBuffer<uint16_t> weights;  // [P] bf16 working weights (what the device computes with)
+  AlignedBuffer<float> master;      // [P] fp32 master weights
+  AlignedBuffer<float> exp_avg;     // [P] AdamW first moment
+  AlignedBuffer<float> exp_avg_sq;  // [P] AdamW second moment
+  AlignedBuffer<float> grads;       // [P] fp32 gradients of the current step
+
+  int64_t numel() const { return int64_t(master.size()); }
+  int64_t bytes() const { return numel() * (2 + 4 * 4); }
+  // master = params, working weights = bf16(master), moments zero.
+  void set_master(const float* params);
+  // Rounds master to the bf16 working weights.
+  void refresh_weights();
+};
+
+}  // namespace ms

@@ -1,0 +1,109 @@
+#include "train/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/check.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace ms {
+namespace {
+
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+const char* kPools[] = {"master", "exp_avg", "exp_avg_sq"};
+
+}  // namespace
+
+std::string save_checkpoint(const std::string& out, const ModelConfig& config, const ParamTable& table,
+                            const HostState& host, const TrainerState& state, const nlohmann::json& options) {
+  const fs::path root(out), final_dir = root / step_name(state.step);
+  const fs::path tmp = root / (step_name(state.step) + ".tmp-" + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directories(tmp, ec) && ec)
+    MS_FAIL("cannot create checkpoint directory '", tmp.string(), "': ", ec.message());
+  try {
+    std::vector<TensorRef> model, optim;
+    const float* pools[] = {host.master.data(), host.exp_avg.data(), host.exp_avg_sq.data()};
+    for (const auto& p : table.params()) model.push_back({p.name, DType::bf16, p.shape, host.weights.data() + p.offset});
+    for (int k = 0; k < 3; ++k)
+      for (const auto& p : table.params())
+        optim.push_back({std::string(kPools[k]) + "." + p.name, DType::f32, p.shape, pools[k] + p.offset});
+    write_safetensors((tmp / "model.safetensors").string(), model, {{"format", "pt"}});
+    write_safetensors((tmp / "optimizer.safetensors").string(), optim);
+    write_file_atomic((tmp / "config.json").string(), config_to_json(config).dump(2) + "\n");
+    nlohmann::json t{{"step", state.step},
+                     {"rng_state", std::to_string(state.rng_state)},
+                     {"data_position", state.data_position},
+                     {"options", options}};
+    write_file_atomic((tmp / "trainer.json").string(), t.dump(2) + "\n");
+    fs::remove_all(final_dir, ec);
+    fs::rename(tmp, final_dir);
+    fsync_dir(root.string());
+    // repoint `latest` atomically: a new symlink renamed over the old one
+    const fs::path link_tmp = root / ("latest.tmp-" + std::to_string(::getpid()));
+    fs::remove(link_tmp, ec);
+    fs::create_directory_symlink(step_name(state.step), link_tmp);
+    fs::rename(link_tmp, root / "latest");
+    fsync_dir(root.string());
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    MS_FAIL("cannot save checkpoint in '", out, "': ", e.code().message(), "; the previous checkpoint is intact");
+  } catch (const Error&) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  return final_dir.string();
+}
+
+CheckpointInfo read_checkpoint_info(const std::string& out) {
+  const fs::path latest = fs::path(out) / "latest";
+  std::error_code ec;
+  if (!fs::exists(latest / "trainer.json", ec))
+    MS_FAIL("cannot resume from '", out, "': it has no complete checkpoint (", latest.string(),
+            "/trainer.json is missing); start a new run or point --resume at a run directory");
+  CheckpointInfo info;
+  info.dir = (fs::path(out) / fs::read_symlink(latest, ec)).string();
+  if (ec) info.dir = latest.string();
+  nlohmann::json t;
+  try {
+    t = nlohmann::json::parse(read_file((latest / "trainer.json").string()));
+    info.state.step = t.at("step").get<int64_t>();
+    info.state.rng_state = std::stoull(t.at("rng_state").get<std::string>());
+    info.state.data_position = t.at("data_position").get<int64_t>();
+    info.options = t.at("options");
+  } catch (const std::exception& e) {
+    MS_FAIL((latest / "trainer.json").string(), " is unreadable (", e.what(), "); the checkpoint is damaged");
+  }
+  info.config = load_config((latest / "config.json").string());
+  return info;
+}
+
+void load_optimizer_state(const std::string& dir, const ParamTable& table, HostState& host) {
+  const std::string path = (fs::path(dir) / "optimizer.safetensors").string();
+  SafetensorsFile f = SafetensorsFile::open(path);
+  float* pools[] = {host.master.data(), host.exp_avg.data(), host.exp_avg_sq.data()};
+  for (int k = 0; k < 3; ++k)
+    for (const auto& p : table.params()) {
+      const std::string name = std::string(kPools[k]) + "." + p.name;
+      const SafetensorsEntry* e = f.find(name);
+      if (!e) MS_FAIL(path, ": '", name, "' is missing; the checkpoint does not match its config");
+      if (e->shape != p.shape || e->dtype != DType::f32)
+        MS_FAIL(path, ": '", name, "' is ", dtype_name(e->dtype), " ", shape_str(e->shape), ", expected F32 ",
+                shape_str(p.shape));
+      read_as_f32(*e, pools[k] + p.offset);
+    }
+  host.refresh_weights();
+}
+
+}  // namespace ms

@@ -1,0 +1,40 @@
+// Training checkpoints (DESIGN §6): OUT/step-NNNNNNNN/ holds model.safetensors (bf16 working weights,
+// Wan key names), optimizer.safetensors (master, exp_avg, exp_avg_sq per parameter, f32), config.json
+// (so the directory is a model directory) and trainer.json; OUT/latest points at the newest. Each is
+// written into a temporary directory, fsynced and renamed, so a crash never leaves a broken latest.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.h"
+#include "model/param_table.h"
+#include "runtime/host_state.h"
+
+namespace ms {
+
+struct TrainerState {
+  int64_t step = 0;           // optimizer steps taken
+  uint64_t rng_state = 0;     // ms::Rng state after the last step
+  int64_t data_position = 0;  // next sample index
+};
+
+// Writes OUT/step-<step>/ and repoints OUT/latest. Returns the checkpoint directory.
+std::string save_checkpoint(const std::string& out, const ModelConfig& config, const ParamTable& table,
+                            const HostState& host, const TrainerState& state, const nlohmann::json& options);
+
+struct CheckpointInfo {
+  std::string dir;  // the step directory
+  TrainerState state;
+  ModelConfig config;
+  nlohmann::json options;
+};
+
+// Reads OUT/latest/trainer.json and config.json. Throws ms::Error when OUT has no complete checkpoint.
+CheckpointInfo read_checkpoint_info(const std::string& out);
+
+// Fills master, moments and working weights from dir/optimizer.safetensors.
+void load_optimizer_state(const std::string& dir, const ParamTable& table, HostState& host);
+
+}  // namespace ms

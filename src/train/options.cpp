@@ -1,0 +1,85 @@
+#include "train/options.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace ms {
+
+void TrainOptions::validate() const {
+  if (data != "synthetic") MS_FAIL("--data '", data, "' is unknown; this build supports --data synthetic");
+  if (frames <= 0 || height <= 0 || width <= 0)
+    MS_FAIL("--frames/--height/--width must be positive, got ", frames, "x", height, "x", width);
+  if (steps < 0) MS_FAIL("--steps must be >= 0, got ", steps);
+  if (batch_size <= 0) MS_FAIL("--batch-size must be positive, got ", batch_size);
+  if (!(lr > 0)) MS_FAIL("--lr must be positive, got ", lr);
+  if (!(grad_clip >= 0)) MS_FAIL("--grad-clip must be >= 0 (0 disables clipping), got ", grad_clip);
+  if (warmup < 0) MS_FAIL("--warmup must be >= 0, got ", warmup);
+  if (save_every < 0) MS_FAIL("--save-every must be >= 0 (0 saves only at the end), got ", save_every);
+  if (log_every <= 0) MS_FAIL("--log-every must be positive, got ", log_every);
+  if (!(adamw.weight_decay >= 0)) MS_FAIL("--weight-decay must be >= 0, got ", adamw.weight_decay);
+  if (out.empty()) MS_FAIL("--out must name a run directory");
+  ms::validate(flow);
+}
+
+double TrainOptions::lr_at(int64_t t) const {
+  return warmup > 0 ? lr * std::min(1.0, double(t) / double(warmup)) : lr;
+}
+
+nlohmann::json options_to_json(const TrainOptions& o) {
+  return {{"model", o.model},
+          {"config", o.config},
+          {"data", o.data},
+          {"frames", o.frames},
+          {"height", o.height},
+          {"width", o.width},
+          {"steps", o.steps},
+          {"batch_size", o.batch_size},
+          {"lr", o.lr},
+          {"grad_clip", o.grad_clip},
+          {"warmup", o.warmup},
+          {"beta1", o.adamw.beta1},
+          {"beta2", o.adamw.beta2},
+          {"adam_eps", o.adamw.eps},
+          {"weight_decay", o.adamw.weight_decay},
+          {"timestep_sampling", o.flow.sampling},
+          {"shift", o.flow.shift},
+          {"logit_mean", o.flow.logit_mean},
+          {"logit_std", o.flow.logit_std},
+          {"seed", o.seed},
+          {"out", o.out},
+          {"save_every", o.save_every},
+          {"log_every", o.log_every}};
+}
+
+TrainOptions options_from_json(const nlohmann::json& j) {
+  TrainOptions o;
+  o.model = j.at("model");
+  o.config = j.at("config");
+  o.data = j.at("data");
+  o.frames = j.at("frames");
+  o.height = j.at("height");
+  o.width = j.at("width");
+  o.steps = j.at("steps");
+  o.batch_size = j.at("batch_size");
+  o.lr = j.at("lr");
+  o.grad_clip = j.at("grad_clip");
+  o.warmup = j.at("warmup");
+  o.adamw.beta1 = j.at("beta1");
+  o.adamw.beta2 = j.at("beta2");
+  o.adamw.eps = j.at("adam_eps");
+  o.adamw.weight_decay = j.at("weight_decay");
+  o.flow.sampling = j.at("timestep_sampling");
+  o.flow.shift = j.at("shift");
+  o.flow.logit_mean = j.at("logit_mean");
+  o.flow.logit_std = j.at("logit_std");
+  o.seed = j.at("seed");
+  o.out = j.at("out");
+  o.save_every = j.at("save_every");
+  o.log_every = j.at("log_every");
+  return o;
+}
+
+}  // namespace ms

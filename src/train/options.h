@@ -1,0 +1,36 @@
+// Options of `megaslide train`; saved in trainer.json so that --resume continues the same run.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "train/adamw.h"
+#include "train/flow_matching.h"
+
+namespace ms {
+
+struct TrainOptions {
+  std::string model = "tiny";  // preset | model directory | weights file (with config)
+  std::string config;          // config.json (with a weights file, or to override)
+  std::string data = "synthetic";
+  int64_t frames = 8, height = 32, width = 32;  // pixels (pixel-space models) or latents
+  int64_t steps = 300, batch_size = 2;
+  double lr = 2e-3, grad_clip = 1.0;
+  int64_t warmup = 20;
+  AdamWConfig adamw;
+  FlowConfig flow;
+  uint64_t seed = 0;
+  std::string out = "runs/default";
+  int64_t save_every = 100, log_every = 10;
+
+  // Throws ms::Error naming the bad value.
+  void validate() const;
+  // Learning rate at 1-based step t: linear warm-up, then constant.
+  double lr_at(int64_t t) const;
+};
+
+nlohmann::json options_to_json(const TrainOptions& o);
+TrainOptions options_from_json(const nlohmann::json& j);
+
+}  // namespace ms

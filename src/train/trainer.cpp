@@ -1,0 +1,211 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "core/dtype.h"
+#include "core/log.h"
+#include "core/parallel.h"
+#include "data/synthetic_shapes.h"
+#include "data/text_embed.h"
+#include "io/atomic_file.h"
+#include "model/loader.h"
+#include "model/model.h"
+#include "ops/mse_loss.h"
+#include "runtime/host_state.h"
+#include "train/checkpoint.h"
+#include "train/progress.h"
+
+namespace fs = std::filesystem;
+
+namespace ms {
+namespace {
+
+// One batch in the model's input layout.
+struct Batch {
+  std::vector<float> x0;       // [B, C, F, H, W] clean video
+  std::vector<float> context;  // [B, text_len, text_dim]
+};
+
+class Run {
+ public:
+  Run(const TrainOptions& opts, const ModelConfig& cfg)
+      : opts_(opts),
+        cfg_(cfg),
+        table_(cfg),
+        host_(table_),
+        dims_(ModelDims::make(cfg, opts.batch_size, opts.frames, opts.height, opts.width, cfg.text_len)),
+        model_(cfg, dims_),
+        data_({opts.frames, opts.height, opts.width, opts.seed}),
+        params_(size_t(table_.total())) {
+    if (cfg.in_dim != 3 || cfg.out_dim != 3)
+      MS_FAIL("--data synthetic is RGB video in pixel space: the model needs in_dim = out_dim = 3, got ", cfg.in_dim,
+              " and ", cfg.out_dim, "; use --model tiny or a config with in_dim 3");
+    const int64_t n = dims_.B * cfg.in_dim * dims_.F * dims_.H * dims_.W;
+    for (auto* v : {&xt_, &target_, &noise_, &pred_, &dpred_}) v->resize(size_t(n));
+    batch_.x0.resize(size_t(n));
+    batch_.context.resize(size_t(dims_.B * cfg.text_len * cfg.text_dim));
+    timesteps_.resize(size_t(dims_.B));
+  }
+
+  HostState& host() { return host_; }
+  const ParamTable& table() const { return table_; }
+
+  TrainSummary run(TrainerState state) {
+    const fs::path out(opts_.out);
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec || !fs::is_directory(out))
+      MS_FAIL("cannot create run directory '", opts_.out, "': ", ec ? ec.message() : "not a directory");
+    trim_metrics(state.step);
+    std::ofstream metrics(out / "metrics.jsonl", std::ios::app);
+    if (!metrics) MS_FAIL("cannot write '", (out / "metrics.jsonl").string(), "'; check the run directory is writable");
+    log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ",
+             dims_.N(), " tokens per step (", dims_.B, " x ", dims_.L, "); host state ", host_.bytes() >> 20,
+             " MiB; ", num_threads(), " threads");
+    Rng rng(state.rng_state);
+    Progress progress(state.step, opts_.steps, opts_.log_every);
+    TrainSummary sum;
+    std::vector<double> losses;
+    const auto t_run = std::chrono::steady_clock::now();
+    while (state.step < opts_.steps) {
+      const auto t0 = std::chrono::steady_clock::now();
+      make_batch(state.data_position, rng);
+      state.data_position += dims_.B;
+      const double loss = forward_backward();
+      const double norm = std::sqrt(sum_squares(host_.grads.data(), table_.total()));
+      const bool finite = std::isfinite(loss) && std::isfinite(norm);
+      const int64_t t = state.step + 1;
+      if (finite) {
+        const float scale = opts_.grad_clip > 0 && norm > opts_.grad_clip ? float(opts_.grad_clip / norm) : 1.0f;
+        adamw_update(opts_.adamw, opts_.lr_at(t), t, scale, host_.grads.data(), host_.master.data(),
+                     host_.exp_avg.data(), host_.exp_avg_sq.data(), host_.weights.data(), table_.total());
+      } else {
+        log_warn("step ", t, ": non-finite loss or gradient norm (loss ", loss, ", norm ", norm,
+                 "); update skipped, parameters untouched");
+      }
+      state.step = t;
+      state.rng_state = rng.state();
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double tps = double(dims_.N()) / secs;
+      metrics << nlohmann::json{{"step", t},           {"loss", loss},
+                                {"lr", opts_.lr_at(t)}, {"grad_norm", norm},
+                                {"seconds", secs},      {"tokens_per_second", tps},
+                                {"device_peak_bytes", device_peak_bytes()}, {"skipped", !finite}}
+                     .dump()
+              << "\n";
+      metrics.flush();
+      losses.push_back(loss);
+      progress.update(t, loss, tps);
+      if ((opts_.save_every > 0 && t % opts_.save_every == 0) || t == opts_.steps) {
+        metrics.flush();
+        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_));
+      }
+    }
+    progress.finish();
+    sum.steps_run = int64_t(losses.size());
+    if (!losses.empty()) {
+      const size_t k = std::max<size_t>(1, losses.size() / 10);
+      for (size_t i = 0; i < k; ++i) {
+        sum.first_loss += losses[i] / double(k);
+        sum.last_loss += losses[losses.size() - 1 - i] / double(k);
+      }
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count();
+      sum.tokens_per_second = double(dims_.N()) * double(losses.size()) / secs;
+      log_info("done: ", state.step, " steps; loss ", sum.first_loss, " -> ", sum.last_loss, " (first/last 10% mean); ",
+               int64_t(sum.tokens_per_second), " tokens/s; checkpoint ", opts_.out, "/latest");
+    }
+    return sum;
+  }
+
+ private:
+  void make_batch(int64_t position, Rng& rng) {
+    const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
+    for (int64_t b = 0; b < dims_.B; ++b) {
+      VideoSample s = data_.get(position + b);
+      std::copy(s.video.begin(), s.video.end(), batch_.x0.begin() + b * clip);
+      embed_caption(s.caption, cfg_.text_len, cfg_.text_dim, batch_.context.data() + b * ctx);
+      const double t = sample_timestep(opts_.flow, rng);
+      timesteps_[size_t(b)] = float(t * 1000.0);
+      for (int64_t i = 0; i < clip; ++i) noise_[size_t(b * clip + i)] = float(rng.normal());
+      make_flow_pair(batch_.x0.data() + b * clip, noise_.data() + b * clip, t, xt_.data() + b * clip,
+                     target_.data() + b * clip, clip);
+    }
+  }
+
+  // Loss and host_.grads for the current batch, computed with the bf16 working weights.
+  double forward_backward() {
+    convert_to_f32(DType::bf16, host_.weights.data(), params_.data(), table_.total());
+    model_.forward(params_.data(), xt_.data(), timesteps_.data(), batch_.context.data(), pred_.data());
+    const double loss = cpu::mse_loss(pred_.data(), target_.data(), dpred_.data(), int64_t(pred_.size()));
+    host_.grads.zero();
+    model_.backward(params_.data(), dpred_.data(), host_.grads.data(), nullptr, nullptr);
+    return loss;
+  }
+
+  // What the compute side holds during a step: the f32 parameter copy and the model workspace.
+  int64_t device_peak_bytes() const { return int64_t(params_.size() * sizeof(float)) + model_.workspace_bytes(); }
+
+  // Drops metrics lines past `step` (left by a run that died after its last checkpoint).
+  void trim_metrics(int64_t step) {
+    const fs::path path = fs::path(opts_.out) / "metrics.jsonl";
+    if (!fs::exists(path)) return;
+    std::ifstream in(path);
+    std::string line, kept;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.contains("step") && j["step"].get<int64_t>() <= step) kept += line + "\n";
+    }
+    write_file_atomic(path.string(), kept);
+  }
+
+  TrainOptions opts_;
+  ModelConfig cfg_;
+  ParamTable table_;
+  HostState host_;
+  ModelDims dims_;
+  ResidentModel<float> model_;
+  SyntheticShapes data_;
+  AlignedBuffer<float> params_;  // [P] f32 copy of the working weights (the "device" weights)
+  Batch batch_;
+  std::vector<float> xt_, target_, noise_, pred_, dpred_;  // [B, C, F, H, W]
+  std::vector<float> timesteps_;                            // [B] t * 1000
+};
+
+}  // namespace
+
+TrainSummary train(const TrainOptions& opts) {
+  opts.validate();
+  const fs::path out(opts.out);
+  if (fs::exists(out / "latest"))
+    MS_FAIL("run directory '", opts.out, "' already holds a run; continue it with --resume ", opts.out,
+            " or choose another --out");
+  ModelSource src = resolve_model(opts.model, opts.config);
+  Run run(opts, src.config);
+  std::vector<float> init(size_t(run.table().total()));
+  load_params(src, run.table(), opts.seed, init.data());
+  run.host().set_master(init.data());
+  TrainerState state;
+  state.rng_state = opts.seed * 0x9e3779b97f4a7c15ull + 1;
+  return run.run(state);
+}
+
+TrainSummary resume(const std::string& run_dir, int64_t steps) {
+  CheckpointInfo info = read_checkpoint_info(run_dir);
+  TrainOptions opts = options_from_json(info.options);
+  opts.out = run_dir;
+  if (steps > 0) opts.steps = steps;
+  opts.validate();
+  log_info("resuming ", run_dir, " from ", info.dir, " at step ", info.state.step, " of ", opts.steps);
+  Run run(opts, info.config);
+  load_optimizer_state(info.dir, run.table(), run.host());
+  return run.run(info.state);
+}
+
+}  // namespace ms

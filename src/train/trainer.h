@@ -1,0 +1,22 @@
+// `megaslide train`: rectified-flow training of a Wan2.1-style DiT with the state layout of DESIGN §5
+// (bf16 working weights, fp32 master and moments in host pools), everything resident on the CPU
+// backend. metrics.jsonl, checkpoints and OUT/latest are written to the run directory.
+#pragma once
+#include <string>
+
+#include "train/options.h"
+
+namespace ms {
+
+struct TrainSummary {
+  int64_t steps_run = 0;
+  double first_loss = 0, last_loss = 0;  // means over the first / last 10 % of steps run
+  double tokens_per_second = 0;
+};
+
+// Trains from scratch (or from --model's weights) into opts.out.
+TrainSummary train(const TrainOptions& opts);
+// Continues the run in `run_dir` from its latest checkpoint up to `steps` total steps (0: the saved target).
+TrainSummary resume(const std::string& run_dir, int64_t steps);
+
+}  // namespace ms
