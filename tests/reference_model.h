@@ -1,11 +1,14 @@
 // An independent float64 reference of the Wan2.1 T2V forward for the tests, written as plain loops
-// straight from DESIGN §3 (direct Conv3d, materialised softmax, complex-number RoPE). It shares no
-// code with the engine's kernels.
+// straight from DESIGN §3-4 (direct Conv3d, materialised softmax, complex-number RoPE, brute-force masks,
+// explicit trilinear corners). It shares no code with the engine's kernels.
 #pragma once
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <complex>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -79,6 +82,134 @@ inline Vec ref_attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, in
         }
       }
   return out;
+}
+
+// --- Local self-attention (DESIGN §4) on q, k, v [B, f*h*w, nh, d], tokens (t, h, w) with w fastest.
+
+// Video Swin's (rolled window, region) of coordinate x on one axis of extent E, as its code does it: the window
+// clipped to the video (k' = min(k, E), no shift then), the axis padded to Ep = a multiple of k', rolled by -s,
+// and labelled by the slices (-k'), (-k', -s), (-s, None) of compute_mask. Two tokens attend iff all three match.
+inline std::pair<int64_t, int64_t> ref_swin_cell(int64_t x, int64_t E, int64_t k, bool shifted) {
+  const int64_t kk = std::min(k, E), s = (shifted && k < E) ? kk / 2 : 0, Ep = (E + kk - 1) / kk * kk;
+  const int64_t r = ((x - s) % Ep + Ep) % Ep;  // position after torch.roll(x, -s)
+  const int64_t region = s == 0 ? 0 : (r < Ep - kk ? 0 : (r < Ep - s ? 1 : 2));
+  return {r / kk, region};
+}
+
+// Brute-force masked dense attention over the real tokens (padding never attends).
+inline Vec ref_window_attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_t f, int64_t h, int64_t w,
+                                int64_t nh, int64_t d, const std::array<int64_t, 3>& win, bool shifted) {
+  const int64_t L = f * h * w, ext[3] = {f, h, w};
+  auto coords = [&](int64_t t) { return std::array<int64_t, 3>{t / (h * w), (t / w) % h, t % w}; };
+  Vec out(q.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < nh; ++n)
+      for (int64_t i = 0; i < L; ++i) {
+        Vec s(size_t(L), -INFINITY);
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < L; ++j) {
+          bool same = true;
+          for (int a = 0; a < 3; ++a)
+            same = same && ref_swin_cell(coords(i)[a], ext[a], win[a], shifted) ==
+                               ref_swin_cell(coords(j)[a], ext[a], win[a], shifted);
+          if (!same) continue;
+          double acc = 0;
+          for (int64_t c = 0; c < d; ++c) acc += q[((b * L + i) * nh + n) * d + c] * k[((b * L + j) * nh + n) * d + c];
+          s[j] = acc / std::sqrt(double(d));
+          mx = std::max(mx, s[j]);
+        }
+        for (auto& z : s) sum += (z = std::exp(z - mx));
+        for (int64_t c = 0; c < d; ++c) {
+          double acc = 0;
+          for (int64_t j = 0; j < L; ++j) acc += s[j] / sum * v[((b * L + j) * nh + n) * d + c];
+          out[((b * L + i) * nh + n) * d + c] = acc;
+        }
+      }
+  return out;
+}
+
+// DSA with offsets [B, L, G, P, 3]: every slot sampled by explicit trilinear interpolation over its 8 corners,
+// softmax over all P slots with the invalid ones at -inf.
+inline Vec ref_dsa(const Vec& q, const Vec& k, const Vec& v, const Vec& off, int64_t B, int64_t f, int64_t h, int64_t w,
+                   int64_t nh, int64_t d, const std::array<int64_t, 3>& win, int64_t G) {
+  const int64_t L = f * h * w, P = win[0] * win[1] * win[2], ext[3] = {f, h, w};
+  Vec out(q.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t n = 0; n < nh; ++n) {
+        const int64_t g = n / (nh / G), idx[3] = {i / (h * w), (i / w) % h, i % w};
+        Vec logit(size_t(P), -INFINITY), vs(size_t(P * d), 0.0);  // scores, sampled values [P, d]
+        for (int64_t p = 0; p < P; ++p) {
+          const int64_t j[3] = {p / (win[1] * win[2]), (p / win[2]) % win[1], p % win[2]};
+          bool valid = true;
+          int64_t lo[3], hi[3];
+          double fr[3];
+          for (int a = 0; a < 3; ++a) {
+            const int64_t kk = std::min(win[a], ext[a]), start = std::clamp(idx[a] - kk / 2, int64_t(0), ext[a] - kk);
+            valid = valid && j[a] < kk;
+            const double pos = std::clamp(double(start + j[a]) + off[(((b * L + i) * G + g) * P + p) * 3 + a], 0.0,
+                                          double(ext[a] - 1));
+            lo[a] = int64_t(std::floor(pos));
+            hi[a] = std::min(lo[a] + 1, ext[a] - 1);
+            fr[a] = pos - double(lo[a]);
+          }
+          if (!valid) continue;
+          Vec ks(size_t(d), 0.0);
+          for (int corner = 0; corner < 8; ++corner) {
+            const int c[3] = {corner >> 2, (corner >> 1) & 1, corner & 1};
+            double wt = 1;
+            int64_t at[3];
+            for (int a = 0; a < 3; ++a) {
+              wt *= c[a] ? fr[a] : 1 - fr[a];
+              at[a] = c[a] ? hi[a] : lo[a];
+            }
+            const int64_t row = ((b * L + (at[0] * h + at[1]) * w + at[2]) * nh + n) * d;
+            for (int64_t e = 0; e < d; ++e) {
+              ks[e] += wt * k[row + e];
+              vs[p * d + e] += wt * v[row + e];
+            }
+          }
+          double acc = 0;
+          for (int64_t e = 0; e < d; ++e) acc += q[((b * L + i) * nh + n) * d + e] * ks[e];
+          logit[p] = acc / std::sqrt(double(d));
+        }
+        double mx = -INFINITY, sum = 0;
+        for (double z : logit) mx = std::max(mx, z);
+        for (auto& z : logit) sum += (z = std::exp(z - mx));
+        for (int64_t e = 0; e < d; ++e) {
+          double acc = 0;
+          for (int64_t p = 0; p < P; ++p) acc += logit[p] / sum * vs[p * d + e];
+          out[((b * L + i) * nh + n) * d + e] = acc;
+        }
+      }
+  return out;
+}
+
+// DSA's offset network of block prefix p on xn [B, L, D]: range * tanh(offset_proj(GELU(DWConv3d(xn)))), zero
+// padding; returns offsets [B, L, G*P*3].
+inline Vec ref_dsa_offsets(const ModelConfig& cfg, const Weights& W, const std::string& p, const Vec& xn, int64_t B,
+                           int64_t f, int64_t h, int64_t w) {
+  const int64_t D = cfg.dim, L = f * h * w, M = cfg.groups() * cfg.attention.slots() * 3;
+  const Vec &cw = W.at(p + "self_attn.offset_conv.weight"), &cb = W.at(p + "self_attn.offset_conv.bias");
+  Vec u(size_t(B * L * D));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < f; ++t)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x)
+          for (int64_t c = 0; c < D; ++c) {
+            double s = cb[c];
+            for (int64_t a = 0; a < 3; ++a)
+              for (int64_t e = 0; e < 3; ++e)
+                for (int64_t g = 0; g < 3; ++g) {
+                  const int64_t tt = t + a - 1, yy = y + e - 1, xx = x + g - 1;
+                  if (tt < 0 || tt >= f || yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+                  s += cw[c * 27 + (a * 3 + e) * 3 + g] * xn[(b * L + (tt * h + yy) * w + xx) * D + c];
+                }
+            u[(b * L + (t * h + y) * w + x) * D + c] = ref_gelu(s);
+          }
+  Vec off = ref_linear(W, p + "self_attn.offset_proj", u, B * L, D, M);
+  for (size_t i = 0; i < off.size(); ++i) off[i] = cfg.attention.offset_range[i % 3] * std::tanh(off[i]);
+  return off;
 }
 
 // x [B, f*h*w, nh, d] rotated in place as complex pairs.
@@ -163,7 +294,18 @@ inline Vec ref_forward(const ModelConfig& cfg, const Weights& W, const Vec& lat,
     Vec v = ref_linear(W, p + "self_attn.v", xn, N, D, D);
     ref_rope(q, B, f, h, w, nh, hd);
     ref_rope(k, B, f, h, w, nh, hd);
-    Vec y = ref_linear(W, p + "self_attn.o", ref_attention(q, k, v, B, L, L, nh, hd), N, D, D);
+    const auto& at = cfg.attention;
+    Vec att;
+    if (at.type == "dense") {
+      att = ref_attention(q, k, v, B, L, L, nh, hd);
+    } else if (at.type == "window") {
+      att = ref_window_attention(q, k, v, B, f, h, w, nh, hd, at.window, at.shift && blk % 2 == 1);
+    } else {  // dsa_fixed: offsets 0
+      const Vec off = at.has_offsets() ? ref_dsa_offsets(cfg, W, p, xn, B, f, h, w)
+                                       : Vec(size_t(N * cfg.groups() * at.slots() * 3), 0.0);
+      att = ref_dsa(q, k, v, off, B, f, h, w, nh, hd, at.window, cfg.groups());
+    }
+    Vec y = ref_linear(W, p + "self_attn.o", att, N, D, D);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t l = 0; l < L; ++l)
         for (int64_t kk = 0; kk < D; ++kk) x[(b * L + l) * D + kk] += y[(b * L + l) * D + kk] * m(b, 2, kk);

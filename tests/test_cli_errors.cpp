@@ -58,6 +58,12 @@ void write_inputs(const std::string& path, int64_t channels = 2) {
                            {"context", DType::f32, {1, 2, 5}, ctx.data()}});
 }
 
+// `megaslide forward` on the model directory d and d/in.safetensors.
+CliResult forward_in(const TempDir& d) {
+  return run_cli("forward --model " + d.path.string() + " --inputs " + d.file("in.safetensors") + " --out " +
+                 d.file("out.safetensors"));
+}
+
 void expect_error(const CliResult& r, const std::string& phrase) {
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find(phrase), std::string::npos) << "missing '" << phrase << "' in: " << r.output;
@@ -70,8 +76,7 @@ TEST(CliErrors, ForwardRunsOnAGoodModelDirectory) {
   TempDir d;
   write_model_dir(d);
   write_inputs(d.file("in.safetensors"));
-  CliResult r = run_cli("forward --model " + d.path.string() + " --inputs " + d.file("in.safetensors") + " --out " +
-                        d.file("out.safetensors"));
+  CliResult r = forward_in(d);
   ASSERT_EQ(r.code, 0) << r.output;
   SafetensorsFile out = SafetensorsFile::open(d.file("out.safetensors"));
   ASSERT_NE(out.find("velocity"), nullptr);
@@ -81,11 +86,10 @@ TEST(CliErrors, ForwardRunsOnAGoodModelDirectory) {
 TEST(CliErrors, MalformedInputsFileAndOutputKeptIntact) {
   TempDir d;
   write_model_dir(d);
-  std::ofstream(d.file("in.safetensors")) << "\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ";
+  const std::string bad("\x10\0\0\0\0\0\0\0{not json}      ", 24);  // header length 16, not JSON
+  std::ofstream(d.file("in.safetensors"), std::ios::binary) << bad;
   write_file_atomic(d.file("out.safetensors"), "previous result");
-  expect_error(run_cli("forward --model " + d.path.string() + " --inputs " + d.file("in.safetensors") + " --out " +
-                       d.file("out.safetensors")),
-               "in.safetensors");
+  expect_error(forward_in(d), "in.safetensors");
   EXPECT_EQ(read_file(d.file("out.safetensors")), "previous result");
 }
 
@@ -94,36 +98,28 @@ TEST(CliErrors, TruncatedWeights) {
   write_model_dir(d);
   std::filesystem::resize_file(d.file("model.safetensors"), std::filesystem::file_size(d.file("model.safetensors")) - 7);
   write_inputs(d.file("in.safetensors"));
-  expect_error(run_cli("forward --model " + d.path.string() + " --inputs " + d.file("in.safetensors") + " --out " +
-                       d.file("o.safetensors")),
-               "model.safetensors");
+  expect_error(forward_in(d), "model.safetensors");
 }
 
 TEST(CliErrors, MissingParameter) {
   TempDir d;
   write_model_dir(d, "blocks.0.ffn.0.weight");
   write_inputs(d.file("in.safetensors"));
-  expect_error(run_cli("forward --model " + d.path.string() + " --inputs " + d.file("in.safetensors") + " --out " +
-                       d.file("o.safetensors")),
-               "blocks.0.ffn.0.weight");
+  expect_error(forward_in(d), "blocks.0.ffn.0.weight");
 }
 
 TEST(CliErrors, MisShapedParameter) {
   TempDir d;
   write_model_dir(d, "", "blocks.0.self_attn.q.weight");
   write_inputs(d.file("in.safetensors"));
-  expect_error(run_cli("forward --model " + d.path.string() + " --inputs " + d.file("in.safetensors") + " --out " +
-                       d.file("o.safetensors")),
-               "blocks.0.self_attn.q.weight");
+  expect_error(forward_in(d), "blocks.0.self_attn.q.weight");
 }
 
 TEST(CliErrors, WrongInputShape) {
   TempDir d;
   write_model_dir(d);
   write_inputs(d.file("in.safetensors"), 3);  // the model has in_dim 2
-  expect_error(run_cli("forward --model " + d.path.string() + " --inputs " + d.file("in.safetensors") + " --out " +
-                       d.file("o.safetensors")),
-               "latents");
+  expect_error(forward_in(d), "latents");
 }
 
 TEST(CliErrors, ContradictoryConfig) {
@@ -146,8 +142,7 @@ TEST(CliErrors, UnknownConfigKeysWarnButLoad) {
   j["frobnicate"] = 1;
   write_json(d.file("config.json"), j);
   write_inputs(d.file("in.safetensors"));
-  CliResult r = run_cli("forward --model " + d.path.string() + " --inputs " + d.file("in.safetensors") + " --out " +
-                        d.file("o.safetensors"));
+  CliResult r = forward_in(d);
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("frobnicate"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("_diffusers_version"), std::string::npos) << r.output;

@@ -1,8 +1,6 @@
-#include "model/model.h"
-
 #include "model/init.h"
-#include "reference_model.h"
-#include "test_util.h"
+#include "model/model.h"
+#include "model_case.h"
 
 namespace ms::test {
 namespace {
@@ -24,26 +22,8 @@ ModelConfig small_config() {
   return c;
 }
 
-struct Case {
-  ModelConfig cfg = small_config();
-  ModelDims dims = ModelDims::make(cfg, 2, 3, 4, 6, 5);
-  ParamTable table{cfg};
-  Vec params, latents, t{137.0, 861.5}, context;
-  Weights weights;
-
-  Case() {
-    params = randn(size_t(table.total()), 11, 0.4);
-    for (const auto& p : table.params()) {  // norm weights near 1, like trained models
-      if (p.name.find("norm") != std::string::npos && p.name.find(".weight") != std::string::npos)
-        for (int64_t i = 0; i < p.numel; ++i) params[size_t(p.offset + i)] += 1.0;
-    }
-    latents = randn(size_t(dims.B * cfg.in_dim * dims.F * dims.H * dims.W), 12);
-    context = randn(size_t(dims.B * dims.Lc * cfg.text_dim), 13);
-    for (const auto& p : table.params())
-      weights[p.name] = Vec(params.begin() + p.offset, params.begin() + p.offset + p.numel);
-  }
-  int64_t out_numel() const { return dims.B * cfg.out_dim * dims.F * dims.H * dims.W; }
-};
+// The shapes every test below uses: token grid 3 x 2 x 3, context shorter than text_len.
+ModelCase small_case() { return ModelCase(small_config(), 3, 4, 6, 5); }
 
 }  // namespace
 
@@ -57,8 +37,8 @@ TEST(ParamTable, Wan14BCountIsExact) {
 }
 
 TEST(Model, ForwardMatchesIndependentReference) {
-  Case k;
-  Vec ref = ref_forward(k.cfg, k.weights, k.latents, k.t, k.context, 2, 3, 4, 6, 5);
+  ModelCase k = small_case();
+  Vec ref = k.reference();
   ResidentModel<double> m(k.cfg, k.dims);
   Vec out(size_t(k.out_numel()));
   m.forward(k.params.data(), k.latents.data(), k.t.data(), k.context.data(), out.data());
@@ -72,29 +52,8 @@ TEST(Model, ForwardMatchesIndependentReference) {
 }
 
 TEST(Model, GradientsMatchFiniteDifferences) {
-  Case k;
-  ResidentModel<double> m(k.cfg, k.dims);
-  Vec r = randn(size_t(k.out_numel()), 14), out(r.size());
-  auto loss = [&] {
-    m.forward(k.params.data(), k.latents.data(), k.t.data(), k.context.data(), out.data());
-    return dot(out, r);
-  };
-  loss();
-  Vec grads(k.params.size(), 0.0), dlat(k.latents.size()), dctx(k.context.size());
-  m.backward(k.params.data(), r.data(), grads.data(), dlat.data(), dctx.data());
-  EXPECT_LT(fd_error(k.latents, dlat, loss, 40), kFdTol);
-  EXPECT_LT(fd_error(k.context, dctx, loss, 40), kFdTol);
-  // every parameter tensor, a few coordinates each
-  for (const auto& p : k.table.params()) {
-    Vec sub(k.params.begin() + p.offset, k.params.begin() + p.offset + p.numel);
-    Vec gsub(grads.begin() + p.offset, grads.begin() + p.offset + p.numel);
-    auto sub_loss = [&] {
-      std::copy(sub.begin(), sub.end(), k.params.begin() + p.offset);
-      return loss();
-    };
-    EXPECT_LT(fd_error(sub, gsub, sub_loss, 6), kFdTol) << p.name;
-    std::copy(sub.begin(), sub.end(), k.params.begin() + p.offset);
-  }
+  ModelCase k = small_case();
+  expect_gradients_match_fd(k);
 }
 
 TEST(Model, WanInitIsDeterministicAndHeadStartsAtZero) {

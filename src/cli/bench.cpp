@@ -93,6 +93,7 @@ void add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks: ratios against ceilings measured in the same run");
   bench->require_subcommand(1);
   add_bench_train(bench[0]);
+  add_bench_adamw(bench[0]);
 }
 
 }  // namespace ms::cli

@@ -8,9 +8,16 @@ namespace ms::cli {
 void add_train_command(CLI::App& app);
 void add_forward_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_op_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 
 // `megaslide bench <what>` sub-verbs, registered by add_bench_command.
 void add_bench_train(CLI::App& bench);
+void add_bench_adamw(CLI::App& bench);
+void add_bench_attention(CLI::App& bench);
+
+// `megaslide op <kernel>` sub-verbs, registered by add_op_command.
+void add_op_adamw(CLI::App& op);
 
 // Adds `--backend cpu|cuda` to a compute verb; validated when the verb runs (resolve_backend).
 void add_backend_option(CLI::App& cmd, std::string& backend);

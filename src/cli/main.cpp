@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   ms::cli::add_train_command(app);
   ms::cli::add_forward_command(app);
   ms::cli::add_bench_command(app);
+  ms::cli::add_op_command(app);
+  ms::cli::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,11 +5,14 @@
 
 #include "ops/activation.h"
 #include "ops/attention.h"
+#include "ops/dsa.h"
+#include "ops/dwconv3d.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/modulate.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
+#include "ops/window_attention.h"
 
 namespace ms {
 namespace {
@@ -36,11 +39,77 @@ void linear_rms_backward(const LinearW<const T*>& l, const T* norm_w, const T* x
   cpu::linear_backward(x, l.w, scratch, dx, gl.w, gl.b, N, D, D);
 }
 
+// DSA's offset network: offsets [N, G*P*3] = range * tanh(offset_proj(GELU(offset_conv(xn)))).
+template <class T>
+void offset_net_forward(const ModelConfig& c, const ModelDims& d, const BlockW<const T*>& w, const BlockActs<T>& a) {
+  const int64_t N = d.N(), D = c.dim, GP = c.groups() * c.attention.slots();
+  cpu::dwconv3d_forward(a.xn, w.offset_conv_w, w.offset_conv_b, a.off_h, d.B, d.f, d.h, d.w, D);
+  cpu::gelu_tanh_forward(a.off_h, a.off_g, N * D);
+  cpu::linear_forward(a.off_g, w.offset_proj.w, w.offset_proj.b, a.off_raw, N, D, GP * 3);
+  cpu::dsa_offsets_forward(a.off_raw, a.offsets, c.attention.offset_range, N, GP);
+}
+
+// Inverts offset_net_forward given doff [N, G*P*3] (clobbered): dxn [N, D] +=, parameter grads +=;
+// s1, s2 [N, D] are scratch.
+template <class T>
+void offset_net_backward(const ModelConfig& c, const ModelDims& d, const BlockW<const T*>& w, const BlockActs<T>& a,
+                         T* doff, T* s1, T* s2, T* dxn, const BlockW<T*>& gw) {
+  const int64_t N = d.N(), D = c.dim, GP = c.groups() * c.attention.slots();
+  cpu::dsa_offsets_backward(a.off_raw, doff, doff, c.attention.offset_range, N, GP);
+  zero(s1, N * D);
+  cpu::linear_backward(a.off_g, w.offset_proj.w, doff, s1, gw.offset_proj.w, gw.offset_proj.b, N, D, GP * 3);
+  zero(s2, N * D);
+  cpu::gelu_tanh_backward(a.off_h, s1, s2, N * D);
+  cpu::dwconv3d_backward(a.xn, w.offset_conv_w, s2, dxn, gw.offset_conv_w, gw.offset_conv_b, d.B, d.f, d.h, d.w, D);
+}
+
+bool window_shifted(const ModelConfig& c, int64_t index) { return c.attention.shift && index % 2 == 1; }
+
+cpu::VideoAttentionDims video_dims(const ModelConfig& c, const ModelDims& d) {
+  return {d.B, d.f, d.h, d.w, c.num_heads, c.head_dim()};
+}
+
+// The self-attention core on the roped q, k and v: attn, attn_lse from acts (dsa runs its offset network first).
+template <class T>
+void self_attention_forward(const ModelConfig& c, const ModelDims& d, int64_t index, const BlockW<const T*>& w,
+                            const BlockActs<T>& a) {
+  const auto& at = c.attention;
+  if (at.type == "dense") {
+    cpu::attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, {d.B, d.L, d.L, c.num_heads, c.head_dim()});
+  } else if (at.type == "window") {
+    cpu::window_attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, video_dims(c, d), at.window,
+                                  window_shifted(c, index));
+  } else {  // dsa, dsa_fixed
+    if (at.has_offsets()) offset_net_forward(c, d, w, a);
+    cpu::dsa_forward(a.q, a.k, a.v, at.has_offsets() ? a.offsets : nullptr, a.attn, a.attn_lse, video_dims(c, d),
+                     {at.window, c.groups()});
+  }
+}
+
+// Inverts the attention core of self_attention_forward given dattn [N, D]: dq, dk, dv [N, D] +=, and for dsa
+// doff [N, G*P*3] += (the offset network is inverted by the caller, after q, k and v).
+template <class T>
+void self_attention_backward(const ModelConfig& c, const ModelDims& d, int64_t index, const BlockActs<T>& a,
+                             const T* dattn, T* dq, T* dk, T* dv, T* doff) {
+  const auto& at = c.attention;
+  if (at.type == "dense") {
+    cpu::attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, dattn, dq, dk, dv,
+                            {d.B, d.L, d.L, c.num_heads, c.head_dim()});
+  } else if (at.type == "window") {
+    cpu::window_attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, dattn, dq, dk, dv, video_dims(c, d), at.window,
+                                   window_shifted(c, index));
+  } else {
+    const bool off = at.has_offsets();
+    cpu::dsa_backward(a.q, a.k, a.v, off ? a.offsets : nullptr, a.attn, a.attn_lse, dattn, dq, dk, dv,
+                      off ? doff : nullptr, video_dims(c, d), {at.window, c.groups()});
+  }
+}
+
 }  // namespace
 
 template <class T>
-void block_forward(const ModelConfig& c, const ModelDims& d, const BlockW<const T*>& w, const T* x, const T* e0,
-                   const T* ctx, const BlockActs<T>& a, T* out) {
+void block_forward(const ModelConfig& c, const ModelDims& d, int64_t index, const BlockW<const T*>& w, const T* x,
+                   const T* e0, const T* ctx, const BlockActs<T>& a, T* out) {
   const int64_t B = d.B, L = d.L, N = d.N(), D = c.dim, Nc = d.B * d.Lt, S = 6 * D;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < S; ++i) a.mod[b * S + i] = w.modulation[i] + e0[b * S + i];
@@ -53,7 +122,7 @@ void block_forward(const ModelConfig& c, const ModelDims& d, const BlockW<const 
   const int64_t nh = c.num_heads, hd = c.head_dim();
   cpu::rope_forward(a.q, a.q, B, d.f, d.h, d.w, nh, hd);
   cpu::rope_forward(a.k, a.k, B, d.f, d.h, d.w, nh, hd);
-  cpu::attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, {B, L, L, nh, hd});
+  self_attention_forward(c, d, index, w, a);
   cpu::linear_forward(a.attn, w.self_attn.o.w, w.self_attn.o.b, a.o, N, D, D);
   cpu::gate_residual_forward(x, a.o, a.mod + 2 * D, a.x1, B, L, D, S);
   // cross-attention (no gate)
@@ -74,13 +143,13 @@ void block_forward(const ModelConfig& c, const ModelDims& d, const BlockW<const 
 }
 
 template <class T>
-void block_backward(const ModelConfig& c, const ModelDims& d, const BlockW<const T*>& w, const T* x, const T* e0,
-                    const T* ctx, const BlockActs<T>& a, const BlockGrads<T>& g, const T* dout, T* dx, T* de0,
-                    T* dctx, const BlockW<T*>& gw) {
+void block_backward(const ModelConfig& c, const ModelDims& d, int64_t index, const BlockW<const T*>& w, const T* x,
+                    const T* e0, const T* ctx, const BlockActs<T>& a, const BlockGrads<T>& g, const T* dout, T* dx,
+                    T* de0, T* dctx, const BlockW<T*>& gw) {
   const int64_t B = d.B, L = d.L, N = d.N(), D = c.dim, Fd = c.ffn_dim, Nc = d.B * d.Lt, S = 6 * D;
   const int64_t nh = c.num_heads, hd = c.head_dim();
   T* x3 = g.e;  // the recomputed output is not needed; g.e is free until the self-attention part
-  block_forward(c, d, w, x, e0, ctx, a, x3);
+  block_forward(c, d, index, w, x, e0, ctx, a, x3);
   if (dx != dout) std::memcpy(dx, dout, sizeof(T) * size_t(N * D));
   T* dres = dx;  // gradient flowing along the residual stream
   zero(g.mod, B * S);
@@ -111,7 +180,7 @@ void block_backward(const ModelConfig& c, const ModelDims& d, const BlockW<const
                       gw.cross_attn.k, gw.cross_attn.norm_k, Nc, D);
   cpu::linear_backward(ctx, w.cross_attn.v.w, g.vc, dctx, gw.cross_attn.v.w, gw.cross_attn.v.b, Nc, D, D);
   cpu::layernorm_backward(a.x1, w.norm3_w, a.ln3_mean, a.ln3_rstd, g.d, dres, gw.norm3_w, gw.norm3_b, N, D);
-  // self-attention: x1 = x + o(attn(rope(q(xn)), rope(k(xn)), v(xn))) * gate1
+  // self-attention: x1 = x + o(attn(rope(q(xn)), rope(k(xn)), v(xn)[, offsets(xn)])) * gate1
   zero(g.a, N * D);
   cpu::gate_residual_backward(a.o, a.mod + 2 * D, dres, static_cast<T*>(nullptr), g.a, g.mod + 2 * D, B, L, D, S);
   zero(g.b, N * D);
@@ -120,7 +189,8 @@ void block_backward(const ModelConfig& c, const ModelDims& d, const BlockW<const
   zero(dq, N * D);
   zero(dk, N * D);
   zero(dv, N * D);
-  cpu::attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, g.b, dq, dk, dv, {B, L, L, nh, hd});
+  zero(g.off, c.attention.has_offsets() ? N * c.groups() * c.attention.slots() * 3 : 0);
+  self_attention_backward(c, d, index, a, g.b, dq, dk, dv, g.off);
   cpu::rope_backward(dq, dq, B, d.f, d.h, d.w, nh, hd);
   cpu::rope_backward(dk, dk, B, d.f, d.h, d.w, nh, hd);
   zero(dxn, N * D);
@@ -129,6 +199,7 @@ void block_backward(const ModelConfig& c, const ModelDims& d, const BlockW<const
   linear_rms_backward(w.self_attn.k, w.self_attn.norm_k, a.xn, a.k_lin, a.k_rstd, dk, g.b, dxn, gw.self_attn.k,
                       gw.self_attn.norm_k, N, D);
   cpu::linear_backward(a.xn, w.self_attn.v.w, dv, dxn, gw.self_attn.v.w, gw.self_attn.v.b, N, D, D);
+  if (c.attention.has_offsets()) offset_net_backward(c, d, w, a, g.off, dq, dk, dxn, gw);  // dq, dk are free
   zero(g.b, N * D);
   cpu::modulate_backward(a.ln1, a.mod + D, dxn, g.b, g.mod, g.mod + D, B, L, D, S);
   cpu::layernorm_backward<T>(x, nullptr, a.ln1_mean, a.ln1_rstd, g.b, dres, nullptr, nullptr, N, D);
@@ -140,12 +211,12 @@ void block_backward(const ModelConfig& c, const ModelDims& d, const BlockW<const
     }
 }
 
-#define MS_INSTANTIATE(T)                                                                                           \
-  template void block_forward<T>(const ModelConfig&, const ModelDims&, const BlockW<const T*>&, const T*, const T*, \
-                                 const T*, const BlockActs<T>&, T*);                                                \
-  template void block_backward<T>(const ModelConfig&, const ModelDims&, const BlockW<const T*>&, const T*,          \
-                                  const T*, const T*, const BlockActs<T>&, const BlockGrads<T>&, const T*, T*, T*,  \
-                                  T*, const BlockW<T*>&);
+#define MS_INSTANTIATE(T)                                                                                              \
+  template void block_forward<T>(const ModelConfig&, const ModelDims&, int64_t, const BlockW<const T*>&, const T*,     \
+                                 const T*, const T*, const BlockActs<T>&, T*);                                         \
+  template void block_backward<T>(const ModelConfig&, const ModelDims&, int64_t, const BlockW<const T*>&, const T*,    \
+                                  const T*, const T*, const BlockActs<T>&, const BlockGrads<T>&, const T*, T*, T*, T*, \
+                                  const BlockW<T*>&);
 MS_INSTANTIATE(float)
 MS_INSTANTIATE(double)
 #undef MS_INSTANTIATE

@@ -36,12 +36,19 @@ void ModelConfig::validate() const {
   static const std::set<std::string> types{"dense", "window", "dsa", "dsa_fixed"};
   if (!types.count(a.type))
     MS_FAIL("config: attention.type '", a.type, "' is unknown; use dense, window, dsa or dsa_fixed");
-  for (int64_t k : a.window)
-    if (k <= 0) MS_FAIL("config: attention.window entries must be positive");
+  static const char* axes[3] = {"t", "h", "w"};
+  for (size_t i = 0; i < 3; ++i)
+    if (a.window[i] <= 0)
+      MS_FAIL("config: attention.window[", i, "] (", axes[i], ") is ", a.window[i], "; window sizes must be positive");
   if (a.offset_groups < 0 || (a.offset_groups && num_heads % a.offset_groups))
-    MS_FAIL("config: attention.offset_groups ", a.offset_groups, " must divide num_heads ", num_heads);
-  for (double r : a.offset_range)
-    if (!(r >= 0)) MS_FAIL("config: attention.offset_range entries must be >= 0");
+    MS_FAIL("config: attention.offset_groups ", a.offset_groups, " must divide num_heads ", num_heads,
+            " (0 means one group per head)");
+  for (size_t i = 0; i < 3; ++i) {
+    const double r = a.offset_range[i];
+    if (a.has_offsets() ? !(r > 0) : !(r >= 0))
+      MS_FAIL("config: attention.offset_range[", i, "] (", axes[i], ") is ", r, "; it must be ",
+              a.has_offsets() ? "positive for dsa" : ">= 0");
+  }
 }
 
 namespace {
@@ -137,9 +144,13 @@ struct Preset {
   int64_t dim, ffn_dim, heads, layers, in_dim, text_len, text_dim, freq_dim;
 };
 constexpr Preset kPresets[] = {
-    {"tiny", 96, 256, 4, 3, 3, 16, 64, 64},
+    {"tiny", 96, 256, 3, 3, 3, 16, 64, 64},
     {"wan2.1-1.3b", 1536, 8960, 12, 30, 16, 512, 4096, 256},
     {"wan2.1-14b", 5120, 13824, 40, 40, 16, 512, 4096, 256},
+    // The paper's scale points, Wan-shaped (head dim 128, ffn ~2.7 dim): 28.34 B, 33.26 B, 104.88 B parameters.
+    {"megaslide-28b", 5120, 13824, 40, 80, 16, 512, 4096, 256},
+    {"megaslide-33b", 6144, 16640, 48, 65, 16, 512, 4096, 256},
+    {"megaslide-105b", 10240, 27648, 80, 74, 16, 512, 4096, 256},
 };
 }  // namespace
 

@@ -35,8 +35,11 @@ void init_one(const ParamInfo& p, int64_t dim, int64_t patch_fan_in, uint64_t se
   } else if (ends_with(p.name, "norm_q.weight") || ends_with(p.name, "norm_k.weight") ||
              ends_with(p.name, "norm3.weight")) {
     fill([] { return 1.0; });
-  } else if (p.name == "head.head.weight") {
+  } else if (p.name == "head.head.weight" || ends_with(p.name, "self_attn.offset_proj.weight")) {
     fill([] { return 0.0; });
+  } else if (ends_with(p.name, "self_attn.offset_conv.weight") || ends_with(p.name, "self_attn.offset_conv.bias")) {
+    const double bound = 1.0 / std::sqrt(27.0);  // Conv3d's default for a depthwise 3x3x3 kernel: fan_in 27
+    fill([&] { return rng.uniform(-bound, bound); });
   } else if (p.name == "patch_embedding.weight") {
     xavier();
   } else if (p.name == "patch_embedding.bias") {  // Conv3d's default bias init

@@ -18,7 +18,7 @@ void ResidentModel<T>::forward(const T* params, const T* latents, const T* t, co
   stem_forward(cfg_, dims_, bind_stem(cfg_, params + st.front().offset), latents, t, context, ws_.stem);
   std::copy(ws_.stem.x0, ws_.stem.x0 + ND, ws_.xs);
   for (int64_t i = 0; i < cfg_.num_layers; ++i)
-    block_forward(cfg_, dims_, bind_block(cfg_, params + st[size_t(i + 1)].offset), ws_.xs + i * ND, ws_.stem.e0,
+    block_forward(cfg_, dims_, i, bind_block(cfg_, params + st[size_t(i + 1)].offset), ws_.xs + i * ND, ws_.stem.e0,
                   ws_.stem.ctx, ws_.block, ws_.xs + (i + 1) * ND);
   head_forward(cfg_, dims_, bind_head(cfg_, params + st.back().offset), ws_.xs + cfg_.num_layers * ND, ws_.stem.e,
                ws_.head, velocity);
@@ -35,7 +35,7 @@ void ResidentModel<T>::backward(const T* params, const T* dvelocity, T* grads, T
                 dvelocity, ws_.dres, ws_.de, bind_head(cfg_, grads + st.back().offset), ws_.scratch);
   for (int64_t i = cfg_.num_layers - 1; i >= 0; --i) {
     const size_t s = size_t(i + 1);
-    block_backward(cfg_, dims_, bind_block(cfg_, params + st[s].offset), ws_.xs + i * ND, ws_.stem.e0, ws_.stem.ctx,
+    block_backward(cfg_, dims_, i, bind_block(cfg_, params + st[s].offset), ws_.xs + i * ND, ws_.stem.e0, ws_.stem.ctx,
                    ws_.block, ws_.block_grads, ws_.dres, ws_.dres, ws_.de0, ws_.dctx,
                    bind_block(cfg_, grads + st[s].offset));
   }

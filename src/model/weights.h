@@ -33,6 +33,8 @@ template <class P>
 struct BlockW {
   P modulation;  // [1, 6, dim]
   AttnW<P> self_attn;
+  P offset_conv_w, offset_conv_b;  // dsa only: self_attn.offset_conv [dim, 1, 3, 3, 3], [dim]
+  LinearW<P> offset_proj;          // dsa only: self_attn.offset_proj [G*P*3, dim]
   P norm3_w, norm3_b;  // [dim]
   AttnW<P> cross_attn;
   LinearW<P> ffn0, ffn2;  // [ffn_dim, dim], [dim, ffn_dim]
@@ -78,6 +80,11 @@ void visit_block(const ModelConfig& c, int64_t index, BlockW<P>& w, F&& f) {
   const std::string p = "blocks." + std::to_string(index) + ".";
   f(p + "modulation", Shape{1, 6, c.dim}, w.modulation);
   visit_attn(p + "self_attn.", c, w.self_attn, f);
+  if (c.attention.has_offsets()) {  // DSA's offset network; dense checkpoints have none
+    f(p + "self_attn.offset_conv.weight", Shape{c.dim, 1, 3, 3, 3}, w.offset_conv_w);
+    f(p + "self_attn.offset_conv.bias", Shape{c.dim}, w.offset_conv_b);
+    visit_linear(p + "self_attn.offset_proj", c.groups() * c.attention.slots() * 3, c.dim, w.offset_proj, f);
+  }
   f(p + "norm3.weight", Shape{c.dim}, w.norm3_w);
   f(p + "norm3.bias", Shape{c.dim}, w.norm3_b);
   visit_attn(p + "cross_attn.", c, w.cross_attn, f);

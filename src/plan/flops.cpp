@@ -1,5 +1,7 @@
 #include "plan/flops.h"
 
+#include <algorithm>
+
 namespace ms {
 namespace {
 
@@ -10,22 +12,35 @@ struct Split {
 Split forward_split(const ModelConfig& c, const ModelDims& d) {
   const double N = double(d.N()), D = double(c.dim), Nt = double(d.B * d.Lt), B = double(d.B);
   Split s;
-  s.stem_head.gemm = 2 * N * D * double(c.in_dim * c.patch_volume())          // patch embedding
-                     + 2 * Nt * D * double(c.text_dim + c.dim)                 // text embedding
-                     + 2 * B * D * double(c.freq_dim + c.dim + 6 * c.dim)      // time embedding, projection
-                     + 2 * N * D * double(c.out_dim * c.patch_volume());       // head
+  s.stem_head.gemm = 2 * N * D * double(c.in_dim * c.patch_volume())       // patch embedding
+                     + 2 * Nt * D * double(c.text_dim + c.dim)             // text embedding
+                     + 2 * B * D * double(c.freq_dim + c.dim + 6 * c.dim)  // time embedding, projection
+                     + 2 * N * D * double(c.out_dim * c.patch_volume());   // head
   const auto& a = c.attention;
-  double keys = double(d.L);  // keys each query attends to in self-attention
-  if (a.type != "dense") keys = double(a.window[0] * a.window[1] * a.window[2]);
+  double self_attn = 4 * N * self_attention_keys(c, d) * D, offset_conv = 0, offset_proj = 0;
+  if (a.has_offsets()) {
+    self_attn *= 8;                // every slot's score and value combine 8 trilinear corners
+    offset_conv = 2 * N * D * 27;  // depthwise 3x3x3
+    offset_proj = 2 * N * D * double(c.groups() * a.slots() * 3);  // [N, D] -> [N, G*P*3]
+  }
   // self q, k, v, o on the video tokens; cross q, o on the video tokens and k, v on the context
   const double self_proj = 2 * N * D * D * 4, cross_proj = 2 * N * D * D * 2 + 2 * Nt * D * D * 2;
-  const double ffn = 2 * N * D * double(c.ffn_dim) * 2;
-  s.blocks.gemm = double(c.num_layers) * (self_proj + cross_proj + ffn);
-  s.blocks.attention = double(c.num_layers) * (4 * N * keys * D + 4 * N * double(d.Lt) * D);
+  const double ffn = 2 * N * D * double(c.ffn_dim) * 2, cross_attn = 4 * N * double(d.Lt) * D;
+  const double layers = double(c.num_layers);
+  s.blocks.gemm = layers * (self_proj + cross_proj + ffn + offset_proj);
+  s.blocks.attention = layers * (self_attn + offset_conv + cross_attn);
   return s;
 }
 
 }  // namespace
+
+double self_attention_keys(const ModelConfig& c, const ModelDims& d) {
+  if (c.attention.type == "dense") return double(d.L);
+  const int64_t ext[3] = {d.f, d.h, d.w};
+  double keys = 1;
+  for (size_t i = 0; i < 3; ++i) keys *= double(std::min(c.attention.window[i], ext[i]));
+  return keys;
+}
 
 Flops forward_flops(const ModelConfig& c, const ModelDims& d) {
   Split s = forward_split(c, d);
@@ -35,6 +50,11 @@ Flops forward_flops(const ModelConfig& c, const ModelDims& d) {
 Flops train_step_flops(const ModelConfig& c, const ModelDims& d) {
   Split s = forward_split(c, d);
   return {3 * s.stem_head.gemm + 4 * s.blocks.gemm, 3 * s.stem_head.attention + 4 * s.blocks.attention};
+}
+
+Flops model_step_flops(const ModelConfig& c, const ModelDims& d) {
+  Flops f = forward_flops(c, d);
+  return {3 * f.gemm, 3 * f.attention};
 }
 
 }  // namespace ms

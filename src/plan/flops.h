@@ -6,17 +6,28 @@
 namespace ms {
 
 struct Flops {
-  double gemm = 0;       // linear layers (and the patch embedding)
-  double attention = 0;  // q.k scores and probability-weighted values, self and cross
+  double gemm = 0;       // linear layers (the patch embedding and DSA's offset_proj included)
+  double attention = 0;  // q.k scores and probability-weighted values, self and cross; DSA's trilinear sampling
+                         // and its depthwise offset conv
   double total() const { return gemm + attention; }
 };
 
-// One forward pass.
+// Keys one query attends to in self-attention (per head): L for dense; for window, dsa and dsa_fixed the
+// window clipped to the token grid, prod min(k, E) (windows slide inward or are masked at the borders).
+double self_attention_keys(const ModelConfig& c, const ModelDims& d);
+
+// One forward pass. Self-attention per query, head dim summed over heads to D: dense and window 4 L' D
+// (scores + values over L' keys); dsa_fixed the same over its P' integer-position slots; dsa 32 P' D (scores
+// and values each combine 8 trilinear corners, as the fused kernel does) plus the offset network (27-tap
+// depthwise conv, offset_proj GEMM).
 Flops forward_flops(const ModelConfig& c, const ModelDims& d);
 
 // One training step with block recomputation: the backward costs twice the forward and every block
 // runs its forward twice (once in the forward pass, once recomputed), so blocks count 4x and the
-// stem and head 3x their forward.
+// stem and head 3x their forward. What the hardware executes.
 Flops train_step_flops(const ModelConfig& c, const ModelDims& d);
+
+// One training step without the recomputation, 3x the forward: the model FLOPs that MFU counts.
+Flops model_step_flops(const ModelConfig& c, const ModelDims& d);
 
 }  // namespace ms

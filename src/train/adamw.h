@@ -1,5 +1,22 @@
-// AdamW with decoupled weight decay on the fp32 master copy (a plain multithreaded loop; the SIMD
-// optimizer of the streaming runtime replaces it).
+// AdamW with decoupled weight decay on the fp32 master copy (torch.optim.AdamW semantics), fused in one
+// pass that also writes the bf16 working weights. adamw_update is a Highway kernel with runtime dispatch
+// (AVX-512, AVX2, SSE4, SSSE3, NEON, SVE, scalar) run over chunks on every thread; adamw_update_reference
+// is the plain scalar loop it must equal bit for bit.
+//
+// Order of float operations per element (both implementations; every op rounds to float separately,
+// which is why src/train/adamw*.cpp are built with -ffp-contract=off):
+//   g  = grad * grad_scale
+//   p  = master * decay                     decay = 1 - lr * weight_decay     (torch: param.mul_)
+//   m' = (b1 * m) + (c1 * g)                c1 = 1 - b1
+//   v' = (b2 * v) + ((c2 * g) * g)          c2 = 1 - b2                       (torch: addcmul_)
+//   d  = (sqrt(v') * rsqrt_bc2) + eps       rsqrt_bc2 = 1 / sqrt(1 - b2^t)    (torch: sqrt(v') / sqrt(bc2))
+//   p' = p - ((step_size * m') / d)         step_size = lr / (1 - b1^t)       (torch: addcdiv_)
+//   weights = bf16(p')                      round to nearest even, NaN kept quiet (f32_to_bf16)
+// The per-step constants are computed in double and rounded to float once (AdamWScalars), as torch
+// does with its Python-float scalars. The result matches torch to float32 rounding: torch's lerp for m'
+// and its division by sqrt(bc2) differ from the above by rounding only. Multiplying by rsqrt_bc2 leaves
+// one division and one square root per element, which keeps the pass memory-bound: the divider is the
+// busiest unit (two divisions ran at ~0.6 of the memory ceiling on 2 AVX-512 cores).
 #pragma once
 #include <cstdint>
 
@@ -9,13 +26,29 @@ struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 };
 
-// One step at 1-based step t with learning rate lr on n elements: g = grad * grad_scale (global-norm
-// clipping); m, v updated; master -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * master);
-// weights = bf16(master).
+// The float constants of one update (see the op order above).
+struct AdamWScalars {
+  float grad_scale, decay, b1, c1, b2, c2, rsqrt_bc2, step_size, eps;
+};
+
+// Constants for the 1-based step t at learning rate lr; grad_scale multiplies every gradient
+// (global-norm clipping).
+AdamWScalars adamw_scalars(const AdamWConfig& c, double lr, int64_t t, float grad_scale);
+
+// One update of n elements in place: grad [n] read; master, m (exp_avg), v (exp_avg_sq) [n] fp32
+// read and written; weights [n] bf16 bits written. SIMD, multithreaded; bit-identical to the reference
+// on every target and for any thread count.
 void adamw_update(const AdamWConfig& c, double lr, int64_t t, float grad_scale, const float* grad, float* master,
                   float* m, float* v, uint16_t* weights, int64_t n);
 
-// Sum of squares of n values in double, in a fixed order (deterministic for any thread count).
+// The same update as a plain single-threaded scalar loop (the CPU reference for tests).
+void adamw_update_reference(const AdamWConfig& c, double lr, int64_t t, float grad_scale, const float* grad,
+                            float* master, float* m, float* v, uint16_t* weights, int64_t n);
+
+// Name of the SIMD target adamw_update dispatches to on this CPU, e.g. "AVX3".
+const char* adamw_simd_target();
+
+// Sum of squares of n values in double, in a fixed order (deterministic for any thread count and CPU).
 double sum_squares(const float* x, int64_t n);
 
 }  // namespace ms

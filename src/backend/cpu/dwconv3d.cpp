@@ -1,0 +1,89 @@
+#include "ops/dwconv3d.h"
+
+#include <algorithm>
+
+#include "core/parallel.h"
+
+namespace ms::cpu {
+namespace {
+
+constexpr int64_t kChannelBlock = 16;  // channels per weight-gradient task: one cache line of floats
+
+// Calls fn(tap, nb) for the in-bounds neighbours of token (t, h, w): tap in [0, 27) t-major, nb the neighbour's
+// token index. `sign` -1 visits the mirrored neighbours (t - dt, ...), for the transposed convolution.
+template <class F>
+void for_each_tap(int64_t t, int64_t h, int64_t w, int64_t Tn, int64_t H, int64_t W, int sign, F&& fn) {
+  for (int64_t a = -1; a <= 1; ++a)
+    for (int64_t e = -1; e <= 1; ++e)
+      for (int64_t f = -1; f <= 1; ++f) {
+        const int64_t tt = t + sign * a, hh = h + sign * e, ww = w + sign * f;
+        if (tt < 0 || tt >= Tn || hh < 0 || hh >= H || ww < 0 || ww >= W) continue;
+        fn(((a + 1) * 3 + e + 1) * 3 + f + 1, (tt * H + hh) * W + ww);
+      }
+}
+
+}  // namespace
+
+template <class T>
+void dwconv3d_forward(const T* x, const T* w, const T* b, T* y, int64_t B, int64_t Tn, int64_t H, int64_t W,
+                      int64_t C) {
+  const int64_t L = Tn * H * W;
+  parallel_for(
+      B * L,
+      [&](int64_t row) {
+        const int64_t s = row / L, l = row % L, t = l / (H * W), h = (l / W) % H, ww = l % W;
+        T* yr = y + row * C;  // [C]
+        for (int64_t c = 0; c < C; ++c) yr[c] = b ? b[c] : T(0);
+        for_each_tap(t, h, ww, Tn, H, W, 1, [&](int64_t tap, int64_t nb) {
+          const T* xr = x + (s * L + nb) * C;
+          for (int64_t c = 0; c < C; ++c) yr[c] += w[c * 27 + tap] * xr[c];
+        });
+      },
+      16);
+}
+
+template <class T>
+void dwconv3d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t B, int64_t Tn, int64_t H,
+                       int64_t W, int64_t C) {
+  const int64_t L = Tn * H * W;
+  if (dx)  // dx[token] = sum over the taps that read it: the mirrored neighbourhood, same tap weight
+    parallel_for(
+        B * L,
+        [&](int64_t row) {
+          const int64_t s = row / L, l = row % L, t = l / (H * W), h = (l / W) % H, ww = l % W;
+          T* dxr = dx + row * C;  // [C]
+          for_each_tap(t, h, ww, Tn, H, W, -1, [&](int64_t tap, int64_t nb) {
+            const T* dyr = dy + (s * L + nb) * C;
+            for (int64_t c = 0; c < C; ++c) dxr[c] += w[c * 27 + tap] * dyr[c];
+          });
+        },
+        16);
+  const int64_t nblocks = (C + kChannelBlock - 1) / kChannelBlock;
+  parallel_for(nblocks, [&](int64_t blk) {
+    const int64_t c0 = blk * kChannelBlock, nc = std::min(kChannelBlock, C - c0);
+    T acc_w[kChannelBlock * 27] = {}, acc_b[kChannelBlock] = {};  // [nc, 27], [nc]
+    for (int64_t row = 0; row < B * L; ++row) {
+      const int64_t s = row / L, l = row % L, t = l / (H * W), h = (l / W) % H, ww = l % W;
+      const T* dyr = dy + row * C + c0;  // [nc]
+      for (int64_t c = 0; c < nc; ++c) acc_b[c] += dyr[c];
+      for_each_tap(t, h, ww, Tn, H, W, 1, [&](int64_t tap, int64_t nb) {
+        const T* xr = x + (s * L + nb) * C + c0;
+        for (int64_t c = 0; c < nc; ++c) acc_w[c * 27 + tap] += dyr[c] * xr[c];
+      });
+    }
+    for (int64_t c = 0; c < nc; ++c) {
+      for (int64_t tap = 0; tap < 27; ++tap) dw[(c0 + c) * 27 + tap] += acc_w[c * 27 + tap];
+      if (db) db[c0 + c] += acc_b[c];
+    }
+  });
+}
+
+#define MS_INSTANTIATE(T)                                                                                           \
+  template void dwconv3d_forward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t); \
+  template void dwconv3d_backward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t, int64_t,  \
+                                     int64_t);
+MS_INSTANTIATE(float)
+MS_INSTANTIATE(double)
+#undef MS_INSTANTIATE
+
+}  // namespace ms::cpu

@@ -1,0 +1,205 @@
+// `megaslide bench attention`: forward + backward time and peak extra memory of the self-attention types at
+// growing token counts, and how each scales: time(8N) / time(N) is 64 for quadratic, 8 for linear cost.
+// window runs its shifted (odd-block) variant; dsa gets random offsets up to the default offset_range.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/check.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "ops/attention.h"
+#include "ops/dsa.h"
+#include "ops/window_attention.h"
+
+namespace ms::cli {
+namespace {
+
+struct BenchAttentionArgs {
+  int64_t max_tokens = 65536;        // largest grid to run
+  int64_t dense_max_tokens = 16384;  // dense above this would take minutes: skipped, with a note
+  int64_t heads = 4, head_dim = 32;
+  int64_t repeat = 5;   // runs per row at most; the fastest counts
+  double budget_s = 3;  // ... while the row has taken less than this
+  bool json = false;
+};
+
+// Token grids (t, h, w) from 1k to 64k tokens, growing frames and area; each is 2x the previous.
+constexpr int64_t kGrids[][3] = {{4, 16, 16},  {8, 16, 16},  {8, 16, 32}, {8, 32, 32},
+                                 {16, 32, 32}, {16, 32, 64}, {16, 64, 64}};
+constexpr std::array<int64_t, 3> kWindow{3, 3, 3};
+constexpr std::array<double, 3> kOffsetRange{1.0, 2.0, 2.0};
+const char* const kTypes[] = {"dense", "window", "dsa_fixed", "dsa"};
+
+// The process's resident set (VmRSS) or its peak since the last reset (VmHWM), bytes; -1 when unreadable.
+int64_t proc_status_bytes(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string k;
+  int64_t kb;
+  while (f >> k) {
+    if (k == key && f >> kb) return kb * 1024;
+    f.ignore(1 << 20, '\n');
+  }
+  return -1;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0); false where not allowed.
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  return bool(f << "5");
+}
+
+struct Row {
+  std::string type;
+  int64_t t, h, w, tokens;
+  double fwd_ms, bwd_ms;
+  int64_t extra_bytes;  // peak RSS during forward + backward over the RSS with every tensor allocated; -1 unknown
+};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Row run_one(const std::string& type, const int64_t grid[3], const BenchAttentionArgs& a) {
+  const cpu::VideoAttentionDims d{1, grid[0], grid[1], grid[2], a.heads, a.head_dim};
+  const cpu::DsaArgs dsa{kWindow, a.heads};
+  const size_t n = size_t(d.L() * d.nh * d.d), noff = size_t(d.L() * dsa.groups * dsa.P() * 3);
+  Rng rng(uint64_t(d.L()));
+  auto random = [&](size_t count, double scale) {
+    std::vector<float> v(count);
+    for (auto& x : v) x = float(scale * rng.uniform(-1, 1));
+    return v;
+  };
+  // q, k, v, dout, offsets [1, t, h, w, nh, d] / [1, t, h, w, G, P, 3]; outputs and grads zero-filled (touched).
+  const auto q = random(n, 1), k = random(n, 1), v = random(n, 1), dout = random(n, 1);
+  auto off = type == "dsa" ? random(noff, 1) : std::vector<float>();
+  for (size_t i = 0; i < off.size(); ++i) off[i] *= float(kOffsetRange[i % 3]);
+  std::vector<float> out(n), lse(size_t(d.L() * d.nh)), dq(n), dk(n), dv(n), doff(off.size());
+  const cpu::AttentionDims ad{1, d.L(), d.L(), d.nh, d.d};
+  const float* offp = type == "dsa" ? off.data() : nullptr;
+  const bool peak = reset_peak_rss();
+  const int64_t base = proc_status_bytes("VmRSS:");
+  double fwd = 1e300, bwd = 1e300, spent = 0;
+  for (int64_t run = 0; run < std::max<int64_t>(1, a.repeat) && spent < a.budget_s * 1e3; ++run) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (type == "dense")
+      cpu::attention_forward(q.data(), k.data(), v.data(), out.data(), lse.data(), ad);
+    else if (type == "window")
+      cpu::window_attention_forward(q.data(), k.data(), v.data(), out.data(), lse.data(), d, kWindow, true);
+    else
+      cpu::dsa_forward(q.data(), k.data(), v.data(), offp, out.data(), lse.data(), d, dsa);
+    const double f = ms_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    if (type == "dense")
+      cpu::attention_backward(q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), dq.data(), dk.data(),
+                              dv.data(), ad);
+    else if (type == "window")
+      cpu::window_attention_backward(q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), dq.data(),
+                                     dk.data(), dv.data(), d, kWindow, true);
+    else
+      cpu::dsa_backward(q.data(), k.data(), v.data(), offp, out.data(), lse.data(), dout.data(), dq.data(), dk.data(),
+                        dv.data(), offp ? doff.data() : nullptr, d, dsa);
+    const double b = ms_since(t0);
+    fwd = std::min(fwd, f);
+    bwd = std::min(bwd, b);
+    spent += f + b;
+  }
+  const int64_t hwm = proc_status_bytes("VmHWM:");
+  const int64_t extra = peak && base >= 0 && hwm >= 0 ? std::max<int64_t>(0, hwm - base) : -1;
+  return {type, grid[0], grid[1], grid[2], d.L(), fwd, bwd, extra};
+}
+
+void bench_attention(const BenchAttentionArgs& a) {
+  if (a.heads <= 0 || a.head_dim <= 0) MS_FAIL("bench attention: --heads and --head-dim must be positive");
+  std::vector<Row> rows;
+  std::vector<std::string> notes;
+  for (const auto& g : kGrids) {
+    const int64_t tokens = g[0] * g[1] * g[2];
+    if (tokens > a.max_tokens) break;
+    for (const char* type : kTypes) {
+      if (std::string(type) == "dense" && tokens > a.dense_max_tokens) {
+        notes.push_back(cat("dense skipped at ", tokens, " tokens (> --dense-max-tokens ", a.dense_max_tokens, ")"));
+        continue;
+      }
+      rows.push_back(run_one(type, g, a));
+      if (!a.json)
+        std::fprintf(stderr, "  %-9s %6lld tokens: %.0f ms\n", type, static_cast<long long>(tokens),
+                     rows.back().fwd_ms + rows.back().bwd_ms);
+    }
+  }
+  // time(8N) / time(N) for every pair of rows of one type three doublings apart.
+  std::map<std::pair<std::string, int64_t>, double> total;
+  for (const auto& r : rows) total[{r.type, r.tokens}] = r.fwd_ms + r.bwd_ms;
+  nlohmann::json scaling = nlohmann::json::array();
+  for (const auto& r : rows) {
+    auto it = total.find({r.type, 8 * r.tokens});
+    if (it != total.end())
+      scaling.push_back({{"type", r.type}, {"tokens", r.tokens}, {"ratio_8x", it->second / (r.fwd_ms + r.bwd_ms)}});
+  }
+  if (a.json) {
+    nlohmann::json j{{"heads", a.heads},
+                     {"head_dim", a.head_dim},
+                     {"window", kWindow},
+                     {"threads", num_threads()},
+                     {"repeat", a.repeat},
+                     {"window_shifted", true},
+                     {"rows", nlohmann::json::array()},
+                     {"scaling", scaling},
+                     {"notes", notes}};
+    for (const auto& r : rows)
+      j["rows"].push_back({{"type", r.type},
+                           {"grid", {r.t, r.h, r.w}},
+                           {"tokens", r.tokens},
+                           {"forward_ms", r.fwd_ms},
+                           {"backward_ms", r.bwd_ms},
+                           {"extra_bytes", r.extra_bytes}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf(
+      "bench attention: batch 1, %lld heads x %lld dims, window %lldx%lldx%lld, %d threads, float32, "
+      "fastest of up to %lld runs (%.0f s per row)\n",
+      static_cast<long long>(a.heads), static_cast<long long>(a.head_dim), static_cast<long long>(kWindow[0]),
+      static_cast<long long>(kWindow[1]), static_cast<long long>(kWindow[2]), num_threads(),
+      static_cast<long long>(a.repeat), a.budget_s);
+  std::printf("  %-9s %-10s %7s %10s %10s %10s %10s\n", "type", "grid", "tokens", "fwd ms", "bwd ms", "total ms",
+              "extra MiB");
+  for (const auto& r : rows) {
+    const std::string grid = cat(r.t, "x", r.h, "x", r.w);
+    std::printf("  %-9s %-10s %7lld %10.1f %10.1f %10.1f %10.2f\n", r.type.c_str(), grid.c_str(),
+                static_cast<long long>(r.tokens), r.fwd_ms, r.bwd_ms, r.fwd_ms + r.bwd_ms,
+                r.extra_bytes < 0 ? -1.0 : double(r.extra_bytes) / (1 << 20));
+  }
+  std::printf("  time(8N)/time(N) (64 = quadratic, 8 = linear):\n");
+  for (const auto& s : scaling)
+    std::printf("    %-9s %6lld -> %6lld tokens: %6.1f\n", s["type"].get<std::string>().c_str(),
+                static_cast<long long>(s["tokens"].get<int64_t>()),
+                static_cast<long long>(8 * s["tokens"].get<int64_t>()), s["ratio_8x"].get<double>());
+  for (const auto& note : notes) std::printf("  note: %s\n", note.c_str());
+}
+
+}  // namespace
+
+void add_bench_attention(CLI::App& bench) {
+  auto a = std::make_shared<BenchAttentionArgs>();
+  CLI::App* cmd = bench.add_subcommand(
+      "attention", "Forward+backward time and peak extra memory of dense, window, dsa_fixed and dsa, 1k..64k tokens");
+  cmd->add_option("--max-tokens", a->max_tokens, "Largest token grid to run")->capture_default_str();
+  cmd->add_option("--dense-max-tokens", a->dense_max_tokens, "Skip dense attention above this many tokens")
+      ->capture_default_str();
+  cmd->add_option("--heads", a->heads, "Attention heads (and DSA offset groups)")->capture_default_str();
+  cmd->add_option("--head-dim", a->head_dim, "Head dimension")->capture_default_str();
+  cmd->add_option("--repeat", a->repeat, "Runs per row at most (within --budget); the fastest counts")
+      ->capture_default_str();
+  cmd->add_option("--budget", a->budget_s, "Seconds per row after which no further run starts")->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print one JSON object");
+  cmd->callback([a] { bench_attention(*a); });
+}
+
+}  // namespace ms::cli

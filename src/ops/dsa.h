@@ -1,0 +1,54 @@
+// 3D deformable slide attention (DESIGN §4): every query attends to P = kt*kh*kw trilinear samples of the
+// (RoPE-rotated) keys and of the values, taken around a window that slides inward at the video borders and
+// shifted by learned offsets. dsa_fixed is the same kernel with offsets = 0 (neighbourhood attention).
+//
+// Query i = (t, h, w), head n, group g = n / (nh / G). Per axis with extent E and window k: k' = min(k, E),
+// start s = clamp(i - k'/2, 0, E - k'). Slot p = (jt, jh, jw), j in [0, k), p = (jt*kh + jh)*kw + jw, is valid
+// when j < k' on every axis; invalid slots are left out of the softmax. Sample position per axis:
+// pos = clamp(s + j + offsets[b, i, g, p, axis], 0, E - 1); corners floor(pos) and min(floor(pos) + 1, E - 1).
+// A coordinate with s + j + offset <= 0 or >= E - 1 counts as clamped (the borders themselves included, as in
+// torch's grid_sample with padding "border"): its position gradient is zero.
+//
+// Fused: no sampled keys or values are materialised; the scores are combined from the corner dot products
+// q.k[corner] and the output from the corner rows v[corner]. Extra memory is O(P) per query in the forward; the
+// backward adds a fixed 2^20-element scratch for the per-head position gradients of one chunk of queries.
+#pragma once
+#include <array>
+#include <cstdint>
+
+#include "ops/attention.h"
+
+namespace ms::cpu {
+
+struct DsaArgs {
+  std::array<int64_t, 3> window;  // kt, kh, kw (> 0); P = kt*kh*kw
+  int64_t groups;                 // G offset groups, dividing nh
+  int64_t P() const { return window[0] * window[1] * window[2]; }
+};
+
+// q, k, v [B, T, H, W, nh, d], offsets [B, T, H, W, G, P, 3] in token units (t, h, w order), or null for
+// offsets = 0 -> out [B, T, H, W, nh, d]; lse [B, nh, L] log-sum-exp of the scaled scores, saved for the backward.
+template <class T>
+void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& dims,
+                 const DsaArgs& a);
+
+// Inverts dsa_forward from its saved out and lse given dout [B, T, H, W, nh, d]. Accumulates dq, dk, dv (shapes of
+// q, k, v) += and doffsets [B, T, H, W, G, P, 3] += (skipped when null; offsets null means zero offsets).
+// Deterministic: dq and the position gradients are owned by their query; dk, dv are scattered by one task per
+// (sample, head) in query order; the heads of a group are summed into doffsets in head order.
+template <class T>
+void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
+                  T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a);
+
+// The offset squashing of the DSA offset network: offsets[n, i, axis] = range[axis] * tanh(raw[n, i, axis]) for
+// raw, offsets [N, M, 3] (M = G*P).
+template <class T>
+void dsa_offsets_forward(const T* raw, T* offsets, const std::array<double, 3>& range, int64_t N, int64_t M);
+
+// Inverts dsa_offsets_forward: draw [N, M, 3] = doffsets * range * (1 - tanh(raw)^2), overwritten (draw may alias
+// doffsets, like rope_backward).
+template <class T>
+void dsa_offsets_backward(const T* raw, const T* doffsets, T* draw, const std::array<double, 3>& range, int64_t N,
+                          int64_t M);
+
+}  // namespace ms::cpu

@@ -1,0 +1,47 @@
+// The device arena of a training step (DESIGN §5), sized from the parameter table and the activation visitors:
+// the one accounting that both `megaslide plan` and the runtime's arena use. Pure: no allocation, no device.
+#pragma once
+#include <cstdint>
+
+#include "model/config.h"
+#include "model/dims.h"
+
+namespace ms {
+
+struct ArenaOptions {
+  int prefetch = 2;                  // K >= 2 weight slots of the largest stage (streamed runs)
+  bool resident = false;             // --offload none: every stage's weights on the device, nothing streamed
+  bool offload_activations = false;  // block-input checkpoints live in host memory; the device keeps 3 staging
+                                     // slots (one read by the block, one written, one in flight on the link)
+  int weight_bytes = 2;              // device weight dtype: bf16 (2) on GPUs, f32 (4) on the CPU backend
+  int act_bytes = 2;                 // activation dtype: bf16 (2) on GPUs, f32 (4) on the CPU backend. Norm
+                                     // statistics (mean, rstd, lse) are counted at this size too, though a GPU
+                                     // keeps them in fp32: under 0.5 % of the activations at dim >= 1536.
+  int grad_slots = 2;                // stage-sized fp32 gradient slots: one accumulating, one draining D2H;
+                                     // 0: the backward accumulates into the host grad pool (CPU backend)
+  // Throws ms::Error naming the bad value.
+  void validate() const;
+};
+
+// Device bytes by category; the arena is carved once, so the peak is their sum.
+struct DevicePlan {
+  int64_t stage_numel = 0;             // parameters of the largest stage (what a slot holds)
+  int64_t weight_slots = 0;            // K x largest stage x weight_bytes, or every parameter when resident
+  int64_t grad_slots = 0;              // grad_slots x largest stage x 4 (fp32)
+  int64_t checkpoints = 0;             // block inputs (num_layers + 1) x N x D, or the 3 staging slots when offloaded
+  int64_t checkpoints_host = 0;        // with offload_activations: the block inputs held in host memory
+  int64_t recompute = 0;               // one block's activations and backward scratch (BlockActs, BlockGrads)
+  int64_t attention = 0;               // attention-kernel state: log-sum-exps (flash-style kernels keep no scores),
+                                       // DSA offset-network activations and offset gradients
+  int64_t other = 0;                   // stem and head activations, residual-stream and embedding gradients, scratch
+  int64_t inputs = 0;                  // x_t, target, velocity, dvelocity [B, C, F, H, W], context [B, Lt, text_dim], t
+  int64_t scores_if_materialised = 0;  // one layer's B x nh x L x L' self-attention scores at act_bytes: what a
+                                       // kernel without online softmax would add (reported, not counted)
+
+  int64_t workspace() const { return checkpoints + recompute + attention + other; }
+  int64_t peak() const { return weight_slots + grad_slots + workspace() + inputs; }
+};
+
+DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOptions& o);
+
+}  // namespace ms

@@ -1,0 +1,69 @@
+#include "plan/hardware.h"
+
+#include <unistd.h>
+
+#include "core/check.h"
+
+namespace ms {
+namespace {
+
+// PCIe Gen5 x16: 32 GT/s x 16 lanes, 128b/130b = 63 GB/s per direction theoretical ("64 GB/s" in datasheets);
+// pinned cudaMemcpyAsync measures ~53-56 GB/s per direction on H100/H200 hosts.
+constexpr double kPcie5 = 55e9, kPcie5Peak = 64e9;
+// Host DRAM: an 8-channel DDR5-4800 workstation (Xeon w9-3400 class, up to 4 TB: the paper's 1.5 TB box) has
+// 307 GB/s theoretical; STREAM triad reaches ~75 % of it. Assumed, not measured: pass --host-mem-gbps.
+constexpr double kHostMem = 230e9;
+constexpr int64_t kPaperHost = 1'500'000'000'000;  // the paper's 1.5 TB of DDR5
+constexpr int64_t kCudaReserve = 2'000'000'000;    // CUDA context, cuBLASLt workspace, allocator slack
+
+HardwareProfile gpu(const char* name, int64_t hbm, double flops, const char* source) {
+  HardwareProfile p;
+  p.name = name;
+  p.device_bytes = hbm;
+  p.flops_per_s = flops;
+  p.link_bytes_per_s = kPcie5;
+  p.link_peak_bytes_per_s = kPcie5Peak;
+  p.host_mem_bytes_per_s = kHostMem;
+  p.host_bytes = kPaperHost;
+  p.reserve_bytes = kCudaReserve;
+  p.source = source;
+  return p;
+}
+
+// The CPU backend: the "device" is host memory. The GEMM rate is nominal (a 16-core AVX-512 host reaches
+// ~1 TFLOP/s in sgemm; `megaslide bench train` measures this machine's); RAM is this machine's.
+HardwareProfile cpu() {
+  HardwareProfile p;
+  p.name = "cpu";
+  p.host_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE));
+  p.device_bytes = p.host_bytes;
+  p.flops_per_s = 1e12;
+  p.host_mem_bytes_per_s = 100e9;
+  p.weight_bytes = p.act_bytes = 4;
+  p.grad_slots = 0;
+  p.source = "nominal: 1 TFLOP/s f32 sgemm, 100 GB/s DRAM; RAM from sysconf (this machine)";
+  return p;
+}
+
+}  // namespace
+
+HardwareProfile hardware_profile(const std::string& name) {
+  // NVIDIA datasheets: dense bf16 tensor-core rate (half the "with sparsity" figure), HBM capacity.
+  if (name == "h200")
+    return gpu("h200", 141'000'000'000, 989e12,
+               "NVIDIA H200 SXM datasheet: 141 GB HBM3e, 989 TFLOP/s bf16 dense; PCIe Gen5 x16");
+  if (name == "h100-sxm")
+    return gpu("h100-sxm", 80'000'000'000, 989e12,
+               "NVIDIA H100 SXM datasheet: 80 GB HBM3, 989 TFLOP/s bf16 dense; PCIe Gen5 x16");
+  if (name == "h100-nvl")
+    return gpu("h100-nvl", 94'000'000'000, 835e12,
+               "NVIDIA H100 NVL datasheet: 94 GB HBM3, 835 TFLOP/s bf16 dense; PCIe Gen5 x16");
+  if (name == "cpu") return cpu();
+  std::string all;
+  for (const auto& n : hardware_names()) all += " " + n;
+  MS_FAIL("unknown --gpu '", name, "'; profiles:", all, " (or override its numbers with --hbm, --tflops, --link-gbps)");
+}
+
+std::vector<std::string> hardware_names() { return {"h200", "h100-sxm", "h100-nvl", "cpu"}; }
+
+}  // namespace ms

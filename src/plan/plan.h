@@ -1,0 +1,86 @@
+// `megaslide plan`: will a training run fit, and how fast can it go? Host pools, the device arena (device_plan.h),
+// traffic per step, FLOPs, lower bounds on the step time from compute, host link and host memory, and the
+// smallest change that makes a run fit. Pure accounting: nothing is allocated or measured.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "plan/device_plan.h"
+#include "plan/flops.h"
+#include "plan/hardware.h"
+#include "plan/video_shape.h"
+
+namespace ms {
+
+struct PlanInputs {
+  ModelConfig model;  // with any --attention / --window override applied
+  VideoShape video;
+  HardwareProfile hw;             // with any --hbm / --tflops / --link-gbps / --host-mem-gbps override applied
+  ArenaOptions arena;             // prefetch, resident, offload_activations; dtypes and grad slots from hw
+  int64_t device_budget = 0;      // --device-memory; 0: hw.device_bytes - hw.reserve_bytes
+  int64_t host_budget = 0;        // --host-memory; 0: hw.host_bytes
+  std::string schedule = "auto";  // auto | deferred | immediate
+};
+
+// Host bytes by pool (DESIGN §5): 14 bytes per parameter of persistent state, plus gradients and, with
+// --offload-activations, the block-input checkpoints.
+struct HostPools {
+  int64_t weights = 0, master = 0, exp_avg = 0, exp_avg_sq = 0;
+  int64_t grads = 0;        // deferred: every parameter, fp32; immediate: kImmediateStaging largest-stage buffers
+  int64_t activations = 0;  // checkpoints offloaded to host memory
+  int64_t persistent() const { return weights + master + exp_avg + exp_avg_sq; }
+  int64_t total() const { return persistent() + grads + activations; }
+};
+
+// Immediate schedule: one staging buffer receiving a stage's grads over the link, one being applied by AdamW.
+constexpr int kImmediateStaging = 2;
+// Host DRAM bytes AdamW moves per parameter: reads grad, master, exp_avg, exp_avg_sq (16), writes master,
+// exp_avg, exp_avg_sq (12) and the bf16 working weight (2).
+constexpr int kOptimizerBytesPerParam = 30;
+
+struct Traffic {
+  int64_t h2d_weights = 0;      // forward, and the backward's reloads (the last K forward stages stay in slots)
+  int64_t h2d_activations = 0;  // offloaded checkpoints brought back for the recompute
+  int64_t d2h_grads = 0;        // fp32 gradients of every parameter (0 when they accumulate in host memory)
+  int64_t d2h_activations = 0;  // checkpoints sent to host memory in the forward
+  int64_t h2d() const { return h2d_weights + h2d_activations; }
+  int64_t d2h() const { return d2h_grads + d2h_activations; }
+};
+
+struct Bounds {            // seconds per step
+  double compute = 0;      // executed FLOPs (recompute included) at the profile's dense rate
+  double link = 0;         // the busier direction of the full-duplex host link
+  double host_memory = 0;  // AdamW plus every DMA byte through host DRAM
+};
+
+struct Plan {
+  PlanInputs in;
+  LatentShape latent;
+  int64_t params = 0, stem_params = 0, block_params = 0, head_params = 0;  // block: each of num_layers
+  DevicePlan device;
+  int64_t device_budget = 0;
+  std::string schedule;  // deferred | immediate: the optimizer schedule planned
+  HostPools host;
+  int64_t host_needed = 0;  // host pools, plus the device arena when device memory is host memory (cpu)
+  int64_t host_budget = 0;
+  Traffic traffic;
+  int64_t host_dram_bytes = 0;  // host DRAM traffic per step: AdamW and DMA
+  Flops flops;                  // executed (blocks 4x forward with recompute)
+  Flops model_flops;            // 3x forward: what MFU counts
+  Bounds bounds;
+  double step_s = 0;         // perfect overlap: the largest bound
+  double step_serial_s = 0;  // no overlap: compute, then each link direction, then the optimizer
+  double mfu = 0, mfu_serial = 0;
+  std::string bound_by;  // compute | host link | host memory
+  bool fits = false;
+  std::vector<std::string> reasons;  // why not
+  std::string suggestion;            // the smallest change that makes it fit ("" when it fits)
+  std::vector<std::string> notes;    // padding, assumptions
+};
+
+// Throws ms::Error for bad inputs (sizes, strides, schedule names, budgets), naming the value and the fix.
+Plan make_plan(const PlanInputs& in);
+
+}  // namespace ms

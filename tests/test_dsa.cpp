@@ -1,0 +1,198 @@
+#include <omp.h>
+
+#include "ops/attention.h"
+#include "ops/dsa.h"
+#include "reference_model.h"
+#include "test_util.h"
+
+namespace ms::test {
+namespace {
+
+struct DsaCase {
+  cpu::VideoAttentionDims dims;
+  cpu::DsaArgs args;
+};
+
+// Odd extents; an even window; a window longer than the video on one axis (invalid slots); G < nh throughout;
+// P = 512 slots so that the backward's position-gradient scratch takes several passes (42 of the 60 queries each).
+const DsaCase kCases[] = {
+    {{2, 3, 4, 5, 4, 6}, {{3, 3, 3}, 2}},
+    {{1, 2, 5, 4, 2, 4}, {{2, 4, 2}, 1}},
+    {{1, 2, 3, 6, 2, 4}, {{4, 3, 3}, 1}},
+    {{2, 3, 4, 5, 8, 2}, {{8, 8, 8}, 2}},
+};
+
+// Inputs of one case: q, k, v [B, T, H, W, nh, d], offsets [B, T, H, W, G, P, 3], a loss weight r like out.
+struct DsaInputs {
+  DsaCase c;
+  Vec q, k, v, off, r;
+  explicit DsaInputs(const DsaCase& cs, uint64_t seed) : c(cs) {
+    const size_t n = size_t(c.dims.B * c.dims.L() * c.dims.nh * c.dims.d);
+    q = randn(n, seed);
+    k = randn(n, seed + 1);
+    v = randn(n, seed + 2);
+    r = randn(n, seed + 3);
+    off.resize(size_t(c.dims.B * c.dims.L() * c.args.groups * c.args.P() * 3));
+  }
+  // Offsets at least `margin` from any integer (so positions s + j + offset are never integers, at the borders
+  // neither), up to 3 tokens, so some samples fall past the borders and are clamped.
+  void off_away_from_integers(uint64_t seed, double margin = 0.15) {
+    Rng rng(seed);
+    for (auto& x : off) x = double(rng.below(6) - 3) + rng.uniform(margin, 1 - margin);
+  }
+  size_t lse_size() const { return size_t(c.dims.B * c.dims.nh * c.dims.L()); }
+  Vec forward(const double* offsets) const {
+    Vec out(q.size()), lse(lse_size());
+    cpu::dsa_forward(q.data(), k.data(), v.data(), offsets, out.data(), lse.data(), c.dims, c.args);
+    return out;
+  }
+  Vec reference() const {
+    const auto& d = c.dims;
+    return ref_dsa(q, k, v, off, d.B, d.T, d.H, d.W, d.nh, d.d, c.args.window, c.args.groups);
+  }
+};
+
+// Gradients of sum(out * r) from dsa_backward.
+struct DsaGrads {
+  Vec dq, dk, dv, doff;
+};
+
+template <class T>
+DsaGrads run_backward(const DsaInputs& in, bool with_offsets) {
+  auto cv = [](const Vec& x) { return std::vector<T>(x.begin(), x.end()); };
+  const auto q = cv(in.q), k = cv(in.k), v = cv(in.v), off = cv(in.off), r = cv(in.r);
+  std::vector<T> out(q.size()), lse(in.lse_size()), dq(q.size()), dk(q.size()), dv(q.size()), doff(off.size());
+  const T* o = with_offsets ? off.data() : nullptr;
+  cpu::dsa_forward(q.data(), k.data(), v.data(), o, out.data(), lse.data(), in.c.dims, in.c.args);
+  cpu::dsa_backward(q.data(), k.data(), v.data(), o, out.data(), lse.data(), r.data(), dq.data(), dk.data(), dv.data(),
+                    with_offsets ? doff.data() : nullptr, in.c.dims, in.c.args);
+  auto back = [](const std::vector<T>& x) { return Vec(x.begin(), x.end()); };
+  return {back(dq), back(dk), back(dv), back(doff)};
+}
+
+}  // namespace
+
+TEST(Dsa, ForwardMatchesTrilinearReference) {
+  uint64_t seed = 100;
+  for (const auto& cs : kCases) {
+    DsaInputs in(cs, seed += 10);
+    in.off = randn(in.off.size(), seed + 5, 1.5);  // arbitrary offsets, some far past the borders
+    EXPECT_LT(rel_l2(in.forward(in.off.data()), in.reference()), 1e-12) << "window " << cs.args.window[0];
+  }
+}
+
+TEST(Dsa, GradientsMatchFiniteDifferences) {
+  uint64_t seed = 200;
+  for (const auto& cs : kCases) {
+    DsaInputs in(cs, seed += 10);
+    in.off_away_from_integers(seed + 5);
+    auto loss = [&] { return dot(in.forward(in.off.data()), in.r); };
+    const DsaGrads g = run_backward<double>(in, true);
+    EXPECT_LT(fd_error(in.q, g.dq, loss), kFdTol);
+    EXPECT_LT(fd_error(in.k, g.dk, loss), kFdTol);
+    EXPECT_LT(fd_error(in.v, g.dv, loss), kFdTol);
+    EXPECT_LT(fd_error(in.off, g.doff, loss, 96), kFdTol);
+  }
+}
+
+// t offsets far below 0, h offsets far past the end: clamped everywhere. w offsets 0: clamped exactly at the
+// borders (positions 0 and W - 1 count as clamped, as in grid_sample), live inside.
+TEST(Dsa, ClampedCoordinatesGetZeroPositionGradient) {
+  DsaInputs in(kCases[0], 300);
+  const auto& d = in.c.dims;
+  const int64_t G = in.c.args.groups, P = in.c.args.P();
+  for (size_t i = 0; i < in.off.size(); i += 3) {
+    in.off[i] = -5.3;
+    in.off[i + 1] = 7.1;
+    in.off[i + 2] = 0;
+  }
+  const DsaGrads g = run_backward<double>(in, true);
+  int64_t live = 0;
+  for (int64_t row = 0; row < d.B * d.L(); ++row)
+    for (int64_t p = 0; p < G * P; ++p) {
+      const double* gp = g.doff.data() + (row * G * P + p) * 3;  // [3]
+      EXPECT_EQ(gp[0], 0.0);
+      EXPECT_EQ(gp[1], 0.0);
+      const int64_t w = row % d.W, start = std::clamp<int64_t>(w - 1, 0, d.W - 3), pos = start + (p % P) % 3;
+      if (pos == 0 || pos == d.W - 1) {
+        EXPECT_EQ(gp[2], 0.0) << "w position " << pos;
+      }
+      live += gp[2] != 0.0;
+    }
+  EXPECT_GT(live, 0);
+}
+
+// With the window covering the video every query sees every token once, in grid order: dense attention.
+TEST(Dsa, FixedWithFullWindowEqualsDense) {
+  for (const std::array<int64_t, 3>& win : {std::array<int64_t, 3>{3, 4, 5}, std::array<int64_t, 3>{4, 6, 5}}) {
+    DsaInputs in({{2, 3, 4, 5, 2, 6}, {win, 2}}, 400);
+    const auto& d = in.c.dims;
+    const cpu::AttentionDims ad{d.B, d.L(), d.L(), d.nh, d.d};
+    Vec out(in.q.size()), lse(in.lse_size()), dq(in.q.size()), dk(dq.size()), dv(dq.size());
+    cpu::attention_forward(in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), ad);
+    cpu::attention_backward(in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), in.r.data(), dq.data(),
+                            dk.data(), dv.data(), ad);
+    EXPECT_LT(rel_l2(in.forward(nullptr), out), 1e-13);
+    const DsaGrads g = run_backward<double>(in, false);
+    EXPECT_LT(rel_l2(g.dq, dq), 1e-12);
+    EXPECT_LT(rel_l2(g.dk, dk), 1e-12);
+    EXPECT_LT(rel_l2(g.dv, dv), 1e-12);
+  }
+}
+
+TEST(Dsa, ZeroOffsetsEqualFixed) {
+  for (const auto& cs : kCases) {
+    DsaInputs in(cs, 500);  // offsets all zero
+    EXPECT_EQ(in.forward(in.off.data()), in.forward(nullptr));
+    const DsaGrads a = run_backward<double>(in, true), b = run_backward<double>(in, false);
+    EXPECT_EQ(a.dq, b.dq);
+    EXPECT_EQ(a.dk, b.dk);
+    EXPECT_EQ(a.dv, b.dv);
+  }
+}
+
+TEST(Dsa, FloatMatchesDouble) {
+  DsaInputs in(kCases[0], 600);
+  in.off_away_from_integers(605);
+  const DsaGrads d = run_backward<double>(in, true), f = run_backward<float>(in, true);
+  EXPECT_LT(rel_l2(f.dq, d.dq), kF32Tol);
+  EXPECT_LT(rel_l2(f.dk, d.dk), kF32Tol);
+  EXPECT_LT(rel_l2(f.dv, d.dv), kF32Tol);
+  EXPECT_LT(rel_l2(f.doff, d.doff), kF32Tol);
+}
+
+// Bitwise identical run to run and for any thread count.
+TEST(Dsa, DeterministicAcrossRunsAndThreadCounts) {
+  DsaInputs in({{2, 4, 5, 6, 4, 8}, {{3, 3, 3}, 2}}, 700);
+  in.off = randn(in.off.size(), 705, 1.5);
+  const int keep = omp_get_max_threads();
+  const DsaGrads a = run_backward<float>(in, true), b = run_backward<float>(in, true);
+  omp_set_num_threads(1);
+  const DsaGrads c = run_backward<float>(in, true);
+  omp_set_num_threads(3);
+  const DsaGrads e = run_backward<float>(in, true);
+  omp_set_num_threads(keep);
+  for (const DsaGrads* x : {&b, &c, &e}) {
+    EXPECT_EQ(x->dq, a.dq);
+    EXPECT_EQ(x->dk, a.dk);
+    EXPECT_EQ(x->dv, a.dv);
+    EXPECT_EQ(x->doff, a.doff);
+  }
+}
+
+TEST(DsaOffsets, GradientMatchesFiniteDifferences) {
+  const int64_t N = 5, M = 4;
+  const std::array<double, 3> range{1.0, 2.0, 0.5};
+  Vec raw = randn(size_t(N * M * 3), 800), r = randn(raw.size(), 801), off(raw.size());
+  auto loss = [&] {
+    cpu::dsa_offsets_forward(raw.data(), off.data(), range, N, M);
+    return dot(off, r);
+  };
+  loss();
+  EXPECT_NEAR(off[2], 0.5 * std::tanh(raw[2]), 1e-15);
+  Vec draw(raw.size());
+  cpu::dsa_offsets_backward(raw.data(), r.data(), draw.data(), range, N, M);
+  EXPECT_LT(fd_error(raw, draw, loss), kFdTol);
+}
+
+}  // namespace ms::test

@@ -1,0 +1,210 @@
+// `megaslide plan`: exact parameter counts, the paper's accounting, the device arena against what the resident
+// runner allocates, bad input, and the JSON the verb prints.
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "core/check.h"
+#include "core/units.h"
+#include "model/model.h"
+#include "plan/plan.h"
+#include "plan/report.h"
+#include "temp_dir.h"
+#include "test_util.h"
+
+namespace ms::test {
+namespace {
+
+PlanInputs paper_105b() {  // 256 frames of 1080p with per-frame latents on one H200 with 1.5 TB
+  PlanInputs in;
+  in.model = preset_config("megaslide-105b");
+  in.video = {1, 256, 1080, 1920, {1, 8, 8}};
+  in.hw = hardware_profile("h200");
+  return in;
+}
+
+TEST(Plan, PresetParameterCounts) {
+  EXPECT_EQ(ParamTable(preset_config("wan2.1-14b")).total(), 14'288'491'584);
+  const std::pair<const char*, double> scale_points[] = {
+      {"megaslide-28b", 28.4e9}, {"megaslide-33b", 33.3e9}, {"megaslide-105b", 105e9}};
+  for (const auto& [name, target] : scale_points) {
+    const ModelConfig c = preset_config(name);
+    EXPECT_EQ(c.head_dim(), 128) << name;
+    EXPECT_NEAR(double(ParamTable(c).total()) / target, 1.0, 0.01) << name;
+  }
+}
+
+TEST(Plan, PaperAccountingFor105B) {
+  const Plan p = make_plan(paper_105b());
+  EXPECT_NEAR(double(p.host.persistent()) / 1.47e12, 1.0, 0.01);  // 14 bytes per parameter
+  EXPECT_EQ(p.host.persistent(), 14 * p.params);
+  EXPECT_NEAR(double(p.host.exp_avg + p.host.exp_avg_sq) / 840e9, 1.0, 0.01);
+  EXPECT_GT(p.latent.dims.N(), 2'000'000);
+  EXPECT_EQ(p.latent.height, 1088);  // 1080 / 8 = 135 latent rows, odd: padded for the 2x2 patch
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_NE(p.notes[0].find("height 1080 padded to 1088"), std::string::npos) << p.notes[0];
+  // 1.47 TB + a full 0.42 TB fp32 gradient pool does not fit in 1.5 TB: the immediate schedule does.
+  EXPECT_EQ(p.schedule, "immediate");
+  EXPECT_LE(p.host.total(), 1'500'000'000'000);
+  // One [N, D] bf16 tensor alone is 43 GB: the activations cannot fit; the plan says so and what would.
+  EXPECT_FALSE(p.fits);
+  EXPECT_NE(p.suggestion.find("--frames"), std::string::npos) << p.suggestion;
+}
+
+TEST(Plan, DeferredScheduleWhenTheGradientPoolFits) {
+  PlanInputs in = paper_105b();
+  in.model = preset_config("wan2.1-14b");
+  in.video = {1, 81, 480, 832, {4, 8, 8}};
+  const Plan p = make_plan(in);
+  EXPECT_EQ(p.schedule, "deferred");
+  EXPECT_EQ(p.host.grads, 4 * p.params);
+  EXPECT_TRUE(p.fits) << p.reasons.size();
+  EXPECT_EQ(p.latent.dims.L, 21 * 30 * 52);  // Wan's 81x480x832 -> 21x60x104 latents -> 32760 tokens
+}
+
+TEST(Plan, StreamedArenaAndOffloadedCheckpoints) {
+  const ModelConfig c = preset_config("wan2.1-1.3b");
+  const ModelDims d = ModelDims::make(c, 1, 5, 30, 52, c.text_len);
+  const int64_t ND = d.N() * c.dim;
+  ArenaOptions o;
+  o.prefetch = 3;
+  const DevicePlan on = plan_device(c, d, o);
+  EXPECT_EQ(on.weight_slots, 3 * ParamTable(c).max_stage_numel() * 2);
+  EXPECT_EQ(on.grad_slots, 2 * ParamTable(c).max_stage_numel() * 4);
+  EXPECT_EQ(on.checkpoints, (c.num_layers + 1) * ND * 2);
+  o.offload_activations = true;
+  const DevicePlan off = plan_device(c, d, o);
+  EXPECT_EQ(off.checkpoints, 3 * ND * 2);
+  EXPECT_EQ(off.checkpoints_host, on.checkpoints);
+  EXPECT_EQ(off.peak(), on.peak() - on.checkpoints + off.checkpoints);
+}
+
+TEST(Plan, AttentionFlops) {
+  PlanInputs in = paper_105b();
+  in.video.frames = 64;
+  auto attention = [&](const char* type) {
+    in.model.attention.type = type;
+    return make_plan(in).flops.attention;
+  };
+  const double dense = attention("dense"), dsa = attention("dsa"), fixed = attention("dsa_fixed");
+  EXPECT_GT(dense, 100 * dsa);  // 522k keys per query against 27 slots
+  // dsa adds 7 more trilinear corners per slot to scores and values, and its depthwise offset conv; per step
+  // every block's forward runs twice and its backward costs two forwards.
+  const double N = 64 * 68 * 120, D = 10240, blocks_x4 = 74 * 4;
+  EXPECT_NEAR(dsa - fixed, blocks_x4 * (7 * 4 * N * 27 * D + 2 * N * D * 27), 1e-9 * dsa);
+}
+
+// The device accounting of the resident schedule (--offload none on the CPU backend: f32 weights, gradients in the
+// host pool) equals what ResidentModel allocates, which is what the trainer reports as device_peak_bytes.
+TEST(Plan, ResidentArenaMatchesTheResidentRunner) {
+  struct Case {
+    ModelConfig c;
+    int64_t B, F, H, W;
+  };
+  std::vector<Case> cases;
+  ModelConfig c = preset_config("tiny");
+  cases.push_back({c, 2, 6, 24, 24});
+  cases.push_back({c, 1, 3, 8, 12});
+  c.attention.type = "dsa";
+  cases.push_back({c, 1, 4, 6, 8});
+  c.attention.type = "window";
+  c.num_layers = 5;
+  cases.push_back({c, 3, 2, 4, 4});
+  c = preset_config("tiny");
+  c.patch_size = {2, 2, 2};
+  c.in_dim = c.out_dim = 5;
+  c.attention.type = "dsa_fixed";
+  cases.push_back({c, 1, 4, 8, 6});
+  ArenaOptions o;
+  o.resident = true;
+  o.weight_bytes = o.act_bytes = 4;
+  o.grad_slots = 0;
+  for (const auto& k : cases) {
+    const ModelDims d = ModelDims::make(k.c, k.B, k.F, k.H, k.W, k.c.text_len);
+    const ResidentModel<float> m(k.c, d);
+    const int64_t measured = m.workspace_bytes() + 4 * m.table().total();
+    const DevicePlan p = plan_device(k.c, d, o);
+    EXPECT_EQ(p.peak() - p.inputs, measured) << k.c.attention.type;
+    EXPECT_NEAR(double(p.peak()) / double(measured), 1.0, 0.10);
+  }
+}
+
+TEST(Plan, ByteSizes) {
+  EXPECT_EQ(parse_bytes("16MiB", "x"), 16 << 20);
+  EXPECT_EQ(parse_bytes("80GiB", "x"), 80LL << 30);
+  EXPECT_EQ(parse_bytes("1.5TB", "x"), 1'500'000'000'000);
+  EXPECT_EQ(parse_bytes("141gb", "x"), 141'000'000'000);
+  EXPECT_EQ(parse_bytes("4096", "x"), 4096);
+  for (const char* bad : {"", "GB", "-5GB", "12XB", "1.2.3GB", "abc"})
+    EXPECT_THROW(parse_bytes(bad, "--device-memory"), Error) << bad;
+  EXPECT_EQ(format_bytes(1.468e12), "1.47 TB");
+}
+
+TEST(Plan, BadInputIsAClearError) {
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { preset_config("megaslide-7b"); }).find("megaslide-7b"), std::string::npos);
+  EXPECT_NE(message([] { hardware_profile("a100"); }).find("a100"), std::string::npos);
+  PlanInputs in = paper_105b();
+  in.video.vae_stride = {4, 8, 8};
+  EXPECT_NE(message([&] { make_plan(in); }).find("use 253 or 257"), std::string::npos);
+  in = paper_105b();
+  in.video.height = -4;
+  EXPECT_NE(message([&] { make_plan(in); }).find("--height must be positive"), std::string::npos);
+  in = paper_105b();
+  in.arena.prefetch = 1;
+  EXPECT_NE(message([&] { make_plan(in); }).find("--prefetch 1"), std::string::npos);
+}
+
+TEST(Plan, CliErrorsExitNonZero) {
+  for (const char* args : {"--preset nope", "--preset tiny --gpu a100", "--preset tiny --frames 80",
+                           "--preset tiny --device-memory 12XB", "--preset tiny --width -8", "--frames 81"}) {
+    const CliResult r = run_cli(std::string("plan ") + args);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("megaslide: error:"), std::string::npos) << r.output;
+  }
+}
+
+TEST(Plan, CliJsonHasTheIssueKeys) {
+  const CliResult r =
+      run_cli("plan --preset megaslide-105b --frames 256 --height 1080 --width 1920 --vae-stride 1,8,8 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  for (const char* k : {"param_count", "stage_params", "host_bytes", "tokens", "device_bytes", "h2d_bytes", "d2h_bytes",
+                        "flops", "bounds", "predicted_step_s", "mfu", "fits", "reason", "suggestion", "schedule"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"weights", "master", "exp_avg", "exp_avg_sq", "grads", "total"})
+    EXPECT_TRUE(j["host_bytes"].contains(k)) << k;
+  for (const char* k : {"weight_slots", "grad_slots", "checkpoints", "attention", "other", "peak"})
+    EXPECT_TRUE(j["device_bytes"].contains(k)) << k;
+  EXPECT_TRUE(j["flops"].contains("gemm") && j["flops"].contains("attention"));
+  EXPECT_EQ(j["param_count"].get<int64_t>(), ParamTable(preset_config("megaslide-105b")).total());
+  EXPECT_FALSE(j["fits"].get<bool>());
+  EXPECT_FALSE(j["reason"].get<std::string>().empty());
+}
+
+// End to end: the plan of the default training job's shape against the device_peak_bytes its run reports.
+TEST(Plan, MatchesTheTrainersMeasuredPeak) {
+  TempDir dir;
+  const std::string shape = "--frames 2 --height 8 --width 8 --batch-size 1";
+  const CliResult t = run_cli("-q train --steps 1 --save-every 0 " + shape + " --out " + dir.file("run"));
+  ASSERT_EQ(t.code, 0) << t.output;
+  std::ifstream metrics(dir.file("run/metrics.jsonl"));
+  std::string line;
+  ASSERT_TRUE(std::getline(metrics, line));
+  const int64_t measured = nlohmann::json::parse(line)["device_peak_bytes"].get<int64_t>();
+  const CliResult r = run_cli("plan --preset tiny --gpu cpu --offload none --vae-stride 1,1,1 --json " + shape);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto dev = nlohmann::json::parse(r.output)["device_bytes"];
+  EXPECT_EQ(dev["peak"].get<int64_t>() - dev["inputs"].get<int64_t>(), measured);
+  EXPECT_NEAR(double(dev["peak"].get<int64_t>()) / double(measured), 1.0, 0.10);
+}
+
+}  // namespace
+}  // namespace ms::test
