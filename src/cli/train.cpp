@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "core/units.h"
 #include "train/trainer.h"
 
 namespace ms::cli {
@@ -36,9 +37,18 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--log-every", opts->log_every, "Log line every N steps when stderr is not a terminal")
       ->capture_default_str();
+  cmd->add_option("--offload", opts->offload, "none: every stage resident (the reference); stream: layer streaming")
+      ->capture_default_str();
+  cmd->add_option("--prefetch", opts->prefetch, "--offload stream: K weight slots (>= 2)")->capture_default_str();
+  auto device_memory = std::make_shared<std::string>();
+  cmd->add_option("--device-memory", *device_memory, "--offload stream: device arena budget, e.g. 16MiB, 80GiB");
+  cmd->add_option("--link-gbps", opts->link_gbps, "--offload stream, CPU backend: emulated link GB/s (0: memcpy)")
+      ->capture_default_str();
+  cmd->add_option("--trace", opts->trace, "Write Chrome trace events (one track per stream) to this JSON file");
   add_backend_option(*cmd, *backend);
-  cmd->callback([opts, resume_dir, backend, cmd] {
+  cmd->callback([opts, resume_dir, backend, device_memory, cmd] {
     resolve_backend(*backend);
+    if (!device_memory->empty()) opts->device_memory = parse_bytes(*device_memory, "--device-memory");
     if (resume_dir->empty()) {
       train(*opts);
     } else {

@@ -21,6 +21,12 @@ void TrainOptions::validate() const {
   if (log_every <= 0) MS_FAIL("--log-every must be positive, got ", log_every);
   if (!(adamw.weight_decay >= 0)) MS_FAIL("--weight-decay must be >= 0, got ", adamw.weight_decay);
   if (out.empty()) MS_FAIL("--out must name a run directory");
+  if (offload != "none" && offload != "stream") MS_FAIL("--offload '", offload, "' is unknown; use none or stream");
+  if (prefetch < 2) MS_FAIL("--prefetch ", prefetch, " is below 2: one weight slot computes while another loads");
+  if (device_memory < 0) MS_FAIL("--device-memory must be >= 0");
+  if (!(link_gbps >= 0)) MS_FAIL("--link-gbps must be >= 0 (0: unthrottled), got ", link_gbps);
+  if (offload == "none" && (device_memory > 0 || link_gbps > 0))
+    MS_FAIL("--device-memory and --link-gbps apply to --offload stream; add --offload stream");
   ms::validate(flow);
 }
 
@@ -51,7 +57,12 @@ nlohmann::json options_to_json(const TrainOptions& o) {
           {"seed", o.seed},
           {"out", o.out},
           {"save_every", o.save_every},
-          {"log_every", o.log_every}};
+          {"log_every", o.log_every},
+          {"offload", o.offload},
+          {"prefetch", o.prefetch},
+          {"device_memory", o.device_memory},
+          {"link_gbps", o.link_gbps},
+          {"trace", o.trace}};
 }
 
 TrainOptions options_from_json(const nlohmann::json& j) {
@@ -79,6 +90,11 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.out = j.at("out");
   o.save_every = j.at("save_every");
   o.log_every = j.at("log_every");
+  o.offload = j.at("offload");
+  o.prefetch = j.at("prefetch");
+  o.device_memory = j.at("device_memory");
+  o.link_gbps = j.at("link_gbps");
+  o.trace = j.at("trace");
   return o;
 }
 

@@ -23,6 +23,12 @@ struct TrainOptions {
   uint64_t seed = 0;
   std::string out = "runs/default";
   int64_t save_every = 100, log_every = 10;
+  // runtime (DESIGN §5)
+  std::string offload = "none";  // none: every stage resident (the reference) | stream: layer streaming
+  int prefetch = 2;              // stream: K weight slots
+  int64_t device_memory = 0;     // stream: arena budget in bytes (0: no limit)
+  double link_gbps = 0;          // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
+  std::string trace;             // Chrome trace JSON path ("" : none)
 
   // Throws ms::Error naming the bad value.
   void validate() const;

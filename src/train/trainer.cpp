@@ -18,7 +18,10 @@
 #include "model/loader.h"
 #include "model/model.h"
 #include "ops/mse_loss.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/host_state.h"
+#include "runtime/streamed_model.h"
+#include "runtime/trace.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
 
@@ -41,9 +44,16 @@ class Run {
         table_(cfg),
         host_(table_),
         dims_(ModelDims::make(cfg, opts.batch_size, opts.frames, opts.height, opts.width, cfg.text_len)),
-        model_(cfg, dims_),
-        data_({opts.frames, opts.height, opts.width, opts.seed}),
-        params_(size_t(table_.total())) {
+        data_({opts.frames, opts.height, opts.width, opts.seed}) {
+    if (opts.offload == "stream") {
+      if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
+      backend_ = std::make_unique<CpuBackend>(opts.link_gbps, trace_.get());
+      optimizer_stream_ = backend_->create_stream("optimizer");
+      streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_, StreamOptions{opts.prefetch, opts.device_memory});
+    } else {
+      resident_ = std::make_unique<ResidentModel<float>>(cfg, dims_);
+      params_ = AlignedBuffer<float>(size_t(table_.total()));
+    }
     if (cfg.in_dim != 3 || cfg.out_dim != 3)
       MS_FAIL("--data synthetic is RGB video in pixel space: the model needs in_dim = out_dim = 3, got ", cfg.in_dim,
               " and ", cfg.out_dim, "; use --model tiny or a config with in_dim 3");
@@ -64,6 +74,17 @@ class Run {
     if (ec || !fs::is_directory(out))
       MS_FAIL("cannot create run directory '", opts_.out, "': ", ec ? ec.message() : "not a directory");
     trim_metrics(state.step);
+    write_file_atomic((out / "summary.json").string(),
+                      nlohmann::json{{"param_count", table_.total()},
+                                     {"weights_bytes", table_.total() * 2},
+                                     {"host_state_bytes", host_.bytes()},
+                                     {"device_budget_bytes", opts_.device_memory},
+                                     {"device_arena_bytes", device_peak_bytes()},
+                                     {"prefetch", opts_.prefetch},
+                                     {"offload", opts_.offload},
+                                     {"backend", "cpu"}}
+                              .dump(2) +
+                          "\n");
     std::ofstream metrics(out / "metrics.jsonl", std::ios::app);
     if (!metrics) MS_FAIL("cannot write '", (out / "metrics.jsonl").string(), "'; check the run directory is writable");
     log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ",
@@ -79,13 +100,15 @@ class Run {
       make_batch(state.data_position, rng);
       state.data_position += dims_.B;
       const double loss = forward_backward();
-      const double norm = std::sqrt(sum_squares(host_.grads.data(), table_.total()));
+      double sumsq = 0;  // per stage, in stage order: the same sum in every schedule
+      for (const auto& st : table_.stages()) sumsq += sum_squares(host_.grads.data() + st.offset, st.numel);
+      const double norm = std::sqrt(sumsq);
       const bool finite = std::isfinite(loss) && std::isfinite(norm);
       const int64_t t = state.step + 1;
       if (finite) {
         const float scale = opts_.grad_clip > 0 && norm > opts_.grad_clip ? float(opts_.grad_clip / norm) : 1.0f;
-        adamw_update(opts_.adamw, opts_.lr_at(t), t, scale, host_.grads.data(), host_.master.data(),
-                     host_.exp_avg.data(), host_.exp_avg_sq.data(), host_.weights.data(), table_.total());
+        pending_ = Update{t, scale};
+        if (!streamed_) apply_pending();  // resident: update now; streamed: pipelined with the next forward
       } else {
         log_warn("step ", t, ": non-finite loss or gradient norm (loss ", loss, ", norm ", norm,
                  "); update skipped, parameters untouched");
@@ -104,11 +127,15 @@ class Run {
       losses.push_back(loss);
       progress.update(t, loss, tps);
       if ((opts_.save_every > 0 && t % opts_.save_every == 0) || t == opts_.steps) {
-        metrics.flush();
+        apply_pending();
         save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_));
       }
     }
     progress.finish();
+    if (trace_) {
+      trace_->write(opts_.trace);
+      log_info("trace: ", trace_->size(), " events in ", opts_.trace, " (open in Perfetto or chrome://tracing)");
+    }
     sum.steps_run = int64_t(losses.size());
     if (!losses.empty()) {
       const size_t k = std::max<size_t>(1, losses.size() / 10);
@@ -139,18 +166,55 @@ class Run {
     }
   }
 
-  // Loss and host_.grads for the current batch, computed with the bf16 working weights.
+  // Loss and host_.grads for the current batch, computed with the bf16 working weights. Streamed, the
+  // pending optimizer update runs on its own stream, each stage's upload waiting only for its update.
   double forward_backward() {
+    if (streamed_) {
+      std::vector<Event> ready(table_.stages().size());
+      if (pending_.step > 0) {
+        for (size_t s = 0; s < ready.size(); ++s) {
+          backend_->launch(optimizer_stream_, "adamw", [this, s, u = pending_] { update_stage(s, u); });
+          ready[s] = backend_->record(optimizer_stream_);
+        }
+        pending_ = Update{};
+      }
+      streamed_->enqueue_step(host_.weights.data(), xt_.data(), timesteps_.data(), batch_.context.data(),
+                              target_.data(), host_.grads.data(), [&](int s) { return ready[size_t(s)]; });
+      return streamed_->finish();
+    }
     convert_to_f32(DType::bf16, host_.weights.data(), params_.data(), table_.total());
-    model_.forward(params_.data(), xt_.data(), timesteps_.data(), batch_.context.data(), pred_.data());
+    resident_->forward(params_.data(), xt_.data(), timesteps_.data(), batch_.context.data(), pred_.data());
     const double loss = cpu::mse_loss(pred_.data(), target_.data(), dpred_.data(), int64_t(pred_.size()));
     host_.grads.zero();
-    model_.backward(params_.data(), dpred_.data(), host_.grads.data(), nullptr, nullptr);
+    resident_->backward(params_.data(), dpred_.data(), host_.grads.data(), nullptr, nullptr);
     return loss;
   }
 
-  // What the compute side holds during a step: the f32 parameter copy and the model workspace.
-  int64_t device_peak_bytes() const { return int64_t(params_.size() * sizeof(float)) + model_.workspace_bytes(); }
+  struct Update {
+    int64_t step = 0;  // 1-based optimizer step; 0: nothing pending
+    float scale = 1;   // gradient clipping factor
+  };
+
+  // AdamW on one stage's span of every pool.
+  void update_stage(size_t s, const Update& u) {
+    const StageInfo& st = table_.stages()[s];
+    adamw_update(opts_.adamw, opts_.lr_at(u.step), u.step, u.scale, host_.grads.data() + st.offset,
+                 host_.master.data() + st.offset, host_.exp_avg.data() + st.offset,
+                 host_.exp_avg_sq.data() + st.offset, host_.weights.data() + st.offset, st.numel);
+  }
+
+  // Applies the pending update to every stage now (before a checkpoint, and in the resident schedule).
+  void apply_pending() {
+    if (pending_.step == 0) return;
+    for (size_t s = 0; s < table_.stages().size(); ++s) update_stage(s, pending_);
+    pending_ = Update{};
+  }
+
+  // What the device side holds during a step: the streamed arena, or all f32 weights and the workspace.
+  int64_t device_peak_bytes() const {
+    return streamed_ ? streamed_->arena_bytes()
+                     : int64_t(params_.size() * sizeof(float)) + resident_->workspace_bytes();
+  }
 
   // Drops metrics lines past `step` (left by a run that died after its last checkpoint).
   void trim_metrics(int64_t step) {
@@ -170,9 +234,14 @@ class Run {
   ParamTable table_;
   HostState host_;
   ModelDims dims_;
-  ResidentModel<float> model_;
   SyntheticShapes data_;
-  AlignedBuffer<float> params_;  // [P] f32 copy of the working weights (the "device" weights)
+  std::unique_ptr<ResidentModel<float>> resident_;  // --offload none
+  AlignedBuffer<float> params_;                     // [P] resident: f32 copy of the working weights
+  std::unique_ptr<Trace> trace_;
+  std::unique_ptr<Backend> backend_;                // --offload stream
+  int optimizer_stream_ = -1;
+  std::unique_ptr<StreamedModel> streamed_;
+  Update pending_;
   Batch batch_;
   std::vector<float> xt_, target_, noise_, pred_, dpred_;  // [B, C, F, H, W]
   std::vector<float> timesteps_;                            // [B] t * 1000

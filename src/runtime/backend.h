@@ -1,0 +1,45 @@
+// The backend interface (DESIGN §5): device memory, in-order streams, events, async copies and
+// op launches. The scheduler is written against it only, so it runs unchanged on the CPU backend
+// (worker threads as streams) and on a GPU.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace ms {
+
+// Completes when `stream` has finished its first `seq` tasks. A default Event is already complete.
+struct Event {
+  int stream = -1;
+  int64_t seq = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // The device arena's one allocation (zeroed), and its release.
+  virtual void* alloc_device(size_t bytes) = 0;
+  virtual void free_device(void* p) = 0;
+
+  // Creates an in-order stream; work on different streams may overlap.
+  virtual int create_stream(const std::string& name) = 0;
+  // Enqueues an op: fn runs on the device side of `stream` after everything before it.
+  virtual void launch(int stream, const char* name, std::function<void()> fn) = 0;
+  // Enqueues a copy of `bytes` bytes host -> device / device -> host.
+  virtual void copy_h2d(int stream, void* dst, const void* src, size_t bytes, const char* name) = 0;
+  virtual void copy_d2h(int stream, void* dst, const void* src, size_t bytes, const char* name) = 0;
+  // Enqueues the H2D copy of n bf16 working weights into a weight slot, stored in the dtype the
+  // device computes with (weight_bytes() per element: bf16 on a GPU, f32 on the CPU backend).
+  virtual void upload_weights(int stream, void* slot, const uint16_t* bf16, int64_t n, const char* name) = 0;
+  virtual int weight_bytes() const = 0;
+
+  virtual Event record(int stream) = 0;         // an event for everything enqueued so far
+  virtual void wait(int stream, Event e) = 0;   // later work on `stream` starts after e
+  virtual void sync(Event e) = 0;               // the host blocks until e
+  virtual void sync_all() = 0;                  // the host blocks until every stream is idle
+};
+
+}  // namespace ms

@@ -1,0 +1,139 @@
+#include "runtime/streamed_model.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/units.h"
+#include "ops/mse_loss.h"
+
+namespace ms {
+
+StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& backend, const StreamOptions& o)
+    : cfg_(c), dims_(d), table_(c), be_(backend), opts_(o) {
+  ArenaOptions ao;
+  ao.prefetch = o.prefetch;
+  ao.weight_bytes = backend.weight_bytes();
+  ao.act_bytes = 4;  // activations are f32 on every backend today
+  ao.grad_slots = 2;
+  plan_ = plan_device(c, d, ao);
+  if (o.device_budget > 0 && plan_.peak() > o.device_budget)
+    MS_FAIL("the device arena needs ", format_bytes(double(plan_.peak())), " (weight slots ",
+            format_bytes(double(plan_.weight_slots)), ", activations ", format_bytes(double(plan_.workspace())),
+            ") but --device-memory is ", format_bytes(double(o.device_budget)), "; pass --device-memory ",
+            plan_.peak(), " or more, or use fewer frames, a smaller batch or --prefetch 2");
+  MS_CHECK(backend.weight_bytes() == 4, "the streamed model computes in f32 weights");
+  arena_ = static_cast<char*>(be_.alloc_device(size_t(plan_.peak())));
+  char* p = arena_;
+  const int64_t stage = table_.max_stage_numel();
+  for (int k = 0; k < o.prefetch; ++k, p += stage * 4) slots_.push_back(reinterpret_cast<float*>(p));
+  for (int k = 0; k < 2; ++k, p += stage * 4) grad_slots_.push_back(reinterpret_cast<float*>(p));
+  auto visit = [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f); };
+  MS_CHECK(workspace_numel<ModelWorkspace<float>>(visit) * 4 == plan_.workspace(), "arena plan and layout disagree");
+  ws_ = bind_workspace<ModelWorkspace<float>>(reinterpret_cast<float*>(p), visit);
+  p += plan_.workspace();
+  const int64_t video = d.B * d.F * d.H * d.W;
+  auto take = [&](int64_t n) {
+    float* q = reinterpret_cast<float*>(p);
+    p += n * 4;
+    return q;
+  };
+  xt_ = take(video * c.in_dim);
+  target_ = take(video * c.out_dim);
+  velocity_ = take(video * c.out_dim);
+  dvelocity_ = take(video * c.out_dim);
+  context_ = take(d.B * d.Lt * c.text_dim);
+  t_ = take(d.B);
+  MS_CHECK(p == arena_ + plan_.peak(), "arena carved ", p - arena_, " of ", plan_.peak(), " bytes");
+  st_ = {be_.create_stream("compute"), be_.create_stream("h2d"), be_.create_stream("d2h")};
+}
+
+StreamedModel::~StreamedModel() {
+  be_.sync_all();
+  be_.free_device(arena_);
+}
+
+void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const float* t, const float* context,
+                                 const float* target, float* grads, const std::function<Event(int)>& ready) {
+  const auto& stages = table_.stages();
+  const int S = int(stages.size()), K = opts_.prefetch, L = int(cfg_.num_layers);
+  const int64_t ND = dims_.N() * cfg_.dim, video = dims_.B * dims_.F * dims_.H * dims_.W;
+  // inputs: context is padded to text_len by the caller
+  be_.copy_h2d(st_.h2d, xt_, xt, size_t(video * cfg_.in_dim) * 4, "inputs");
+  be_.copy_h2d(st_.h2d, target_, target, size_t(video * cfg_.out_dim) * 4, "inputs");
+  be_.copy_h2d(st_.h2d, context_, context, size_t(dims_.B * dims_.Lt * cfg_.text_dim) * 4, "inputs");
+  be_.copy_h2d(st_.h2d, t_, t, size_t(dims_.B) * 4, "inputs");
+  // Stage uses in order: forward 0 .. S-1 (the head also runs its backward), then backward S-2 .. 0.
+  std::vector<int> uses;
+  for (int s = 0; s < S; ++s) uses.push_back(s);
+  for (int s = S - 2; s >= 0; --s) uses.push_back(s);
+  std::vector<Event> slot_free(uses.size()), grads_sent(uses.size());
+  int backward_index = 0;
+  for (size_t i = 0; i < uses.size(); ++i) {
+    const int s = uses[i];
+    const StageInfo& info = stages[size_t(s)];
+    float* w = slots_[i % size_t(K)];
+    // H2D: the slot must be free (its previous stage widened out) and, on first use, the stage updated
+    if (i >= size_t(K)) be_.wait(st_.h2d, slot_free[i - size_t(K)]);
+    if (int(i) == s) be_.wait(st_.h2d, ready(s));
+    be_.upload_weights(st_.h2d, w, weights + info.offset, info.numel, "weights");
+    be_.wait(st_.compute, be_.record(st_.h2d));
+    const bool forward = int(i) < S - 1;
+    float* g = nullptr;
+    if (!forward) {  // the head and every backward use write a gradient slot
+      const int j = backward_index++;
+      g = grad_slots_[size_t(j % 2)];
+      if (j >= 2) be_.wait(st_.compute, grads_sent[size_t(j - 2)]);
+    }
+    const float* cw = w;
+    const int64_t numel = info.numel;
+    if (info.kind == StageKind::stem && forward) {
+      be_.launch(st_.compute, "stem", [=, this] {
+        stem_forward(cfg_, dims_, bind_stem(cfg_, cw), xt_, t_, context_, ws_.stem);
+        std::copy(ws_.stem.x0, ws_.stem.x0 + ND, ws_.xs);
+      });
+    } else if (info.kind == StageKind::block && forward) {
+      const int64_t b = info.block;
+      be_.launch(st_.compute, "block", [=, this] {
+        block_forward(cfg_, dims_, b, bind_block(cfg_, cw), ws_.xs + b * ND, ws_.stem.e0, ws_.stem.ctx, ws_.block,
+                      ws_.xs + (b + 1) * ND);
+      });
+    } else if (info.kind == StageKind::head) {
+      be_.launch(st_.compute, "head", [=, this] {
+        std::fill(g, g + numel, 0.0f);
+        head_forward(cfg_, dims_, bind_head(cfg_, cw), ws_.xs + L * ND, ws_.stem.e, ws_.head, velocity_);
+        loss_ = cpu::mse_loss(velocity_, target_, dvelocity_, video * cfg_.out_dim);
+        std::fill(ws_.de, ws_.de + dims_.B * cfg_.dim, 0.0f);
+        std::fill(ws_.de0, ws_.de0 + dims_.B * 6 * cfg_.dim, 0.0f);
+        std::fill(ws_.dctx, ws_.dctx + dims_.B * dims_.Lt * cfg_.dim, 0.0f);
+        head_backward(cfg_, dims_, bind_head(cfg_, cw), ws_.xs + L * ND, ws_.head, dvelocity_, ws_.dres, ws_.de,
+                      bind_head(cfg_, g), ws_.scratch);
+      });
+    } else if (info.kind == StageKind::block) {
+      const int64_t b = info.block;
+      be_.launch(st_.compute, "block backward", [=, this] {
+        std::fill(g, g + numel, 0.0f);
+        block_backward(cfg_, dims_, b, bind_block(cfg_, cw), ws_.xs + b * ND, ws_.stem.e0, ws_.stem.ctx, ws_.block,
+                       ws_.block_grads, ws_.dres, ws_.dres, ws_.de0, ws_.dctx, bind_block(cfg_, g));
+      });
+    } else {
+      be_.launch(st_.compute, "stem backward", [=, this] {
+        std::fill(g, g + numel, 0.0f);
+        stem_backward(cfg_, dims_, bind_stem(cfg_, cw), ws_.stem, ws_.dres, ws_.de, ws_.de0, ws_.dctx,
+                      bind_stem(cfg_, g), static_cast<float*>(nullptr), static_cast<float*>(nullptr), ws_.scratch);
+      });
+    }
+    slot_free[i] = be_.record(st_.compute);
+    if (g) {
+      be_.wait(st_.d2h, slot_free[i]);
+      be_.copy_d2h(st_.d2h, grads + info.offset, g, size_t(numel) * 4, "grads");
+      grads_sent[size_t(backward_index - 1)] = be_.record(st_.d2h);
+    }
+  }
+}
+
+double StreamedModel::finish() {
+  be_.sync_all();
+  return loss_;
+}
+
+}  // namespace ms

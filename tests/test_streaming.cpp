@@ -1,0 +1,157 @@
+// The streaming runtime: CPU backend semantics, and streamed training == resident training bit for bit.
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/log.h"
+#include "io/atomic_file.h"
+#include "model/param_table.h"
+#include "runtime/cpu_backend.h"
+#include "temp_dir.h"
+#include "train/trainer.h"
+
+namespace ms::test {
+namespace {
+
+struct QuietLogs {
+  QuietLogs() { set_log_level(LogLevel::warn); }
+  ~QuietLogs() { set_log_level(LogLevel::info); }
+};
+
+// Few tokens (1 frame of 8x8: 16 per clip), so the arena is mostly weight slots and the budget
+// can be made smaller than the model's weights.
+TrainOptions tiny_run(const std::string& out, int64_t steps) {
+  TrainOptions o;
+  o.frames = 1;
+  o.height = 8;
+  o.width = 8;
+  o.steps = steps;
+  o.batch_size = 2;
+  o.save_every = 2;
+  o.out = out;
+  o.seed = 3;
+  return o;
+}
+
+void expect_same_checkpoint(const std::string& a, const std::string& b) {
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(read_file(a + "/latest/" + f), read_file(b + "/latest/" + f)) << f;
+}
+
+}  // namespace
+
+TEST(CpuBackend, StreamsRunInOrderAndEventsOrderAcrossStreams) {
+  CpuBackend be;
+  const int a = be.create_stream("a"), b = be.create_stream("b");
+  std::vector<int> log;
+  std::mutex m;
+  auto push = [&](int v) {
+    std::lock_guard<std::mutex> lock(m);
+    log.push_back(v);
+  };
+  std::atomic<bool> release{false};
+  be.launch(a, "slow", [&] {
+    while (!release) std::this_thread::yield();
+    push(1);
+  });
+  be.launch(a, "second", [&] { push(2); });
+  const Event e = be.record(a);
+  be.wait(b, e);
+  be.launch(b, "after", [&] { push(3); });
+  be.launch(b, "", [] {});
+  release = true;
+  be.sync_all();
+  EXPECT_EQ(log, (std::vector<int>{1, 2, 3}));
+}
+
+TEST(CpuBackend, CopiesAndErrorsReachTheHost) {
+  CpuBackend be(100.0);  // throttled path
+  const int s = be.create_stream("s");
+  std::vector<float> src{1.5f, -2.0f, 3.25f}, dst(3);
+  be.copy_h2d(s, dst.data(), src.data(), 12, "copy");
+  const uint16_t bf16[2] = {0x3fc0, 0xc000};  // 1.5, -2
+  float wide[2];
+  be.upload_weights(s, wide, bf16, 2, "weights");
+  be.sync(be.record(s));
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(wide[0], 1.5f);
+  EXPECT_EQ(wide[1], -2.0f);
+  be.launch(s, "fails", [] { throw Error("boom"); });
+  EXPECT_THROW(be.sync_all(), Error);
+}
+
+TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
+  QuietLogs quiet;
+  TempDir dir;
+  ModelConfig deep = preset_config("tiny");  // 10 blocks: the arena's slots hold a fraction of the weights
+  deep.num_layers = 10;
+  std::filesystem::create_directories(dir.file("model"));
+  write_file_atomic(dir.file("model/config.json"), config_to_json(deep).dump());
+  auto run = [&](const std::string& name) {
+    TrainOptions o = tiny_run(dir.file(name), 4);
+    o.model = dir.file("model");
+    return o;
+  };
+  train(run("resident"));
+  const int64_t weights_f32 = ParamTable(deep).total() * 4;
+  for (int k : {2, 3, 6}) {
+    TrainOptions o = run("k" + std::to_string(k));
+    o.offload = "stream";
+    o.prefetch = k;
+    if (k == 2) o.device_memory = weights_f32 * 9 / 10;  // a budget smaller than the model's weights
+    train(o);
+    expect_same_checkpoint(dir.file("resident"), o.out);
+    auto summary = nlohmann::json::parse(read_file(o.out + "/summary.json"));
+    if (k == 2) EXPECT_LT(summary["device_arena_bytes"].get<int64_t>(), weights_f32);  // holds less than the model
+  }
+}
+
+TEST(Streaming, ResumeOfAStreamedRunIsBitIdentical) {
+  QuietLogs quiet;
+  TempDir dir;
+  TrainOptions a = tiny_run(dir.file("a"), 4), b = tiny_run(dir.file("b"), 2);
+  a.offload = b.offload = "stream";
+  a.link_gbps = b.link_gbps = 50;
+  train(a);
+  train(b);
+  resume(b.out, 4);
+  expect_same_checkpoint(a.out, b.out);
+}
+
+TEST(Streaming, BudgetTooSmallRefusesToStartAndNamesTheMinimum) {
+  QuietLogs quiet;
+  TempDir dir;
+  TrainOptions o = tiny_run(dir.file("run"), 1);
+  o.offload = "stream";
+  o.device_memory = 1 << 20;
+  try {
+    train(o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--device-memory"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(o.out + "/latest"));
+}
+
+TEST(Streaming, TraceHasOneTrackPerStream) {
+  QuietLogs quiet;
+  TempDir dir;
+  TrainOptions o = tiny_run(dir.file("run"), 2);
+  o.offload = "stream";
+  o.trace = dir.file("trace.json");
+  train(o);
+  auto j = nlohmann::json::parse(read_file(o.trace));
+  std::set<std::string> tracks, spans;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M") tracks.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] == "X") spans.insert(e["name"].get<std::string>());
+  }
+  EXPECT_EQ(tracks, (std::set<std::string>{"compute", "h2d", "d2h", "optimizer"}));
+  for (const char* s : {"weights", "grads", "block", "block backward", "head", "adamw"}) EXPECT_TRUE(spans.count(s)) << s;
+}
+
+}  // namespace ms::test
