@@ -45,15 +45,14 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--link-gbps", opts->link_gbps, "--offload stream, CPU backend: emulated link GB/s (0: memcpy)")
       ->capture_default_str();
   cmd->add_option("--trace", opts->trace, "Write Chrome trace events (one track per stream) to this JSON file");
+  cmd->add_option("--inject-nan-grad", opts->inject_nan_grad, "Testing aid: put a NaN in this step's gradients")
+      ->group("");  // hidden from --help
   add_backend_option(*cmd, *backend);
   cmd->callback([opts, resume_dir, backend, device_memory, cmd] {
     resolve_backend(*backend);
     if (!device_memory->empty()) opts->device_memory = parse_bytes(*device_memory, "--device-memory");
-    if (resume_dir->empty()) {
-      train(*opts);
-    } else {
-      resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0);
-    }
+    const TrainSummary s = resume_dir->empty() ? train(*opts) : resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0);
+    if (s.interrupted) throw CLI::RuntimeError(130);
   });
 }
 

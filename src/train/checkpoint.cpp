@@ -47,7 +47,9 @@ std::string save_checkpoint(const std::string& out, const ModelConfig& config, c
                      {"data_position", state.data_position},
                      {"options", options}};
     write_file_atomic((tmp / "trainer.json").string(), t.dump(2) + "\n");
-    fs::remove_all(final_dir, ec);
+    // A checkpoint of the same step (a re-save) is moved aside first, never deleted before the new one is in place.
+    const fs::path aside = root / (step_name(state.step) + ".old-" + std::to_string(::getpid()));
+    if (fs::exists(final_dir)) fs::rename(final_dir, aside);
     fs::rename(tmp, final_dir);
     fsync_dir(root.string());
     // repoint `latest` atomically: a new symlink renamed over the old one
@@ -56,6 +58,7 @@ std::string save_checkpoint(const std::string& out, const ModelConfig& config, c
     fs::create_directory_symlink(step_name(state.step), link_tmp);
     fs::rename(link_tmp, root / "latest");
     fsync_dir(root.string());
+    fs::remove_all(aside, ec);
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(tmp, ec);
     MS_FAIL("cannot save checkpoint in '", out, "': ", e.code().message(), "; the previous checkpoint is intact");

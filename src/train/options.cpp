@@ -62,7 +62,8 @@ nlohmann::json options_to_json(const TrainOptions& o) {
           {"prefetch", o.prefetch},
           {"device_memory", o.device_memory},
           {"link_gbps", o.link_gbps},
-          {"trace", o.trace}};
+          {"trace", o.trace},
+          {"inject_nan_grad", o.inject_nan_grad}};
 }
 
 TrainOptions options_from_json(const nlohmann::json& j) {
@@ -95,6 +96,7 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.device_memory = j.at("device_memory");
   o.link_gbps = j.at("link_gbps");
   o.trace = j.at("trace");
+  o.inject_nan_grad = j.at("inject_nan_grad");
   return o;
 }
 

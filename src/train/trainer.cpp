@@ -1,9 +1,13 @@
 #include "train/trainer.h"
 
+#include <signal.h>
+
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +33,22 @@ namespace fs = std::filesystem;
 
 namespace ms {
 namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted = true; }
+
+// Installs the SIGINT handler for the life of a run and restores the previous one after.
+struct SigintGuard {
+  struct sigaction old {};
+  SigintGuard() {
+    g_interrupted = false;
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+  }
+  ~SigintGuard() { sigaction(SIGINT, &old, nullptr); }
+};
 
 // One batch in the model's input layout.
 struct Batch {
@@ -95,11 +115,14 @@ class Run {
     TrainSummary sum;
     std::vector<double> losses;
     const auto t_run = std::chrono::steady_clock::now();
-    while (state.step < opts_.steps) {
+    SigintGuard sigint;
+    int64_t saved_step = state.step;  // the run starts from a saved state (or from scratch)
+    while (state.step < opts_.steps && !g_interrupted) {
       const auto t0 = std::chrono::steady_clock::now();
       make_batch(state.data_position, rng);
       state.data_position += dims_.B;
       const double loss = forward_backward();
+      if (state.step + 1 == opts_.inject_nan_grad) host_.grads[0] = std::numeric_limits<float>::quiet_NaN();
       double sumsq = 0;  // per stage, in stage order: the same sum in every schedule
       for (const auto& st : table_.stages()) sumsq += sum_squares(host_.grads.data() + st.offset, st.numel);
       const double norm = std::sqrt(sumsq);
@@ -110,6 +133,7 @@ class Run {
         pending_ = Update{t, scale};
         if (!streamed_) apply_pending();  // resident: update now; streamed: pipelined with the next forward
       } else {
+        ++sum.skipped;
         log_warn("step ", t, ": non-finite loss or gradient norm (loss ", loss, ", norm ", norm,
                  "); update skipped, parameters untouched");
       }
@@ -129,9 +153,16 @@ class Run {
       if ((opts_.save_every > 0 && t % opts_.save_every == 0) || t == opts_.steps) {
         apply_pending();
         save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_));
+        saved_step = t;
       }
     }
     progress.finish();
+    if (g_interrupted) {
+      sum.interrupted = true;
+      apply_pending();
+      if (state.step > 0 && saved_step != state.step) save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_));
+      log_warn("interrupted after step ", state.step, "; checkpoint saved; continue with --resume ", opts_.out);
+    }
     if (trace_) {
       trace_->write(opts_.trace);
       log_info("trace: ", trace_->size(), " events in ", opts_.trace, " (open in Perfetto or chrome://tracing)");

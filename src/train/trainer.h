@@ -12,6 +12,8 @@ struct TrainSummary {
   int64_t steps_run = 0;
   double first_loss = 0, last_loss = 0;  // means over the first / last 10 % of steps run
   double tokens_per_second = 0;
+  int64_t skipped = 0;       // steps whose update was skipped for non-finite loss or gradients
+  bool interrupted = false;  // stopped by SIGINT after checkpointing the last finished step
 };
 
 // Trains from scratch (or from --model's weights) into opts.out.

@@ -1,0 +1,88 @@
+// Faults during training: non-finite gradients skip the step without touching the state; SIGINT
+// checkpoints the last finished step and exits 130.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "core/log.h"
+#include "io/atomic_file.h"
+#include "temp_dir.h"
+#include "train/trainer.h"
+
+namespace ms::test {
+namespace {
+
+int64_t count_lines(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(f, line)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(Faults, NanGradientsSkipTheStepAndLeaveTheStateUntouched) {
+  set_log_level(LogLevel::error);
+  for (const char* offload : {"none", "stream"}) {
+    TempDir dir;
+    TrainOptions o;
+    o.frames = 1;
+    o.height = 8;
+    o.width = 8;
+    o.steps = 3;
+    o.save_every = 1;
+    o.out = dir.file("run");
+    o.offload = offload;
+    o.inject_nan_grad = 2;
+    TrainSummary s = train(o);
+    EXPECT_EQ(s.skipped, 1) << offload;
+    for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+      EXPECT_EQ(read_file(o.out + "/step-00000001/" + f), read_file(o.out + "/step-00000002/" + f)) << offload << f;
+    EXPECT_NE(read_file(o.out + "/step-00000002/model.safetensors"),
+              read_file(o.out + "/step-00000003/model.safetensors"));
+    std::ifstream m(o.out + "/metrics.jsonl");
+    std::string line;
+    for (int step = 1; std::getline(m, line); ++step)
+      EXPECT_EQ(nlohmann::json::parse(line)["skipped"].get<bool>(), step == 2) << offload << " step " << step;
+  }
+  set_log_level(LogLevel::info);
+}
+
+TEST(Faults, SigintCheckpointsTheLastStepAndExits130) {
+  TempDir dir;
+  const std::string out = dir.file("run");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    execl(MEGASLIDE_BINARY, "megaslide", "train", "--steps", "100000", "--frames", "1", "--height", "8", "--width",
+          "8", "--save-every", "0", "--out", out.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string metrics = out + "/metrics.jsonl";
+  for (int i = 0; i < 600 && count_lines(metrics) < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GE(count_lines(metrics), 3) << "the run did not start";
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  auto t = nlohmann::json::parse(read_file(out + "/latest/trainer.json"));
+  const int64_t step = t["step"].get<int64_t>();
+  EXPECT_EQ(step, count_lines(metrics));
+  CliResult r = run_cli("train --resume " + out + " --steps " + std::to_string(step + 2));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count_lines(metrics), step + 2);
+}
+
+}  // namespace ms::test
