@@ -94,6 +94,8 @@ void add_bench_command(CLI::App& app) {
   bench->require_subcommand(1);
   add_bench_train(bench[0]);
   add_bench_adamw(bench[0]);
+  add_bench_attention(bench[0]);
+  add_bench_stream(bench[0]);
 }
 
 }  // namespace ms::cli

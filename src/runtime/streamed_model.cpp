@@ -74,6 +74,10 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const
     float* w = slots_[i % size_t(K)];
     // H2D: the slot must be free (its previous stage widened out) and, on first use, the stage updated
     if (i >= size_t(K)) be_.wait(st_.h2d, slot_free[i - size_t(K)]);
+    if (opts_.serialize && i > 0) {
+      be_.wait(st_.h2d, slot_free[i - 1]);
+      be_.wait(st_.h2d, be_.record(st_.d2h));
+    }
     if (int(i) == s) be_.wait(st_.h2d, ready(s));
     be_.upload_weights(st_.h2d, w, weights + info.offset, info.numel, "weights");
     be_.wait(st_.compute, be_.record(st_.h2d));

@@ -17,6 +17,7 @@ namespace ms {
 struct StreamOptions {
   int prefetch = 2;           // K weight slots (>= 2)
   int64_t device_budget = 0;  // bytes the arena may use; 0: no limit
+  bool serialize = false;     // no overlap: every copy waits for the previous compute and vice versa (benchmarks)
 };
 
 class StreamedModel {

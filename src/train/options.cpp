@@ -63,7 +63,8 @@ nlohmann::json options_to_json(const TrainOptions& o) {
           {"device_memory", o.device_memory},
           {"link_gbps", o.link_gbps},
           {"trace", o.trace},
-          {"inject_nan_grad", o.inject_nan_grad}};
+          {"inject_nan_grad", o.inject_nan_grad},
+          {"serialize", o.serialize}};
 }
 
 TrainOptions options_from_json(const nlohmann::json& j) {
@@ -97,6 +98,7 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.link_gbps = j.at("link_gbps");
   o.trace = j.at("trace");
   o.inject_nan_grad = j.at("inject_nan_grad");
+  o.serialize = j.at("serialize");
   return o;
 }
 

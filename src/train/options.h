@@ -29,6 +29,7 @@ struct TrainOptions {
   int64_t device_memory = 0;     // stream: arena budget in bytes (0: no limit)
   double link_gbps = 0;          // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
   std::string trace;             // Chrome trace JSON path ("" : none)
+  bool serialize = false;        // stream: disable overlap (for `bench stream`)
   int64_t inject_nan_grad = 0;   // testing aid: poison this step's gradients with a NaN (0: never)
 
   // Throws ms::Error naming the bad value.

@@ -69,7 +69,7 @@ class Run {
       if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
       backend_ = std::make_unique<CpuBackend>(opts.link_gbps, trace_.get());
       optimizer_stream_ = backend_->create_stream("optimizer");
-      streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_, StreamOptions{opts.prefetch, opts.device_memory});
+      streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_, StreamOptions{opts.prefetch, opts.device_memory, opts.serialize});
     } else {
       resident_ = std::make_unique<ResidentModel<float>>(cfg, dims_);
       params_ = AlignedBuffer<float>(size_t(table_.total()));

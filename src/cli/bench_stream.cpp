@@ -1,0 +1,106 @@
+// `megaslide bench stream`: how well layer streaming hides the host link behind compute. The default
+// job runs streamed on the CPU backend with an emulated link, overlapped and serialised, once with
+// the link fast enough to be compute-bound and once slow enough to be transfer-bound.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "core/log.h"
+#include "model/param_table.h"
+#include "train/trainer.h"
+
+namespace ms::cli {
+namespace {
+
+struct BenchStreamArgs {
+  int64_t steps = 5;
+  double link_gbps = 0;  // 0: pick one compute-bound and one transfer-bound rate from the measured compute time
+  bool json = false;
+};
+
+// Median step seconds of a run of the default job (the first step, which warms up, is left out).
+double step_seconds(TrainOptions o) {
+  o.out = (std::filesystem::temp_directory_path() / ("megaslide-bench-stream-" + std::to_string(::getpid()))).string();
+  o.save_every = 0;
+  std::filesystem::remove_all(o.out);
+  train(o);
+  std::ifstream m(o.out + "/metrics.jsonl");
+  std::vector<double> secs;
+  for (std::string line; std::getline(m, line);) secs.push_back(nlohmann::json::parse(line)["seconds"].get<double>());
+  std::filesystem::remove_all(o.out);
+  secs.erase(secs.begin());
+  std::sort(secs.begin(), secs.end());
+  return secs[secs.size() / 2];
+}
+
+// Bytes over the link per step: weights up twice for every stage but the head (forward and backward),
+// fp32 gradients down once.
+double link_bytes(const TrainOptions& o) {
+  const ParamTable t(preset_config(o.model));
+  const double head = double(t.stages().back().numel);
+  return 2.0 * (2.0 * double(t.total()) - head) + 4.0 * double(t.total());
+}
+
+void bench_stream(const BenchStreamArgs& a) {
+  set_log_level(LogLevel::warn);
+  TrainOptions base;
+  base.steps = std::max<int64_t>(a.steps, 3);
+  base.offload = "stream";
+  const double compute = step_seconds(base);  // unthrottled link: memcpy, far faster than compute
+  const double bytes = link_bytes(base);
+  std::vector<double> rates;
+  if (a.link_gbps > 0) rates = {a.link_gbps};
+  else rates = {bytes / (0.5 * compute) / 1e9, bytes / (2.0 * compute) / 1e9};  // transfer = compute/2, = 2x compute
+  nlohmann::json runs = nlohmann::json::array();
+  for (double gbps : rates) {
+    TrainOptions o = base;
+    o.link_gbps = gbps;
+    const double overlapped = step_seconds(o);
+    o.serialize = true;
+    const double serialised = step_seconds(o);
+    const double transfer = bytes / (gbps * 1e9);  // the emulated link sleeps exactly bytes / rate
+    runs.push_back({{"link_gbps", gbps},
+                    {"compute_seconds", compute},
+                    {"transfer_seconds", transfer},
+                    {"overlapped_seconds", overlapped},
+                    {"serialised_seconds", serialised},
+                    {"bound", transfer > compute ? "transfer" : "compute"},
+                    {"overlap_efficiency", std::max(compute, transfer) / overlapped}});
+  }
+  set_log_level(LogLevel::info);
+  nlohmann::json r{{"model", base.model}, {"link_bytes_per_step", bytes}, {"prefetch", base.prefetch}, {"runs", runs}};
+  if (a.json) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return;
+  }
+  std::printf("bench stream: default job streamed on the CPU backend, K=%d, %.2f MB over the link per step\n",
+              base.prefetch, bytes / 1e6);
+  std::printf("  %10s %8s %10s %10s %11s %11s %10s\n", "link GB/s", "bound", "compute s", "transfer s",
+              "overlapped", "serialised", "efficiency");
+  for (const auto& x : runs)
+    std::printf("  %10.4f %8s %10.3f %10.3f %11.3f %11.3f %10.3f\n", x["link_gbps"].get<double>(),
+                x["bound"].get<std::string>().c_str(), x["compute_seconds"].get<double>(),
+                x["transfer_seconds"].get<double>(), x["overlapped_seconds"].get<double>(),
+                x["serialised_seconds"].get<double>(), x["overlap_efficiency"].get<double>());
+  std::printf("  efficiency = max(compute, transfer) / overlapped step time\n");
+}
+
+}  // namespace
+
+void add_bench_stream(CLI::App& bench) {
+  auto a = std::make_shared<BenchStreamArgs>();
+  CLI::App* cmd = bench.add_subcommand("stream", "Overlap of host-link transfers with compute in the streamed schedule");
+  cmd->add_option("--steps", a->steps, "Steps per measurement (the median step is reported)")->capture_default_str();
+  cmd->add_option("--link-gbps", a->link_gbps, "Emulated link GB/s (default: one compute-bound, one transfer-bound)");
+  cmd->add_flag("--json", a->json, "Print one JSON object");
+  cmd->callback([a] { bench_stream(*a); });
+}
+
+}  // namespace ms::cli
