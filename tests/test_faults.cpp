@@ -15,6 +15,7 @@
 #include "cli_util.h"
 #include "core/log.h"
 #include "io/atomic_file.h"
+#include "io/safetensors.h"
 #include "temp_dir.h"
 #include "train/trainer.h"
 
@@ -83,6 +84,38 @@ TEST(Faults, SigintCheckpointsTheLastStepAndExits130) {
   CliResult r = run_cli("train --resume " + out + " --steps " + std::to_string(step + 2));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(count_lines(metrics), step + 2);
+}
+
+}  // namespace ms::test
+
+namespace ms::test {
+
+TEST(Faults, ImmediateScheduleSkipsOnlyTheStageWithNonFiniteGradients) {
+  set_log_level(LogLevel::error);
+  for (const char* offload : {"none", "stream"}) {
+    TempDir dir;
+    TrainOptions o;
+    o.frames = 1;
+    o.height = 8;
+    o.width = 8;
+    o.steps = 2;
+    o.save_every = 1;
+    o.out = dir.file("run");
+    o.offload = offload;
+    o.optimizer_schedule = "immediate";
+    o.inject_nan_grad = 2;  // poisons the stem's gradients of step 2
+    EXPECT_EQ(train(o).skipped, 1) << offload;
+    SafetensorsFile a = SafetensorsFile::open(o.out + "/step-00000001/optimizer.safetensors");
+    SafetensorsFile b = SafetensorsFile::open(o.out + "/step-00000002/optimizer.safetensors");
+    auto bytes = [](const SafetensorsFile& f, const std::string& name) {
+      const SafetensorsEntry* e = f.find(name);
+      return std::string(reinterpret_cast<const char*>(e->data), size_t(e->nbytes));
+    };
+    EXPECT_EQ(bytes(a, "master.patch_embedding.weight"), bytes(b, "master.patch_embedding.weight")) << offload;
+    EXPECT_EQ(bytes(a, "exp_avg.time_embedding.0.weight"), bytes(b, "exp_avg.time_embedding.0.weight")) << offload;
+    EXPECT_NE(bytes(a, "master.head.head.weight"), bytes(b, "master.head.head.weight")) << offload;
+  }
+  set_log_level(LogLevel::info);
 }
 
 }  // namespace ms::test

@@ -91,35 +91,53 @@ TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
   deep.num_layers = 10;
   std::filesystem::create_directories(dir.file("model"));
   write_file_atomic(dir.file("model/config.json"), config_to_json(deep).dump());
-  auto run = [&](const std::string& name) {
-    TrainOptions o = tiny_run(dir.file(name), 4);
+  auto run = [&](const std::string& name, const std::string& schedule) {
+    TrainOptions o = tiny_run(dir.file(name + "-" + schedule), 4);
     o.model = dir.file("model");
+    o.optimizer_schedule = schedule;
+    o.grad_clip = 0.05;  // small enough to clip: the clipping path is part of the comparison
     return o;
   };
-  train(run("resident"));
   const int64_t weights_f32 = ParamTable(deep).total() * 4;
-  for (int k : {2, 3, 6}) {
-    TrainOptions o = run("k" + std::to_string(k));
-    o.offload = "stream";
-    o.prefetch = k;
-    if (k == 2) o.device_memory = weights_f32 * 9 / 10;  // a budget smaller than the model's weights
-    train(o);
-    expect_same_checkpoint(dir.file("resident"), o.out);
-    auto summary = nlohmann::json::parse(read_file(o.out + "/summary.json"));
-    if (k == 2) EXPECT_LT(summary["device_arena_bytes"].get<int64_t>(), weights_f32);  // holds less than the model
+  for (const std::string schedule : {"deferred", "immediate"}) {
+    const TrainOptions resident = run("resident", schedule);
+    train(resident);
+    for (int k : {2, 3, 6}) {
+      TrainOptions o = run("k" + std::to_string(k), schedule);
+      o.offload = "stream";
+      o.prefetch = k;
+      if (k == 2) o.device_memory = weights_f32 * 9 / 10;  // a budget smaller than the model's weights
+      train(o);
+      expect_same_checkpoint(resident.out, o.out);
+      auto summary = nlohmann::json::parse(read_file(o.out + "/summary.json"));
+      if (k == 2) EXPECT_LT(summary["device_arena_bytes"].get<int64_t>(), weights_f32);  // holds less than the model
+    }
   }
+  // the immediate schedule keeps two stage-sized gradient buffers instead of a full pool
+  auto host_bytes = [&](const std::string& name) {
+    return nlohmann::json::parse(read_file(dir.file(name) + "/summary.json"))["host_state_bytes"].get<int64_t>();
+  };
+  EXPECT_LT(host_bytes("k2-immediate"), host_bytes("k2-deferred"));
+  // and the two schedules differ (clipping by the previous norm is not clipping by this one)
+  EXPECT_NE(read_file(dir.file("k2-immediate") + "/latest/model.safetensors"),
+            read_file(dir.file("k2-deferred") + "/latest/model.safetensors"));
 }
 
 TEST(Streaming, ResumeOfAStreamedRunIsBitIdentical) {
   QuietLogs quiet;
   TempDir dir;
-  TrainOptions a = tiny_run(dir.file("a"), 4), b = tiny_run(dir.file("b"), 2);
-  a.offload = b.offload = "stream";
-  a.link_gbps = b.link_gbps = 50;
-  train(a);
-  train(b);
-  resume(b.out, 4);
-  expect_same_checkpoint(a.out, b.out);
+  for (const char* schedule : {"deferred", "immediate"}) {
+    TrainOptions a = tiny_run(dir.file(std::string("a-") + schedule), 4);
+    TrainOptions b = tiny_run(dir.file(std::string("b-") + schedule), 2);
+    a.offload = b.offload = "stream";
+    a.link_gbps = b.link_gbps = 50;
+    a.optimizer_schedule = b.optimizer_schedule = schedule;
+    a.grad_clip = b.grad_clip = 0.05;
+    train(a);
+    train(b);
+    resume(b.out, 4);
+    expect_same_checkpoint(a.out, b.out);
+  }
 }
 
 TEST(Streaming, BudgetTooSmallRefusesToStartAndNamesTheMinimum) {

@@ -39,6 +39,10 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--offload", opts->offload, "none: every stage resident (the reference); stream: layer streaming")
       ->capture_default_str();
+  cmd->add_option("--optimizer-schedule", opts->optimizer_schedule,
+                  "deferred: exact global-norm clipping, full gradient pool; immediate: update each stage as its "
+                  "gradients land, clip by the previous step's norm, a few stage-sized gradient buffers")
+      ->capture_default_str();
   cmd->add_option("--prefetch", opts->prefetch, "--offload stream: K weight slots (>= 2)")->capture_default_str();
   auto device_memory = std::make_shared<std::string>();
   cmd->add_option("--device-memory", *device_memory, "--offload stream: device arena budget, e.g. 16MiB, 80GiB");

@@ -7,12 +7,12 @@
 
 namespace ms {
 
-HostState::HostState(const ParamTable& table)
+HostState::HostState(const ParamTable& table, int64_t grad_numel)
     : weights(size_t(table.total())),
       master(size_t(table.total())),
       exp_avg(size_t(table.total())),
       exp_avg_sq(size_t(table.total())),
-      grads(size_t(table.total())) {}
+      grads(size_t(grad_numel)) {}
 
 void HostState::set_master(const float* params) {
   std::copy(params, params + numel(), master.data());

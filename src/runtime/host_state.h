@@ -10,16 +10,18 @@
 namespace ms {
 
 struct HostState {
-  explicit HostState(const ParamTable& table);
+  // grad_numel: the gradient pool (every parameter under the deferred schedule; a few stage-sized
+  // staging buffers under the immediate one).
+  HostState(const ParamTable& table, int64_t grad_numel);
 
   AlignedBuffer<uint16_t> weights;  // [P] bf16 working weights (what the device computes with)
   AlignedBuffer<float> master;      // [P] fp32 master weights
   AlignedBuffer<float> exp_avg;     // [P] AdamW first moment
   AlignedBuffer<float> exp_avg_sq;  // [P] AdamW second moment
-  AlignedBuffer<float> grads;       // [P] fp32 gradients of the current step
+  AlignedBuffer<float> grads;       // [grad_numel] fp32 gradients of the current step (or staging)
 
   int64_t numel() const { return int64_t(master.size()); }
-  int64_t bytes() const { return numel() * (2 + 4 * 4); }
+  int64_t bytes() const { return numel() * (2 + 3 * 4) + int64_t(grads.size()) * 4; }
   // master = params, working weights = bf16(master), moments zero.
   void set_master(const float* params);
   // Rounds master to the bf16 working weights.

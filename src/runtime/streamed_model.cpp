@@ -53,7 +53,8 @@ StreamedModel::~StreamedModel() {
 }
 
 void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const float* t, const float* context,
-                                 const float* target, float* grads, const std::function<Event(int)>& ready) {
+                                 const float* target, const GradRoute& route,
+                                 const std::function<Event(int)>& ready) {
   const auto& stages = table_.stages();
   const int S = int(stages.size()), K = opts_.prefetch, L = int(cfg_.num_layers);
   const int64_t ND = dims_.N() * cfg_.dim, video = dims_.B * dims_.F * dims_.H * dims_.W;
@@ -128,9 +129,13 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const
     }
     slot_free[i] = be_.record(st_.compute);
     if (g) {
+      const int j = backward_index - 1;
+      float* host = route.buffer(j, s);
       be_.wait(st_.d2h, slot_free[i]);
-      be_.copy_d2h(st_.d2h, grads + info.offset, g, size_t(numel) * 4, "grads");
-      grads_sent[size_t(backward_index - 1)] = be_.record(st_.d2h);
+      be_.wait(st_.d2h, route.free(j));
+      be_.copy_d2h(st_.d2h, host, g, size_t(numel) * 4, "grads");
+      grads_sent[size_t(j)] = be_.record(st_.d2h);
+      route.landed(j, s, host, grads_sent[size_t(j)]);
     }
   }
 }

@@ -20,6 +20,15 @@ struct StreamOptions {
   bool serialize = false;     // no overlap: every copy waits for the previous compute and vice versa (benchmarks)
 };
 
+// Where each backward use's gradients go on the host. Use j (0 = the head, then blocks L-1 .. 0, then
+// the stem) of stage s is copied into buffer(j, s) after the event free(j); landed(j, s, host, e) is
+// called once that copy is enqueued, e being its completion.
+struct GradRoute {
+  std::function<float*(int j, int s)> buffer;
+  std::function<Event(int j)> free;
+  std::function<void(int j, int s, float* host, Event landed)> landed;
+};
+
 class StreamedModel {
  public:
   // Plans and carves the arena; throws ms::Error when it exceeds the budget, naming the minimum.
@@ -29,11 +38,11 @@ class StreamedModel {
   StreamedModel& operator=(const StreamedModel&) = delete;
 
   // One training step on the device: uploads x_t [B, C, F, H, W], t [B], context [B, Lt, text_dim] and
-  // target, runs forward, MSE loss and backward, and writes every stage's gradients into grads [P] (host).
+  // target, runs forward, MSE loss and backward, and sends every stage's gradients along `route`.
   // Stage s's weights are uploaded from weights [P] (bf16, host) after the event ready(s) (its optimizer
   // update). Enqueues everything and returns; the loss is valid after finish().
   void enqueue_step(const uint16_t* weights, const float* xt, const float* t, const float* context,
-                    const float* target, float* grads, const std::function<Event(int)>& ready);
+                    const float* target, const GradRoute& route, const std::function<Event(int)>& ready);
   // Waits for the step and returns its loss.
   double finish();
 

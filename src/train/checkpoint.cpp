@@ -45,6 +45,7 @@ std::string save_checkpoint(const std::string& out, const ModelConfig& config, c
     nlohmann::json t{{"step", state.step},
                      {"rng_state", std::to_string(state.rng_state)},
                      {"data_position", state.data_position},
+                     {"clip_scale", state.clip_scale},
                      {"options", options}};
     write_file_atomic((tmp / "trainer.json").string(), t.dump(2) + "\n");
     // A checkpoint of the same step (a re-save) is moved aside first, never deleted before the new one is in place.
@@ -84,6 +85,7 @@ CheckpointInfo read_checkpoint_info(const std::string& out) {
     info.state.step = t.at("step").get<int64_t>();
     info.state.rng_state = std::stoull(t.at("rng_state").get<std::string>());
     info.state.data_position = t.at("data_position").get<int64_t>();
+    info.state.clip_scale = t.at("clip_scale").get<float>();
     info.options = t.at("options");
   } catch (const std::exception& e) {
     MS_FAIL((latest / "trainer.json").string(), " is unreadable (", e.what(), "); the checkpoint is damaged");

@@ -18,6 +18,7 @@ struct TrainerState {
   int64_t step = 0;           // optimizer steps taken
   uint64_t rng_state = 0;     // ms::Rng state after the last step
   int64_t data_position = 0;  // next sample index
+  float clip_scale = 1.0f;    // immediate schedule: the clipping factor from the last step's norm
 };
 
 // Writes OUT/step-<step>/ and repoints OUT/latest. Returns the checkpoint directory.

@@ -22,6 +22,8 @@ void TrainOptions::validate() const {
   if (!(adamw.weight_decay >= 0)) MS_FAIL("--weight-decay must be >= 0, got ", adamw.weight_decay);
   if (out.empty()) MS_FAIL("--out must name a run directory");
   if (offload != "none" && offload != "stream") MS_FAIL("--offload '", offload, "' is unknown; use none or stream");
+  if (optimizer_schedule != "deferred" && optimizer_schedule != "immediate")
+    MS_FAIL("--optimizer-schedule '", optimizer_schedule, "' is unknown; use deferred or immediate");
   if (prefetch < 2) MS_FAIL("--prefetch ", prefetch, " is below 2: one weight slot computes while another loads");
   if (device_memory < 0) MS_FAIL("--device-memory must be >= 0");
   if (!(link_gbps >= 0)) MS_FAIL("--link-gbps must be >= 0 (0: unthrottled), got ", link_gbps);
@@ -59,6 +61,7 @@ nlohmann::json options_to_json(const TrainOptions& o) {
           {"save_every", o.save_every},
           {"log_every", o.log_every},
           {"offload", o.offload},
+          {"optimizer_schedule", o.optimizer_schedule},
           {"prefetch", o.prefetch},
           {"device_memory", o.device_memory},
           {"link_gbps", o.link_gbps},
@@ -93,6 +96,7 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.save_every = j.at("save_every");
   o.log_every = j.at("log_every");
   o.offload = j.at("offload");
+  o.optimizer_schedule = j.at("optimizer_schedule");
   o.prefetch = j.at("prefetch");
   o.device_memory = j.at("device_memory");
   o.link_gbps = j.at("link_gbps");

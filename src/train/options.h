@@ -25,6 +25,7 @@ struct TrainOptions {
   int64_t save_every = 100, log_every = 10;
   // runtime (DESIGN §5)
   std::string offload = "none";  // none: every stage resident (the reference) | stream: layer streaming
+  std::string optimizer_schedule = "deferred";  // deferred | immediate (DESIGN §5)
   int prefetch = 2;              // stream: K weight slots
   int64_t device_memory = 0;     // stream: arena budget in bytes (0: no limit)
   double link_gbps = 0;          // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)

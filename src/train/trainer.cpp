@@ -34,6 +34,8 @@ namespace fs = std::filesystem;
 namespace ms {
 namespace {
 
+constexpr int kStaging = 2;  // immediate schedule: stage-sized host gradient buffers
+
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
 
@@ -62,17 +64,21 @@ class Run {
       : opts_(opts),
         cfg_(cfg),
         table_(cfg),
-        host_(table_),
+        host_(table_, opts.optimizer_schedule == "immediate"
+                          ? (opts.offload == "stream" ? kStaging * table_.max_stage_numel() : 0)
+                          : table_.total()),
         dims_(ModelDims::make(cfg, opts.batch_size, opts.frames, opts.height, opts.width, cfg.text_len)),
         data_({opts.frames, opts.height, opts.width, opts.seed}) {
     if (opts.offload == "stream") {
       if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
       backend_ = std::make_unique<CpuBackend>(opts.link_gbps, trace_.get());
       optimizer_stream_ = backend_->create_stream("optimizer");
+      updated_.resize(table_.stages().size());
       streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_, StreamOptions{opts.prefetch, opts.device_memory, opts.serialize});
     } else {
       resident_ = std::make_unique<ResidentModel<float>>(cfg, dims_);
       params_ = AlignedBuffer<float>(size_t(table_.total()));
+      if (opts.optimizer_schedule == "immediate") resident_grads_ = AlignedBuffer<float>(size_t(table_.total()));
     }
     if (cfg.in_dim != 3 || cfg.out_dim != 3)
       MS_FAIL("--data synthetic is RGB video in pixel space: the model needs in_dim = out_dim = 3, got ", cfg.in_dim,
@@ -121,21 +127,27 @@ class Run {
       const auto t0 = std::chrono::steady_clock::now();
       make_batch(state.data_position, rng);
       state.data_position += dims_.B;
-      const double loss = forward_backward();
-      if (state.step + 1 == opts_.inject_nan_grad) host_.grads[0] = std::numeric_limits<float>::quiet_NaN();
+      const int64_t t = state.step + 1;
+      const bool immediate = opts_.optimizer_schedule == "immediate";
+      stage_sumsq_.assign(table_.stages().size(), 0.0);
+      const double loss = immediate ? step_immediate(Update{t, state.clip_scale}) : step_deferred(t);
       double sumsq = 0;  // per stage, in stage order: the same sum in every schedule
-      for (const auto& st : table_.stages()) sumsq += sum_squares(host_.grads.data() + st.offset, st.numel);
+      for (double x : stage_sumsq_) sumsq += x;
       const double norm = std::sqrt(sumsq);
       const bool finite = std::isfinite(loss) && std::isfinite(norm);
-      const int64_t t = state.step + 1;
-      if (finite) {
-        const float scale = opts_.grad_clip > 0 && norm > opts_.grad_clip ? float(opts_.grad_clip / norm) : 1.0f;
+      const float scale = opts_.grad_clip > 0 && norm > opts_.grad_clip ? float(opts_.grad_clip / norm) : 1.0f;
+      if (finite && immediate) state.clip_scale = scale;  // clips the next step
+      if (finite && !immediate) {
         pending_ = Update{t, scale};
         if (!streamed_) apply_pending();  // resident: update now; streamed: pipelined with the next forward
-      } else {
+      }
+      if (!finite) {
         ++sum.skipped;
-        log_warn("step ", t, ": non-finite loss or gradient norm (loss ", loss, ", norm ", norm,
-                 "); update skipped, parameters untouched");
+        int64_t stages_skipped = 0;
+        for (double x : stage_sumsq_) stages_skipped += !std::isfinite(x);
+        log_warn("step ", t, ": non-finite loss or gradients (loss ", loss, ", norm ", norm, ", ", stages_skipped,
+                 " of ", stage_sumsq_.size(), " stages); ", immediate ? "those stages were" : "the update was",
+                 " skipped, their parameters untouched");
       }
       state.step = t;
       state.rng_state = rng.state();
@@ -183,6 +195,11 @@ class Run {
   }
 
  private:
+  struct Update {
+    int64_t step = 0;  // 1-based optimizer step; 0: nothing pending
+    float scale = 1;   // gradient clipping factor
+  };
+
   void make_batch(int64_t position, Rng& rng) {
     const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
     for (int64_t b = 0; b < dims_.B; ++b) {
@@ -197,39 +214,85 @@ class Run {
     }
   }
 
-  // Loss and host_.grads for the current batch, computed with the bf16 working weights. Streamed, the
-  // pending optimizer update runs on its own stream, each stage's upload waiting only for its update.
-  double forward_backward() {
+  // Deferred schedule: loss and the host gradient pool for the current batch. Streamed, the pending
+  // update of the previous step runs on the optimizer stream, each stage's upload waiting only for its own.
+  double step_deferred(int64_t t) {
+    double loss;
     if (streamed_) {
       std::vector<Event> ready(table_.stages().size());
       if (pending_.step > 0) {
         for (size_t s = 0; s < ready.size(); ++s) {
-          backend_->launch(optimizer_stream_, "adamw", [this, s, u = pending_] { update_stage(s, u); });
+          backend_->launch(optimizer_stream_, "adamw", [this, s, u = pending_] { update_stage(s, host_grads(s), u); });
           ready[s] = backend_->record(optimizer_stream_);
         }
         pending_ = Update{};
       }
+      GradRoute route{[&](int, int s) { return host_grads(size_t(s)); }, [](int) { return Event{}; },
+                      [](int, int, float*, Event) {}};
       streamed_->enqueue_step(host_.weights.data(), xt_.data(), timesteps_.data(), batch_.context.data(),
-                              target_.data(), host_.grads.data(), [&](int s) { return ready[size_t(s)]; });
-      return streamed_->finish();
+                              target_.data(), route, [&](int s) { return ready[size_t(s)]; });
+      loss = streamed_->finish();
+    } else {
+      host_.grads.zero();
+      loss = resident_step(host_.grads.data());
     }
-    convert_to_f32(DType::bf16, host_.weights.data(), params_.data(), table_.total());
-    resident_->forward(params_.data(), xt_.data(), timesteps_.data(), batch_.context.data(), pred_.data());
-    const double loss = cpu::mse_loss(pred_.data(), target_.data(), dpred_.data(), int64_t(pred_.size()));
-    host_.grads.zero();
-    resident_->backward(params_.data(), dpred_.data(), host_.grads.data(), nullptr, nullptr);
+    for (size_t s = 0; s < stage_sumsq_.size(); ++s) stage_sumsq_[s] = checked_sumsq(s, host_grads(s), t);
     return loss;
   }
 
-  struct Update {
-    int64_t step = 0;  // 1-based optimizer step; 0: nothing pending
-    float scale = 1;   // gradient clipping factor
-  };
+  // Immediate schedule: every stage is updated (clipped by the previous step's norm) as soon as its
+  // gradients land, overlapped with the rest of the backward; gradients pass through kStaging
+  // stage-sized host buffers. A stage with non-finite gradients is skipped.
+  double step_immediate(const Update& u) {
+    if (!streamed_) {
+      resident_grads_.zero();
+      const double loss = resident_step(resident_grads_.data());
+      for (size_t s = 0; s < stage_sumsq_.size(); ++s)
+        immediate_update(s, resident_grads_.data() + table_.stages()[s].offset, u);
+      return loss;
+    }
+    const int64_t stage = table_.max_stage_numel();
+    std::vector<Event> consumed(table_.stages().size() + 1);
+    GradRoute route{[&](int j, int) { return host_.grads.data() + (j % kStaging) * stage; },
+                    [&](int j) { return j >= kStaging ? consumed[size_t(j - kStaging)] : Event{}; },
+                    [&](int j, int s, float* host, Event landed) {
+                      backend_->wait(optimizer_stream_, landed);
+                      backend_->launch(optimizer_stream_, "adamw", [=, this] { immediate_update(size_t(s), host, u); });
+                      consumed[size_t(j)] = updated_[size_t(s)] = backend_->record(optimizer_stream_);
+                    }};
+    std::vector<Event> ready = updated_;  // this step's uploads wait for the previous step's updates
+    streamed_->enqueue_step(host_.weights.data(), xt_.data(), timesteps_.data(), batch_.context.data(),
+                            target_.data(), route, [&](int s) { return ready[size_t(s)]; });
+    return streamed_->finish();
+  }
 
-  // AdamW on one stage's span of every pool.
-  void update_stage(size_t s, const Update& u) {
+  // One stage of the immediate schedule: norm contribution, then the update unless non-finite.
+  void immediate_update(size_t s, float* grads, const Update& u) {
+    stage_sumsq_[s] = checked_sumsq(s, grads, u.step);
+    if (std::isfinite(stage_sumsq_[s])) update_stage(s, grads, u);
+  }
+
+  // Sum of squares of stage s's gradients (poisoned first when --inject-nan-grad names this step).
+  double checked_sumsq(size_t s, float* grads, int64_t t) {
+    if (t == opts_.inject_nan_grad && s == 0) grads[0] = std::numeric_limits<float>::quiet_NaN();
+    return sum_squares(grads, table_.stages()[s].numel);
+  }
+
+  // Resident forward, loss and backward with the bf16 working weights; grads [P] must be zero.
+  double resident_step(float* grads) {
+    convert_to_f32(DType::bf16, host_.weights.data(), params_.data(), table_.total());
+    resident_->forward(params_.data(), xt_.data(), timesteps_.data(), batch_.context.data(), pred_.data());
+    const double loss = cpu::mse_loss(pred_.data(), target_.data(), dpred_.data(), int64_t(pred_.size()));
+    resident_->backward(params_.data(), dpred_.data(), grads, nullptr, nullptr);
+    return loss;
+  }
+
+  float* host_grads(size_t s) { return host_.grads.data() + table_.stages()[s].offset; }
+
+  // AdamW on one stage's span of every pool, from that stage's gradients.
+  void update_stage(size_t s, const float* grads, const Update& u) {
     const StageInfo& st = table_.stages()[s];
-    adamw_update(opts_.adamw, opts_.lr_at(u.step), u.step, u.scale, host_.grads.data() + st.offset,
+    adamw_update(opts_.adamw, opts_.lr_at(u.step), u.step, u.scale, grads,
                  host_.master.data() + st.offset, host_.exp_avg.data() + st.offset,
                  host_.exp_avg_sq.data() + st.offset, host_.weights.data() + st.offset, st.numel);
   }
@@ -237,7 +300,7 @@ class Run {
   // Applies the pending update to every stage now (before a checkpoint, and in the resident schedule).
   void apply_pending() {
     if (pending_.step == 0) return;
-    for (size_t s = 0; s < table_.stages().size(); ++s) update_stage(s, pending_);
+    for (size_t s = 0; s < table_.stages().size(); ++s) update_stage(s, host_grads(s), pending_);
     pending_ = Update{};
   }
 
@@ -268,11 +331,14 @@ class Run {
   SyntheticShapes data_;
   std::unique_ptr<ResidentModel<float>> resident_;  // --offload none
   AlignedBuffer<float> params_;                     // [P] resident: f32 copy of the working weights
+  AlignedBuffer<float> resident_grads_;             // [P] resident, immediate: the backward's gradients
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<Backend> backend_;                // --offload stream
   int optimizer_stream_ = -1;
   std::unique_ptr<StreamedModel> streamed_;
-  Update pending_;
+  Update pending_;                     // deferred: the update waiting for the next step
+  std::vector<Event> updated_;         // immediate, streamed: each stage's last update
+  std::vector<double> stage_sumsq_;    // this step's per-stage sums of squared gradients
   Batch batch_;
   std::vector<float> xt_, target_, noise_, pred_, dpred_;  // [B, C, F, H, W]
   std::vector<float> timesteps_;                            // [B] t * 1000
