@@ -2,6 +2,7 @@
 // checkpoints the last finished step and exits 130.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,8 @@
 #include "core/log.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "model/param_table.h"
+#include "runtime/host_state.h"
 #include "temp_dir.h"
 #include "train/trainer.h"
 
@@ -116,6 +119,28 @@ TEST(Faults, ImmediateScheduleSkipsOnlyTheStageWithNonFiniteGradients) {
     EXPECT_NE(bytes(a, "master.head.head.weight"), bytes(b, "master.head.head.weight")) << offload;
   }
   set_log_level(LogLevel::info);
+}
+
+}  // namespace ms::test
+
+namespace ms::test {
+
+TEST(Faults, HostAllocationFailureNamesTheBytes) {
+  const pid_t pid = fork();
+  if (pid == 0) {  // a child with 1 GiB of address space tries to hold wan2.1-1.3b's host state (25 GB)
+    struct rlimit limit {1ull << 30, 1ull << 30};
+    setrlimit(RLIMIT_AS, &limit);
+    try {
+      HostState host(ParamTable(preset_config("wan2.1-1.3b")), 0);
+    } catch (const Error& e) {
+      _exit(std::string(e.what()).find("bytes") != std::string::npos ? 0 : 2);
+    }
+    _exit(3);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace ms::test
