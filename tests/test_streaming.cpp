@@ -107,6 +107,7 @@ TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
       o.offload = "stream";
       o.prefetch = k;
       if (k == 2) o.device_memory = weights_f32 * 9 / 10;  // a budget smaller than the model's weights
+      o.offload_activations = k == 3;                       // checkpoints through host memory
       train(o);
       expect_same_checkpoint(resident.out, o.out);
       auto summary = nlohmann::json::parse(read_file(o.out + "/summary.json"));

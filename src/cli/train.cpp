@@ -46,6 +46,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--prefetch", opts->prefetch, "--offload stream: K weight slots (>= 2)")->capture_default_str();
   auto device_memory = std::make_shared<std::string>();
   cmd->add_option("--device-memory", *device_memory, "--offload stream: device arena budget, e.g. 16MiB, 80GiB");
+  cmd->add_flag("--offload-activations", opts->offload_activations,
+                "--offload stream: keep block-input checkpoints in host memory (3 staging slots on the device)");
   cmd->add_option("--link-gbps", opts->link_gbps, "--offload stream, CPU backend: emulated link GB/s (0: memcpy)")
       ->capture_default_str();
   cmd->add_option("--trace", opts->trace, "Write Chrome trace events (one track per stream) to this JSON file");

@@ -18,7 +18,7 @@ struct ModelWorkspace {
   BlockActs<T> block;
   BlockGrads<T> block_grads;
   HeadActs<T> head;
-  T* xs;       // [num_layers + 1, N, D] block inputs (checkpoints) and the head input
+  T* xs;       // [num_layers + 1 (or 3 staging slots), N, D] block inputs (checkpoints) and the head input
   T* dres;     // [N, D] gradient of the residual stream
   T* de;       // [B, D]
   T* de0;      // [B, 6, D]
@@ -26,13 +26,16 @@ struct ModelWorkspace {
   T* scratch;  // stem / head backward scratch
 };
 
+// checkpoint_slots: how many [N, D] block-input buffers xs holds on the device (num_layers + 1 when
+// every checkpoint stays there; 3 staging slots when they are offloaded to host memory).
 template <class T, class F>
-void visit_model_workspace(const ModelConfig& c, const ModelDims& d, ModelWorkspace<T>& ws, F&& f) {
+void visit_model_workspace(const ModelConfig& c, const ModelDims& d, ModelWorkspace<T>& ws, F&& f,
+                           int64_t checkpoint_slots = -1) {
   visit_stem_acts(c, d, ws.stem, f);
   visit_block_acts(c, d, ws.block, f);
   visit_block_grads(c, d, ws.block_grads, f);
   visit_head_acts(c, d, ws.head, f);
-  f((c.num_layers + 1) * d.N() * c.dim, ws.xs);
+  f((checkpoint_slots < 0 ? c.num_layers + 1 : checkpoint_slots) * d.N() * c.dim, ws.xs);
   f(d.N() * c.dim, ws.dres);
   f(d.B * c.dim, ws.de);
   f(d.B * 6 * c.dim, ws.de0);

@@ -15,6 +15,7 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
   ao.weight_bytes = backend.weight_bytes();
   ao.act_bytes = 4;  // activations are f32 on every backend today
   ao.grad_slots = 2;
+  ao.offload_activations = o.offload_activations;
   plan_ = plan_device(c, d, ao);
   if (o.device_budget > 0 && plan_.peak() > o.device_budget)
     MS_FAIL("the device arena needs ", format_bytes(double(plan_.peak())), " (weight slots ",
@@ -27,7 +28,9 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
   const int64_t stage = table_.max_stage_numel();
   for (int k = 0; k < o.prefetch; ++k, p += stage * 4) slots_.push_back(reinterpret_cast<float*>(p));
   for (int k = 0; k < 2; ++k, p += stage * 4) grad_slots_.push_back(reinterpret_cast<float*>(p));
-  auto visit = [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f); };
+  const int64_t slots = o.offload_activations ? 3 : -1;
+  auto visit = [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f, slots); };
+  if (o.offload_activations) host_checkpoints_ = AlignedBuffer<float>(size_t((c.num_layers + 1) * d.N() * c.dim));
   MS_CHECK(workspace_numel<ModelWorkspace<float>>(visit) * 4 == plan_.workspace(), "arena plan and layout disagree");
   ws_ = bind_workspace<ModelWorkspace<float>>(reinterpret_cast<float*>(p), visit);
   p += plan_.workspace();
@@ -45,6 +48,11 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
   t_ = take(d.B);
   MS_CHECK(p == arena_ + plan_.peak(), "arena carved ", p - arena_, " of ", plan_.peak(), " bytes");
   st_ = {be_.create_stream("compute"), be_.create_stream("h2d"), be_.create_stream("d2h")};
+}
+
+float* StreamedModel::checkpoint(int64_t k) const {
+  const int64_t ND = dims_.N() * cfg_.dim;
+  return ws_.xs + (opts_.offload_activations ? k % 3 : k) * ND;
 }
 
 StreamedModel::~StreamedModel() {
@@ -68,6 +76,9 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const
   for (int s = 0; s < S; ++s) uses.push_back(s);
   for (int s = S - 2; s >= 0; --s) uses.push_back(s);
   std::vector<Event> slot_free(uses.size()), grads_sent(uses.size());
+  const bool offload = opts_.offload_activations;
+  // offload: checkpoint k saved on the host; block b's backward done (index L: the head's)
+  std::vector<Event> saved(size_t(L + 1)), backward_done(size_t(L + 1));
   int backward_index = 0;
   for (size_t i = 0; i < uses.size(); ++i) {
     const int s = uses[i];
@@ -94,30 +105,36 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const
     if (info.kind == StageKind::stem && forward) {
       be_.launch(st_.compute, "stem", [=, this] {
         stem_forward(cfg_, dims_, bind_stem(cfg_, cw), xt_, t_, context_, ws_.stem);
-        std::copy(ws_.stem.x0, ws_.stem.x0 + ND, ws_.xs);
+        std::copy(ws_.stem.x0, ws_.stem.x0 + ND, checkpoint(0));
       });
     } else if (info.kind == StageKind::block && forward) {
       const int64_t b = info.block;
+      if (offload && b >= 2) be_.wait(st_.compute, saved[size_t(b - 2)]);  // staging slot of xs[b+1] drained
       be_.launch(st_.compute, "block", [=, this] {
-        block_forward(cfg_, dims_, b, bind_block(cfg_, cw), ws_.xs + b * ND, ws_.stem.e0, ws_.stem.ctx, ws_.block,
-                      ws_.xs + (b + 1) * ND);
+        block_forward(cfg_, dims_, b, bind_block(cfg_, cw), checkpoint(b), ws_.stem.e0, ws_.stem.ctx, ws_.block,
+                      checkpoint(b + 1));
       });
     } else if (info.kind == StageKind::head) {
       be_.launch(st_.compute, "head", [=, this] {
         std::fill(g, g + numel, 0.0f);
-        head_forward(cfg_, dims_, bind_head(cfg_, cw), ws_.xs + L * ND, ws_.stem.e, ws_.head, velocity_);
+        head_forward(cfg_, dims_, bind_head(cfg_, cw), checkpoint(L), ws_.stem.e, ws_.head, velocity_);
         loss_ = cpu::mse_loss(velocity_, target_, dvelocity_, video * cfg_.out_dim);
         std::fill(ws_.de, ws_.de + dims_.B * cfg_.dim, 0.0f);
         std::fill(ws_.de0, ws_.de0 + dims_.B * 6 * cfg_.dim, 0.0f);
         std::fill(ws_.dctx, ws_.dctx + dims_.B * dims_.Lt * cfg_.dim, 0.0f);
-        head_backward(cfg_, dims_, bind_head(cfg_, cw), ws_.xs + L * ND, ws_.head, dvelocity_, ws_.dres, ws_.de,
+        head_backward(cfg_, dims_, bind_head(cfg_, cw), checkpoint(L), ws_.head, dvelocity_, ws_.dres, ws_.de,
                       bind_head(cfg_, g), ws_.scratch);
       });
     } else if (info.kind == StageKind::block) {
       const int64_t b = info.block;
+      if (offload && b <= L - 3) {  // xs[b] comes back into its staging slot once block b+3 has read its own
+        be_.wait(st_.h2d, backward_done[size_t(b + 3)]);
+        be_.copy_h2d(st_.h2d, checkpoint(b), host_checkpoints_.data() + b * ND, size_t(ND) * 4, "checkpoint");
+        be_.wait(st_.compute, be_.record(st_.h2d));
+      }
       be_.launch(st_.compute, "block backward", [=, this] {
         std::fill(g, g + numel, 0.0f);
-        block_backward(cfg_, dims_, b, bind_block(cfg_, cw), ws_.xs + b * ND, ws_.stem.e0, ws_.stem.ctx, ws_.block,
+        block_backward(cfg_, dims_, b, bind_block(cfg_, cw), checkpoint(b), ws_.stem.e0, ws_.stem.ctx, ws_.block,
                        ws_.block_grads, ws_.dres, ws_.dres, ws_.de0, ws_.dctx, bind_block(cfg_, g));
       });
     } else {
@@ -128,6 +145,14 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const
       });
     }
     slot_free[i] = be_.record(st_.compute);
+    if (info.kind == StageKind::head) backward_done[size_t(L)] = slot_free[i];
+    if (info.kind == StageKind::block && !forward) backward_done[size_t(info.block)] = slot_free[i];
+    if (offload && forward && info.kind != StageKind::head) {  // send the checkpoint this use wrote to the host
+      const int64_t k = info.kind == StageKind::stem ? 0 : info.block + 1;
+      be_.wait(st_.d2h, slot_free[i]);
+      be_.copy_d2h(st_.d2h, host_checkpoints_.data() + k * ND, checkpoint(k), size_t(ND) * 4, "checkpoint");
+      saved[size_t(k)] = be_.record(st_.d2h);
+    }
     if (g) {
       const int j = backward_index - 1;
       float* host = route.buffer(j, s);

@@ -18,6 +18,7 @@ struct StreamOptions {
   int prefetch = 2;           // K weight slots (>= 2)
   int64_t device_budget = 0;  // bytes the arena may use; 0: no limit
   bool serialize = false;     // no overlap: every copy waits for the previous compute and vice versa (benchmarks)
+  bool offload_activations = false;  // block-input checkpoints in host memory, 3 staging slots on the device
 };
 
 // Where each backward use's gradients go on the host. Use j (0 = the head, then blocks L-1 .. 0, then
@@ -66,6 +67,9 @@ class StreamedModel {
   std::vector<float*> grad_slots_;  // 2 x [max stage] fp32 gradients
   ModelWorkspace<float> ws_;
   float *xt_, *target_, *velocity_, *dvelocity_, *context_, *t_;  // inputs [B, C, F, H, W], [B, Lt, td], [B]
+  AlignedBuffer<float> host_checkpoints_;  // offload_activations: [num_layers + 1, N, D] in host memory
+  // Device buffer of block input k: its own slot, or staging slot k mod 3 when offloaded.
+  float* checkpoint(int64_t k) const;
   double loss_ = 0;
 };
 

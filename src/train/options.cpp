@@ -27,8 +27,8 @@ void TrainOptions::validate() const {
   if (prefetch < 2) MS_FAIL("--prefetch ", prefetch, " is below 2: one weight slot computes while another loads");
   if (device_memory < 0) MS_FAIL("--device-memory must be >= 0");
   if (!(link_gbps >= 0)) MS_FAIL("--link-gbps must be >= 0 (0: unthrottled), got ", link_gbps);
-  if (offload == "none" && (device_memory > 0 || link_gbps > 0))
-    MS_FAIL("--device-memory and --link-gbps apply to --offload stream; add --offload stream");
+  if (offload == "none" && (device_memory > 0 || link_gbps > 0 || offload_activations))
+    MS_FAIL("--device-memory, --link-gbps and --offload-activations apply to --offload stream; add --offload stream");
   ms::validate(flow);
 }
 
@@ -64,6 +64,7 @@ nlohmann::json options_to_json(const TrainOptions& o) {
           {"optimizer_schedule", o.optimizer_schedule},
           {"prefetch", o.prefetch},
           {"device_memory", o.device_memory},
+          {"offload_activations", o.offload_activations},
           {"link_gbps", o.link_gbps},
           {"trace", o.trace},
           {"inject_nan_grad", o.inject_nan_grad},
@@ -99,6 +100,7 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.optimizer_schedule = j.at("optimizer_schedule");
   o.prefetch = j.at("prefetch");
   o.device_memory = j.at("device_memory");
+  o.offload_activations = j.at("offload_activations");
   o.link_gbps = j.at("link_gbps");
   o.trace = j.at("trace");
   o.inject_nan_grad = j.at("inject_nan_grad");

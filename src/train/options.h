@@ -28,6 +28,7 @@ struct TrainOptions {
   std::string optimizer_schedule = "deferred";  // deferred | immediate (DESIGN §5)
   int prefetch = 2;              // stream: K weight slots
   int64_t device_memory = 0;     // stream: arena budget in bytes (0: no limit)
+  bool offload_activations = false;  // stream: block-input checkpoints in host memory
   double link_gbps = 0;          // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
   std::string trace;             // Chrome trace JSON path ("" : none)
   bool serialize = false;        // stream: disable overlap (for `bench stream`)

@@ -74,7 +74,7 @@ class Run {
       backend_ = std::make_unique<CpuBackend>(opts.link_gbps, trace_.get());
       optimizer_stream_ = backend_->create_stream("optimizer");
       updated_.resize(table_.stages().size());
-      streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_, StreamOptions{opts.prefetch, opts.device_memory, opts.serialize});
+      streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_, StreamOptions{opts.prefetch, opts.device_memory, opts.serialize, opts.offload_activations});
     } else {
       resident_ = std::make_unique<ResidentModel<float>>(cfg, dims_);
       params_ = AlignedBuffer<float>(size_t(table_.total()));
