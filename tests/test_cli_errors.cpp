@@ -1,7 +1,6 @@
 // Bad input reaches the user as one clear error line and a non-zero exit, and damages nothing saved.
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -96,7 +95,8 @@ TEST(CliErrors, MalformedInputsFileAndOutputKeptIntact) {
 TEST(CliErrors, TruncatedWeights) {
   TempDir d;
   write_model_dir(d);
-  std::filesystem::resize_file(d.file("model.safetensors"), std::filesystem::file_size(d.file("model.safetensors")) - 7);
+  std::filesystem::resize_file(d.file("model.safetensors"),
+                               std::filesystem::file_size(d.file("model.safetensors")) - 7);
   write_inputs(d.file("in.safetensors"));
   expect_error(forward_in(d), "model.safetensors");
 }
@@ -154,8 +154,6 @@ TEST(CliErrors, UnwritableOutputDirectory) {
   expect_error(run_cli("train --steps 1 --frames 1 --height 8 --width 8 --out " + d.file("file") + "/run"), "run");
 }
 
-TEST(CliErrors, CudaBackendWithoutCuda) {
-  expect_error(run_cli("train --backend cuda --steps 1"), "cuda");
-}
+TEST(CliErrors, CudaBackendWithoutCuda) { expect_error(run_cli("train --backend cuda --steps 1"), "cuda"); }
 
 }  // namespace ms::test

@@ -9,9 +9,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli_util.h"
 #include "core/log.h"
@@ -21,6 +20,7 @@
 #include "runtime/host_state.h"
 #include "temp_dir.h"
 #include "train/trainer.h"
+#include "train_util.h"
 
 namespace ms::test {
 namespace {
@@ -36,16 +36,11 @@ int64_t count_lines(const std::string& path) {
 }  // namespace
 
 TEST(Faults, NanGradientsSkipTheStepAndLeaveTheStateUntouched) {
-  set_log_level(LogLevel::error);
+  QuietLogs quiet;
   for (const char* offload : {"none", "stream"}) {
     TempDir dir;
-    TrainOptions o;
-    o.frames = 1;
-    o.height = 8;
-    o.width = 8;
-    o.steps = 3;
+    TrainOptions o = small_run(dir.file("run"), 3);
     o.save_every = 1;
-    o.out = dir.file("run");
     o.offload = offload;
     o.inject_nan_grad = 2;
     TrainSummary s = train(o);
@@ -59,7 +54,6 @@ TEST(Faults, NanGradientsSkipTheStepAndLeaveTheStateUntouched) {
     for (int step = 1; std::getline(m, line); ++step)
       EXPECT_EQ(nlohmann::json::parse(line)["skipped"].get<bool>(), step == 2) << offload << " step " << step;
   }
-  set_log_level(LogLevel::info);
 }
 
 TEST(Faults, SigintCheckpointsTheLastStepAndExits130) {
@@ -69,8 +63,8 @@ TEST(Faults, SigintCheckpointsTheLastStepAndExits130) {
   if (pid == 0) {
     const int null = ::open("/dev/null", O_WRONLY);
     dup2(null, 2);
-    execl(MEGASLIDE_BINARY, "megaslide", "train", "--steps", "100000", "--frames", "1", "--height", "8", "--width",
-          "8", "--save-every", "0", "--out", out.c_str(), static_cast<char*>(nullptr));
+    execl(MEGASLIDE_BINARY, "megaslide", "train", "--steps", "100000", "--frames", "1", "--height", "8", "--width", "8",
+          "--save-every", "0", "--out", out.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   const std::string metrics = out + "/metrics.jsonl";
@@ -94,16 +88,11 @@ TEST(Faults, SigintCheckpointsTheLastStepAndExits130) {
 namespace ms::test {
 
 TEST(Faults, ImmediateScheduleSkipsOnlyTheStageWithNonFiniteGradients) {
-  set_log_level(LogLevel::error);
+  QuietLogs quiet;
   for (const char* offload : {"none", "stream"}) {
     TempDir dir;
-    TrainOptions o;
-    o.frames = 1;
-    o.height = 8;
-    o.width = 8;
-    o.steps = 2;
+    TrainOptions o = small_run(dir.file("run"), 2);
     o.save_every = 1;
-    o.out = dir.file("run");
     o.offload = offload;
     o.optimizer_schedule = "immediate";
     o.inject_nan_grad = 2;  // poisons the stem's gradients of step 2
@@ -118,7 +107,6 @@ TEST(Faults, ImmediateScheduleSkipsOnlyTheStageWithNonFiniteGradients) {
     EXPECT_EQ(bytes(a, "exp_avg.time_embedding.0.weight"), bytes(b, "exp_avg.time_embedding.0.weight")) << offload;
     EXPECT_NE(bytes(a, "master.head.head.weight"), bytes(b, "master.head.head.weight")) << offload;
   }
-  set_log_level(LogLevel::info);
 }
 
 }  // namespace ms::test
@@ -128,7 +116,9 @@ namespace ms::test {
 TEST(Faults, HostAllocationFailureNamesTheBytes) {
   const pid_t pid = fork();
   if (pid == 0) {  // a child with 1 GiB of address space tries to hold wan2.1-1.3b's host state (25 GB)
-    struct rlimit limit {1ull << 30, 1ull << 30};
+    struct rlimit limit {
+      1ull << 30, 1ull << 30
+    };
     setrlimit(RLIMIT_AS, &limit);
     try {
       HostState host(ParamTable(preset_config("wan2.1-1.3b")), 0);

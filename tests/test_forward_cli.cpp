@@ -1,6 +1,5 @@
 // `megaslide forward [--backward]` end to end against the independent float64 reference.
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -45,8 +44,9 @@ TEST(ForwardCli, MatchesReferenceAndGradientsMatchFloat64) {
                                                {"timestep", DType::f32, {B}, t.data()},
                                                {"context", DType::f32, {B, Lc, c.text_dim}, ctx.data()},
                                                {"grad_velocity", DType::f32, {B, c.out_dim, F, H, W}, dvel.data()}});
-  CliResult r = run_cli("forward --model " + d.file("w.safetensors") + " --config " + d.file("config.json") +
-                        " --inputs " + d.file("in.safetensors") + " --out " + d.file("out.safetensors") + " --backward");
+  CliResult r =
+      run_cli("forward --model " + d.file("w.safetensors") + " --config " + d.file("config.json") + " --inputs " +
+              d.file("in.safetensors") + " --out " + d.file("out.safetensors") + " --backward");
   ASSERT_EQ(r.code, 0) << r.output;
   SafetensorsFile out = SafetensorsFile::open(d.file("out.safetensors"));
   auto get = [&](const std::string& name) {

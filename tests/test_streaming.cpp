@@ -2,10 +2,9 @@
 #include <atomic>
 #include <filesystem>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "core/log.h"
 #include "io/atomic_file.h"
@@ -13,29 +12,10 @@
 #include "runtime/cpu_backend.h"
 #include "temp_dir.h"
 #include "train/trainer.h"
+#include "train_util.h"
 
 namespace ms::test {
 namespace {
-
-struct QuietLogs {
-  QuietLogs() { set_log_level(LogLevel::warn); }
-  ~QuietLogs() { set_log_level(LogLevel::info); }
-};
-
-// Few tokens (1 frame of 8x8: 16 per clip), so the arena is mostly weight slots and the budget
-// can be made smaller than the model's weights.
-TrainOptions tiny_run(const std::string& out, int64_t steps) {
-  TrainOptions o;
-  o.frames = 1;
-  o.height = 8;
-  o.width = 8;
-  o.steps = steps;
-  o.batch_size = 2;
-  o.save_every = 2;
-  o.out = out;
-  o.seed = 3;
-  return o;
-}
 
 void expect_same_checkpoint(const std::string& a, const std::string& b) {
   for (const char* f : {"model.safetensors", "optimizer.safetensors"})
@@ -84,6 +64,8 @@ TEST(CpuBackend, CopiesAndErrorsReachTheHost) {
   EXPECT_THROW(be.sync_all(), Error);
 }
 
+// small_run: 1 frame of 8x8 (16 tokens per clip), so the arena is mostly weight slots and the budget
+// can be made smaller than the model's weights.
 TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
   QuietLogs quiet;
   TempDir dir;
@@ -92,7 +74,7 @@ TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
   std::filesystem::create_directories(dir.file("model"));
   write_file_atomic(dir.file("model/config.json"), config_to_json(deep).dump());
   auto run = [&](const std::string& name, const std::string& schedule) {
-    TrainOptions o = tiny_run(dir.file(name + "-" + schedule), 4);
+    TrainOptions o = small_run(dir.file(name + "-" + schedule), 4);
     o.model = dir.file("model");
     o.optimizer_schedule = schedule;
     o.grad_clip = 0.05;  // small enough to clip: the clipping path is part of the comparison
@@ -107,7 +89,7 @@ TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
       o.offload = "stream";
       o.prefetch = k;
       if (k == 2) o.device_memory = weights_f32 * 9 / 10;  // a budget smaller than the model's weights
-      o.offload_activations = k == 3;                       // checkpoints through host memory
+      o.offload_activations = k == 3;                      // checkpoints through host memory
       train(o);
       expect_same_checkpoint(resident.out, o.out);
       auto summary = nlohmann::json::parse(read_file(o.out + "/summary.json"));
@@ -128,8 +110,8 @@ TEST(Streaming, ResumeOfAStreamedRunIsBitIdentical) {
   QuietLogs quiet;
   TempDir dir;
   for (const char* schedule : {"deferred", "immediate"}) {
-    TrainOptions a = tiny_run(dir.file(std::string("a-") + schedule), 4);
-    TrainOptions b = tiny_run(dir.file(std::string("b-") + schedule), 2);
+    TrainOptions a = small_run(dir.file(std::string("a-") + schedule), 4);
+    TrainOptions b = small_run(dir.file(std::string("b-") + schedule), 2);
     a.offload = b.offload = "stream";
     a.link_gbps = b.link_gbps = 50;
     a.optimizer_schedule = b.optimizer_schedule = schedule;
@@ -144,7 +126,7 @@ TEST(Streaming, ResumeOfAStreamedRunIsBitIdentical) {
 TEST(Streaming, BudgetTooSmallRefusesToStartAndNamesTheMinimum) {
   QuietLogs quiet;
   TempDir dir;
-  TrainOptions o = tiny_run(dir.file("run"), 1);
+  TrainOptions o = small_run(dir.file("run"), 1);
   o.offload = "stream";
   o.device_memory = 1 << 20;
   try {
@@ -159,7 +141,7 @@ TEST(Streaming, BudgetTooSmallRefusesToStartAndNamesTheMinimum) {
 TEST(Streaming, TraceHasOneTrackPerStream) {
   QuietLogs quiet;
   TempDir dir;
-  TrainOptions o = tiny_run(dir.file("run"), 2);
+  TrainOptions o = small_run(dir.file("run"), 2);
   o.offload = "stream";
   o.trace = dir.file("trace.json");
   train(o);
@@ -170,7 +152,8 @@ TEST(Streaming, TraceHasOneTrackPerStream) {
     if (e["ph"] == "X") spans.insert(e["name"].get<std::string>());
   }
   EXPECT_EQ(tracks, (std::set<std::string>{"compute", "h2d", "d2h", "optimizer"}));
-  for (const char* s : {"weights", "grads", "block", "block backward", "head", "adamw"}) EXPECT_TRUE(spans.count(s)) << s;
+  for (const char* s : {"weights", "grads", "block", "block backward", "head", "adamw"})
+    EXPECT_TRUE(spans.count(s)) << s;
 }
 
 }  // namespace ms::test

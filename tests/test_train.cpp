@@ -1,38 +1,22 @@
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/log.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "temp_dir.h"
 #include "train/trainer.h"
+#include "train_util.h"
 
 namespace ms::test {
 namespace {
 
-// A few seconds of training: tiny preset, 3 frames of 16x16 (L = 192 tokens per clip).
-TrainOptions small_run(const std::string& out, int64_t steps) {
-  TrainOptions o;
-  o.frames = 3;
-  o.height = 16;
-  o.width = 16;
-  o.steps = steps;
-  o.batch_size = 2;
-  o.save_every = 2;
-  o.out = out;
-  o.seed = 7;
-  return o;
-}
+// A few seconds of training: 3 frames of 16x16 (L = 192 tokens per clip).
+TrainOptions short_run(const std::string& out, int64_t steps) { return small_run(out, steps, 3, 16, 7); }
 
 std::string bytes_of(const std::string& path) { return read_file(path); }
-
-struct QuietLogs {
-  QuietLogs() { set_log_level(LogLevel::warn); }
-  ~QuietLogs() { set_log_level(LogLevel::info); }
-};
 
 }  // namespace
 
@@ -40,8 +24,8 @@ TEST(Train, ResumeIsBitIdenticalToAnUninterruptedRun) {
   QuietLogs quiet;
   TempDir dir;
   const std::string a = dir.file("a"), b = dir.file("b");
-  train(small_run(a, 4));
-  train(small_run(b, 2));
+  train(short_run(a, 4));
+  train(short_run(b, 2));
   resume(b, 4);
   for (const char* f : {"model.safetensors", "optimizer.safetensors"})
     EXPECT_EQ(bytes_of(a + "/step-00000004/" + f), bytes_of(b + "/step-00000004/" + f)) << f;
@@ -61,7 +45,7 @@ TEST(Train, CheckpointHoldsWanNamesAndTheStateLayout) {
   QuietLogs quiet;
   TempDir dir;
   const std::string out = dir.file("run");
-  train(small_run(out, 2));
+  train(short_run(out, 2));
   SafetensorsFile model = SafetensorsFile::open(out + "/latest/model.safetensors");
   const SafetensorsEntry* q = model.find("blocks.0.self_attn.q.weight");
   ASSERT_NE(q, nullptr);
@@ -80,7 +64,7 @@ TEST(Train, CheckpointHoldsWanNamesAndTheStateLayout) {
 TEST(Train, LossFallsOnSyntheticShapes) {
   QuietLogs quiet;
   TempDir dir;
-  TrainOptions o = small_run(dir.file("run"), 40);
+  TrainOptions o = short_run(dir.file("run"), 40);
   o.save_every = 0;
   TrainSummary s = train(o);
   EXPECT_EQ(s.steps_run, 40);
@@ -91,9 +75,9 @@ TEST(Train, RefusesToOverwriteAnExistingRun) {
   QuietLogs quiet;
   TempDir dir;
   const std::string out = dir.file("run");
-  train(small_run(out, 2));
+  train(short_run(out, 2));
   const std::string before = bytes_of(out + "/latest/model.safetensors");
-  EXPECT_THROW(train(small_run(out, 2)), Error);
+  EXPECT_THROW(train(short_run(out, 2)), Error);
   EXPECT_EQ(bytes_of(out + "/latest/model.safetensors"), before);
 }
 

@@ -1,15 +1,15 @@
 // `megaslide bench stream`: how well layer streaming hides the host link behind compute. The default
 // job runs streamed on the CPU backend with an emulated link, overlapped and serialised, once with
 // the link fast enough to be compute-bound and once slow enough to be transfer-bound.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <vector>
-
 #include <nlohmann/json.hpp>
-#include <unistd.h>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/log.h"
@@ -56,8 +56,10 @@ void bench_stream(const BenchStreamArgs& a) {
   const double compute = step_seconds(base);  // unthrottled link: memcpy, far faster than compute
   const double bytes = link_bytes(base);
   std::vector<double> rates;
-  if (a.link_gbps > 0) rates = {a.link_gbps};
-  else rates = {bytes / (0.5 * compute) / 1e9, bytes / (2.0 * compute) / 1e9};  // transfer = compute/2, = 2x compute
+  if (a.link_gbps > 0)
+    rates = {a.link_gbps};
+  else
+    rates = {bytes / (0.5 * compute) / 1e9, bytes / (2.0 * compute) / 1e9};  // transfer = compute/2, = 2x compute
   nlohmann::json runs = nlohmann::json::array();
   for (double gbps : rates) {
     TrainOptions o = base;
@@ -82,8 +84,8 @@ void bench_stream(const BenchStreamArgs& a) {
   }
   std::printf("bench stream: default job streamed on the CPU backend, K=%d, %.2f MB over the link per step\n",
               base.prefetch, bytes / 1e6);
-  std::printf("  %10s %8s %10s %10s %11s %11s %10s\n", "link GB/s", "bound", "compute s", "transfer s",
-              "overlapped", "serialised", "efficiency");
+  std::printf("  %10s %8s %10s %10s %11s %11s %10s\n", "link GB/s", "bound", "compute s", "transfer s", "overlapped",
+              "serialised", "efficiency");
   for (const auto& x : runs)
     std::printf("  %10.4f %8s %10.3f %10.3f %11.3f %11.3f %10.3f\n", x["link_gbps"].get<double>(),
                 x["bound"].get<std::string>().c_str(), x["compute_seconds"].get<double>(),
@@ -96,7 +98,8 @@ void bench_stream(const BenchStreamArgs& a) {
 
 void add_bench_stream(CLI::App& bench) {
   auto a = std::make_shared<BenchStreamArgs>();
-  CLI::App* cmd = bench.add_subcommand("stream", "Overlap of host-link transfers with compute in the streamed schedule");
+  CLI::App* cmd =
+      bench.add_subcommand("stream", "Overlap of host-link transfers with compute in the streamed schedule");
   cmd->add_option("--steps", a->steps, "Steps per measurement (the median step is reported)")->capture_default_str();
   cmd->add_option("--link-gbps", a->link_gbps, "Emulated link GB/s (default: one compute-bound, one transfer-bound)");
   cmd->add_flag("--json", a->json, "Print one JSON object");

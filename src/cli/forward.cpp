@@ -17,8 +17,8 @@ struct ForwardArgs {
   uint64_t seed = 0;
 };
 
-std::vector<float> read_input(const SafetensorsFile& f, const std::string& name, const Shape& want_prefix,
-                              size_t rank, Shape* shape) {
+std::vector<float> read_input(const SafetensorsFile& f, const std::string& name, const Shape& want_prefix, size_t rank,
+                              Shape* shape) {
   const SafetensorsEntry* e = f.find(name);
   if (!e) MS_FAIL(f.path(), ": input '", name, "' is missing");
   if (e->shape.size() != rank) MS_FAIL(f.path(), ": '", name, "' must have ", rank, " dims, got ", shape_str(e->shape));
@@ -58,7 +58,8 @@ void run_forward(const ForwardArgs& a) {
     dlat.resize(latents.size());
     dctx.resize(ctx.size());
     model.backward(params.data(), dvel.data(), grads.data(), dlat.data(), dctx.data());
-    for (const auto& p : table.params()) out.push_back({"grad." + p.name, DType::f32, p.shape, grads.data() + p.offset});
+    for (const auto& p : table.params())
+      out.push_back({"grad." + p.name, DType::f32, p.shape, grads.data() + p.offset});
     out.push_back({"grad.latents", DType::f32, ls, dlat.data()});
     out.push_back({"grad.context", DType::f32, cs, dctx.data()});
   }
@@ -79,7 +80,8 @@ void add_forward_command(CLI::App& app) {
       ->required();
   cmd->add_option("--out", a->out, "Output safetensors: velocity [B,out_dim,F,H,W] (+ grad.* with --backward)")
       ->required();
-  cmd->add_flag("--backward", a->backward, "Also back-propagate grad_velocity: grad.<param>, grad.latents, grad.context");
+  cmd->add_flag("--backward", a->backward,
+                "Also back-propagate grad_velocity: grad.<param>, grad.latents, grad.context");
   cmd->add_option("--seed", a->seed, "Initialisation seed when the model has no weights")->capture_default_str();
   add_backend_option(*cmd, a->backend);
   cmd->callback([a] {

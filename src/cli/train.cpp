@@ -57,7 +57,8 @@ void add_train_command(CLI::App& app) {
   cmd->callback([opts, resume_dir, backend, device_memory, cmd] {
     resolve_backend(*backend);
     if (!device_memory->empty()) opts->device_memory = parse_bytes(*device_memory, "--device-memory");
-    const TrainSummary s = resume_dir->empty() ? train(*opts) : resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0);
+    const TrainSummary s =
+        resume_dir->empty() ? train(*opts) : resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0);
     if (s.interrupted) throw CLI::RuntimeError(130);
   });
 }

@@ -23,7 +23,8 @@ void fsync_dir(const std::string& dir) {
 void write_file_atomic(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) MS_FAIL("cannot write '", path, "': ", std::strerror(errno), "; check the directory exists and is writable");
+  if (fd < 0)
+    MS_FAIL("cannot write '", path, "': ", std::strerror(errno), "; check the directory exists and is writable");
   size_t done = 0;
   while (done < content.size()) {
     ssize_t n = ::write(fd, content.data() + done, content.size() - done);

@@ -28,8 +28,8 @@ void head_forward(const ModelConfig& c, const ModelDims& d, const HeadW<const T*
 }
 
 template <class T>
-void head_backward(const ModelConfig& c, const ModelDims& d, const HeadW<const T*>& w, const T* x,
-                   const HeadActs<T>& a, const T* dout, T* dx, T* de, const HeadW<T*>& gw, T* scratch) {
+void head_backward(const ModelConfig& c, const ModelDims& d, const HeadW<const T*>& w, const T* x, const HeadActs<T>& a,
+                   const T* dout, T* dx, T* de, const HeadW<T*>& gw, T* scratch) {
   const int64_t N = d.N(), D = c.dim, Po = c.out_dim * c.patch_volume();
   T *dy = scratch, *dxm = dy + N * Po, *dln = dxm + N * D, *dhm = dln + N * D;
   cpu::unpatchify_backward(dout, dy, out_dims(c, d));
@@ -48,10 +48,10 @@ void head_backward(const ModelConfig& c, const ModelDims& d, const HeadW<const T
       }
 }
 
-#define MS_INSTANTIATE(T)                                                                                        \
+#define MS_INSTANTIATE(T)                                                                                         \
   template void head_forward<T>(const ModelConfig&, const ModelDims&, const HeadW<const T*>&, const T*, const T*, \
-                                const HeadActs<T>&, T*);                                                         \
-  template void head_backward<T>(const ModelConfig&, const ModelDims&, const HeadW<const T*>&, const T*,         \
+                                const HeadActs<T>&, T*);                                                          \
+  template void head_backward<T>(const ModelConfig&, const ModelDims&, const HeadW<const T*>&, const T*,          \
                                  const HeadActs<T>&, const T*, T*, T*, const HeadW<T*>&, T*);
 MS_INSTANTIATE(float)
 MS_INSTANTIATE(double)

@@ -34,8 +34,8 @@ void head_forward(const ModelConfig& c, const ModelDims& d, const HeadW<const T*
 // Inverts head_forward from dout [B, out_dim, F, H, W]: writes dx [B, L, D] (overwritten), accumulates
 // de [B, D] and the parameter grads. `scratch` holds N*(Po + 2*D) + B*2*D elements.
 template <class T>
-void head_backward(const ModelConfig& c, const ModelDims& d, const HeadW<const T*>& w, const T* x,
-                   const HeadActs<T>& a, const T* dout, T* dx, T* de, const HeadW<T*>& gw, T* scratch);
+void head_backward(const ModelConfig& c, const ModelDims& d, const HeadW<const T*>& w, const T* x, const HeadActs<T>& a,
+                   const T* dout, T* dx, T* de, const HeadW<T*>& gw, T* scratch);
 
 inline int64_t head_scratch_numel(const ModelConfig& c, const ModelDims& d) {
   return d.N() * (c.out_dim * c.patch_volume() + 2 * c.dim) + d.B * 2 * c.dim;

@@ -15,8 +15,8 @@ namespace {
 // The weights inside a model directory: ours (model.safetensors) first, then Wan's file names,
 // then every safetensors file.
 std::string weights_in_dir(const fs::path& dir) {
-  for (const char* name : {"model.safetensors", "diffusion_pytorch_model.safetensors.index.json",
-                           "diffusion_pytorch_model.safetensors"})
+  for (const char* name :
+       {"model.safetensors", "diffusion_pytorch_model.safetensors.index.json", "diffusion_pytorch_model.safetensors"})
     if (fs::exists(dir / name)) return (dir / name).string();
   return WeightFiles::has_weights(dir.string()) ? dir.string() : std::string();
 }
@@ -41,16 +41,14 @@ ModelSource resolve_model(const std::string& model, const std::string& config) {
   std::error_code ec;
   if (fs::is_directory(p, ec)) {
     const fs::path cfg = config.empty() ? p / "config.json" : fs::path(config);
-    if (!fs::exists(cfg))
-      MS_FAIL("model directory '", model, "' has no config.json; add one or pass --config");
+    if (!fs::exists(cfg)) MS_FAIL("model directory '", model, "' has no config.json; add one or pass --config");
     src.config = load_config(cfg.string());
     src.weights = weights_in_dir(p);
     src.description = model;
     return src;
   }
   if (fs::is_regular_file(p, ec)) {
-    if (config.empty())
-      MS_FAIL("--model '", model, "' is a weights file: pass its config with --config config.json");
+    if (config.empty()) MS_FAIL("--model '", model, "' is a weights file: pass its config with --config config.json");
     src.config = load_config(config);
     src.weights = model;
     src.description = model;
@@ -90,7 +88,8 @@ void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed,
   std::vector<std::string> unused;
   for (const auto& n : files.names())
     if (!table.find(n)) unused.push_back(n);
-  if (!unused.empty()) log_warn(src.weights, ": ", unused.size(), " tensors not used by the model: ", list_names(unused));
+  if (!unused.empty())
+    log_warn(src.weights, ": ", unused.size(), " tensors not used by the model: ", list_names(unused));
 }
 
 }  // namespace ms

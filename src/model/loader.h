@@ -11,8 +11,8 @@ namespace ms {
 
 struct ModelSource {
   ModelConfig config;
-  std::string description;   // for log lines: "preset tiny", "/path/model"
-  std::string weights;       // file, index json or directory holding weights; empty = initialise
+  std::string description;  // for log lines: "preset tiny", "/path/model"
+  std::string weights;      // file, index json or directory holding weights; empty = initialise
 };
 
 // model: preset name | directory | .safetensors file; config: config.json path (required with a

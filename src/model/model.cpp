@@ -39,8 +39,8 @@ void ResidentModel<T>::backward(const T* params, const T* dvelocity, T* grads, T
                    ws_.block, ws_.block_grads, ws_.dres, ws_.dres, ws_.de0, ws_.dctx,
                    bind_block(cfg_, grads + st[s].offset));
   }
-  stem_backward(cfg_, dims_, bind_stem(cfg_, params + st.front().offset), ws_.stem, ws_.dres, ws_.de, ws_.de0,
-                ws_.dctx, bind_stem(cfg_, grads + st.front().offset), dlatents, dcontext, ws_.scratch);
+  stem_backward(cfg_, dims_, bind_stem(cfg_, params + st.front().offset), ws_.stem, ws_.dres, ws_.de, ws_.de0, ws_.dctx,
+                bind_stem(cfg_, grads + st.front().offset), dlatents, dcontext, ws_.scratch);
 }
 
 template class ResidentModel<float>;

@@ -78,9 +78,9 @@ void stem_backward(const ModelConfig& c, const ModelDims& d, const StemW<const T
   if (dcontext) cpu::pad_context_backward(dpad, dcontext, B, d.Lc, d.Lt, c.text_dim);
 }
 
-#define MS_INSTANTIATE(T)                                                                                           \
-  template void stem_forward<T>(const ModelConfig&, const ModelDims&, const StemW<const T*>&, const T*, const T*,   \
-                                const T*, const StemActs<T>&);                                                      \
+#define MS_INSTANTIATE(T)                                                                                          \
+  template void stem_forward<T>(const ModelConfig&, const ModelDims&, const StemW<const T*>&, const T*, const T*,  \
+                                const T*, const StemActs<T>&);                                                     \
   template void stem_backward<T>(const ModelConfig&, const ModelDims&, const StemW<const T*>&, const StemActs<T>&, \
                                  const T*, T*, const T*, const T*, const StemW<T*>&, T*, T*, T*);
 MS_INSTANTIATE(float)

@@ -11,14 +11,14 @@ namespace ms {
 // N = B*L tokens, D = dim, Pv = in_dim*pt*ph*pw, Nt = B*Lt context rows.
 template <class T>
 struct StemActs {
-  T* patches;          // [N, Pv] patchified latents
-  T* x0;               // [N, D] block-0 input
-  T *sin, *t_a0, *t_s0;  // [B, freq_dim], [B, D] time_embedding.0 output, SiLU of it
-  T* e;                // [B, D] time embedding
-  T* e_silu;           // [B, D] SiLU(e): input of time_projection.1
-  T* e0;               // [B, 6, D] block modulation input
+  T* patches;                  // [N, Pv] patchified latents
+  T* x0;                       // [N, D] block-0 input
+  T *sin, *t_a0, *t_s0;        // [B, freq_dim], [B, D] time_embedding.0 output, SiLU of it
+  T* e;                        // [B, D] time embedding
+  T* e_silu;                   // [B, D] SiLU(e): input of time_projection.1
+  T* e0;                       // [B, 6, D] block modulation input
   T *ctx_pad, *ctx_h, *ctx_g;  // [Nt, text_dim], [Nt, D] text_embedding.0 output, GELU of it
-  T* ctx;              // [Nt, D] embedded context for cross-attention
+  T* ctx;                      // [Nt, D] embedded context for cross-attention
 };
 
 template <class T, class F>

@@ -36,10 +36,10 @@ class Backend {
   virtual void upload_weights(int stream, void* slot, const uint16_t* bf16, int64_t n, const char* name) = 0;
   virtual int weight_bytes() const = 0;
 
-  virtual Event record(int stream) = 0;         // an event for everything enqueued so far
-  virtual void wait(int stream, Event e) = 0;   // later work on `stream` starts after e
-  virtual void sync(Event e) = 0;               // the host blocks until e
-  virtual void sync_all() = 0;                  // the host blocks until every stream is idle
+  virtual Event record(int stream) = 0;        // an event for everything enqueued so far
+  virtual void wait(int stream, Event e) = 0;  // later work on `stream` starts after e
+  virtual void sync(Event e) = 0;              // the host blocks until e
+  virtual void sync_all() = 0;                 // the host blocks until every stream is idle
 };
 
 }  // namespace ms

@@ -84,7 +84,8 @@ Event CpuBackend::record(int stream) {
 void CpuBackend::wait(int stream, Event e) {
   if (e.stream < 0 || e.stream == stream) return;  // a stream is already ordered with itself
   Stream* other = streams_[size_t(e.stream)].get();
-  enqueue(stream, {"wait", [this, other, e] {
+  enqueue(stream, {"wait",
+                   [this, other, e] {
                      std::unique_lock<std::mutex> lock(mutex_);
                      cv_.wait(lock, [&] { return other->done >= e.seq || error_; });
                    },

@@ -20,8 +20,8 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
   if (o.device_budget > 0 && plan_.peak() > o.device_budget)
     MS_FAIL("the device arena needs ", format_bytes(double(plan_.peak())), " (weight slots ",
             format_bytes(double(plan_.weight_slots)), ", activations ", format_bytes(double(plan_.workspace())),
-            ") but --device-memory is ", format_bytes(double(o.device_budget)), "; pass --device-memory ",
-            plan_.peak(), " or more, or use fewer frames, a smaller batch or --prefetch 2");
+            ") but --device-memory is ", format_bytes(double(o.device_budget)), "; pass --device-memory ", plan_.peak(),
+            " or more, or use fewer frames, a smaller batch or --prefetch 2");
   MS_CHECK(backend.weight_bytes() == 4, "the streamed model computes in f32 weights");
   arena_ = static_cast<char*>(be_.alloc_device(size_t(plan_.peak())));
   char* p = arena_;
@@ -61,8 +61,7 @@ StreamedModel::~StreamedModel() {
 }
 
 void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const float* t, const float* context,
-                                 const float* target, const GradRoute& route,
-                                 const std::function<Event(int)>& ready) {
+                                 const float* target, const GradRoute& route, const std::function<Event(int)>& ready) {
   const auto& stages = table_.stages();
   const int S = int(stages.size()), K = opts_.prefetch, L = int(cfg_.num_layers);
   const int64_t ND = dims_.N() * cfg_.dim, video = dims_.B * dims_.F * dims_.H * dims_.W;

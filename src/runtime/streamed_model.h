@@ -42,8 +42,8 @@ class StreamedModel {
   // target, runs forward, MSE loss and backward, and sends every stage's gradients along `route`.
   // Stage s's weights are uploaded from weights [P] (bf16, host) after the event ready(s) (its optimizer
   // update). Enqueues everything and returns; the loss is valid after finish().
-  void enqueue_step(const uint16_t* weights, const float* xt, const float* t, const float* context,
-                    const float* target, const GradRoute& route, const std::function<Event(int)>& ready);
+  void enqueue_step(const uint16_t* weights, const float* xt, const float* t, const float* context, const float* target,
+                    const GradRoute& route, const std::function<Event(int)>& ready);
   // Waits for the step and returns its loss.
   double finish();
 

@@ -33,9 +33,8 @@ HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> to_bf16(DF df, hn::Vec<DF> x) {
 
 // One vector of Lanes(df) elements at the given pointers, in adamw.h's op order.
 template <class DF>
-HWY_INLINE void update_vector(DF df, const AdamWScalars& s, const float* HWY_RESTRICT grad,
-                              float* HWY_RESTRICT master, float* HWY_RESTRICT m, float* HWY_RESTRICT v,
-                              uint16_t* HWY_RESTRICT weights) {
+HWY_INLINE void update_vector(DF df, const AdamWScalars& s, const float* HWY_RESTRICT grad, float* HWY_RESTRICT master,
+                              float* HWY_RESTRICT m, float* HWY_RESTRICT v, uint16_t* HWY_RESTRICT weights) {
   using hn::Add, hn::Div, hn::Mul, hn::Set, hn::Sub;
   const auto g = Mul(hn::LoadU(df, grad), Set(df, s.grad_scale));
   const auto p = Mul(hn::LoadU(df, master), Set(df, s.decay));
@@ -50,8 +49,8 @@ HWY_INLINE void update_vector(DF df, const AdamWScalars& s, const float* HWY_RES
 }
 
 // Updates elements [0, n) of the given arrays.
-void AdamWSpan(const AdamWScalars s, const float* HWY_RESTRICT grad, float* HWY_RESTRICT master,
-               float* HWY_RESTRICT m, float* HWY_RESTRICT v, uint16_t* HWY_RESTRICT weights, size_t n) {
+void AdamWSpan(const AdamWScalars s, const float* HWY_RESTRICT grad, float* HWY_RESTRICT master, float* HWY_RESTRICT m,
+               float* HWY_RESTRICT v, uint16_t* HWY_RESTRICT weights, size_t n) {
   const hn::ScalableTag<float> df;
   const size_t lanes = hn::Lanes(df);
   size_t i = 0;
@@ -90,7 +89,8 @@ void adamw_update(const AdamWConfig& c, double lr, int64_t t, float grad_scale, 
   const AdamWScalars s = adamw_scalars(c, lr, t, grad_scale);
   parallel_for((n + kChunk - 1) / kChunk, [&](int64_t chunk) {
     const int64_t b = chunk * kChunk;
-    HWY_DYNAMIC_DISPATCH(AdamWSpan)(s, grad + b, master + b, m + b, v + b, weights + b, size_t(std::min(kChunk, n - b)));
+    HWY_DYNAMIC_DISPATCH(AdamWSpan)
+    (s, grad + b, master + b, m + b, v + b, weights + b, size_t(std::min(kChunk, n - b)));
   });
 }
 

@@ -35,7 +35,8 @@ std::string save_checkpoint(const std::string& out, const ModelConfig& config, c
   try {
     std::vector<TensorRef> model, optim;
     const float* pools[] = {host.master.data(), host.exp_avg.data(), host.exp_avg_sq.data()};
-    for (const auto& p : table.params()) model.push_back({p.name, DType::bf16, p.shape, host.weights.data() + p.offset});
+    for (const auto& p : table.params())
+      model.push_back({p.name, DType::bf16, p.shape, host.weights.data() + p.offset});
     for (int k = 0; k < 3; ++k)
       for (const auto& p : table.params())
         optim.push_back({std::string(kPools[k]) + "." + p.name, DType::f32, p.shape, pools[k] + p.offset});

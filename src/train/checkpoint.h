@@ -4,9 +4,8 @@
 // written into a temporary directory, fsynced and renamed, so a crash never leaves a broken latest.
 #pragma once
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "model/config.h"
 #include "model/param_table.h"

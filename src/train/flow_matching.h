@@ -8,8 +8,8 @@
 namespace ms {
 
 struct FlowConfig {
-  std::string sampling = "uniform";  // uniform | logit_normal | shift
-  double shift = 3.0;                // shift: t' = s t / (1 + (s - 1) t), t uniform (Wan / SD3)
+  std::string sampling = "uniform";          // uniform | logit_normal | shift
+  double shift = 3.0;                        // shift: t' = s t / (1 + (s - 1) t), t uniform (Wan / SD3)
   double logit_mean = 0.0, logit_std = 1.0;  // logit_normal: t = sigmoid(N(mean, std))
 };
 

@@ -1,7 +1,6 @@
 #include "train/options.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -32,9 +31,7 @@ void TrainOptions::validate() const {
   ms::validate(flow);
 }
 
-double TrainOptions::lr_at(int64_t t) const {
-  return warmup > 0 ? lr * std::min(1.0, double(t) / double(warmup)) : lr;
-}
+double TrainOptions::lr_at(int64_t t) const { return warmup > 0 ? lr * std::min(1.0, double(t) / double(warmup)) : lr; }
 
 nlohmann::json options_to_json(const TrainOptions& o) {
   return {{"model", o.model},

@@ -1,9 +1,8 @@
 // Options of `megaslide train`; saved in trainer.json so that --resume continues the same run.
 #pragma once
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "train/adamw.h"
 #include "train/flow_matching.h"
@@ -24,15 +23,15 @@ struct TrainOptions {
   std::string out = "runs/default";
   int64_t save_every = 100, log_every = 10;
   // runtime (DESIGN §5)
-  std::string offload = "none";  // none: every stage resident (the reference) | stream: layer streaming
+  std::string offload = "none";                 // none: every stage resident (the reference) | stream: layer streaming
   std::string optimizer_schedule = "deferred";  // deferred | immediate (DESIGN §5)
-  int prefetch = 2;              // stream: K weight slots
-  int64_t device_memory = 0;     // stream: arena budget in bytes (0: no limit)
-  bool offload_activations = false;  // stream: block-input checkpoints in host memory
-  double link_gbps = 0;          // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
-  std::string trace;             // Chrome trace JSON path ("" : none)
-  bool serialize = false;        // stream: disable overlap (for `bench stream`)
-  int64_t inject_nan_grad = 0;   // testing aid: poison this step's gradients with a NaN (0: never)
+  int prefetch = 2;                             // stream: K weight slots
+  int64_t device_memory = 0;                    // stream: arena budget in bytes (0: no limit)
+  bool offload_activations = false;             // stream: block-input checkpoints in host memory
+  double link_gbps = 0;         // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
+  std::string trace;            // Chrome trace JSON path ("" : none)
+  bool serialize = false;       // stream: disable overlap (for `bench stream`)
+  int64_t inject_nan_grad = 0;  // testing aid: poison this step's gradients with a NaN (0: never)
 
   // Throws ms::Error naming the bad value.
   void validate() const;

@@ -10,7 +10,10 @@
 namespace ms {
 
 Progress::Progress(int64_t first_step, int64_t last_step, int64_t log_every)
-    : first_(first_step), last_(last_step), log_every_(log_every), tty_(::isatty(2)),
+    : first_(first_step),
+      last_(last_step),
+      log_every_(log_every),
+      tty_(::isatty(2)),
       start_(std::chrono::steady_clock::now()) {}
 
 void Progress::update(int64_t step, double loss, double tokens_per_second) {

@@ -9,7 +9,6 @@
 #include <fstream>
 #include <limits>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -74,7 +73,9 @@ class Run {
       backend_ = std::make_unique<CpuBackend>(opts.link_gbps, trace_.get());
       optimizer_stream_ = backend_->create_stream("optimizer");
       updated_.resize(table_.stages().size());
-      streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_, StreamOptions{opts.prefetch, opts.device_memory, opts.serialize, opts.offload_activations});
+      streamed_ = std::make_unique<StreamedModel>(
+          cfg, dims_, *backend_,
+          StreamOptions{opts.prefetch, opts.device_memory, opts.serialize, opts.offload_activations});
     } else {
       resident_ = std::make_unique<ResidentModel<float>>(cfg, dims_);
       params_ = AlignedBuffer<float>(size_t(table_.total()));
@@ -100,22 +101,21 @@ class Run {
     if (ec || !fs::is_directory(out))
       MS_FAIL("cannot create run directory '", opts_.out, "': ", ec ? ec.message() : "not a directory");
     trim_metrics(state.step);
-    write_file_atomic((out / "summary.json").string(),
-                      nlohmann::json{{"param_count", table_.total()},
-                                     {"weights_bytes", table_.total() * 2},
-                                     {"host_state_bytes", host_.bytes()},
-                                     {"device_budget_bytes", opts_.device_memory},
-                                     {"device_arena_bytes", device_peak_bytes()},
-                                     {"prefetch", opts_.prefetch},
-                                     {"offload", opts_.offload},
-                                     {"backend", "cpu"}}
-                              .dump(2) +
-                          "\n");
+    write_file_atomic((out / "summary.json").string(), nlohmann::json{{"param_count", table_.total()},
+                                                                      {"weights_bytes", table_.total() * 2},
+                                                                      {"host_state_bytes", host_.bytes()},
+                                                                      {"device_budget_bytes", opts_.device_memory},
+                                                                      {"device_arena_bytes", device_peak_bytes()},
+                                                                      {"prefetch", opts_.prefetch},
+                                                                      {"offload", opts_.offload},
+                                                                      {"backend", "cpu"}}
+                                                               .dump(2) +
+                                                           "\n");
     std::ofstream metrics(out / "metrics.jsonl", std::ios::app);
     if (!metrics) MS_FAIL("cannot write '", (out / "metrics.jsonl").string(), "'; check the run directory is writable");
-    log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ",
-             dims_.N(), " tokens per step (", dims_.B, " x ", dims_.L, "); host state ", host_.bytes() >> 20,
-             " MiB; ", num_threads(), " threads");
+    log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ", dims_.N(),
+             " tokens per step (", dims_.B, " x ", dims_.L, "); host state ", host_.bytes() >> 20, " MiB; ",
+             num_threads(), " threads");
     Rng rng(state.rng_state);
     Progress progress(state.step, opts_.steps, opts_.log_every);
     TrainSummary sum;
@@ -153,10 +153,14 @@ class Run {
       state.rng_state = rng.state();
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double tps = double(dims_.N()) / secs;
-      metrics << nlohmann::json{{"step", t},           {"loss", loss},
-                                {"lr", opts_.lr_at(t)}, {"grad_norm", norm},
-                                {"seconds", secs},      {"tokens_per_second", tps},
-                                {"device_peak_bytes", device_peak_bytes()}, {"skipped", !finite}}
+      metrics << nlohmann::json{{"step", t},
+                                {"loss", loss},
+                                {"lr", opts_.lr_at(t)},
+                                {"grad_norm", norm},
+                                {"seconds", secs},
+                                {"tokens_per_second", tps},
+                                {"device_peak_bytes", device_peak_bytes()},
+                                {"skipped", !finite}}
                      .dump()
               << "\n";
       metrics.flush();
@@ -172,7 +176,8 @@ class Run {
     if (g_interrupted) {
       sum.interrupted = true;
       apply_pending();
-      if (state.step > 0 && saved_step != state.step) save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_));
+      if (state.step > 0 && saved_step != state.step)
+        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_));
       log_warn("interrupted after step ", state.step, "; checkpoint saved; continue with --resume ", opts_.out);
     }
     if (trace_) {
@@ -261,8 +266,8 @@ class Run {
                       consumed[size_t(j)] = updated_[size_t(s)] = backend_->record(optimizer_stream_);
                     }};
     std::vector<Event> ready = updated_;  // this step's uploads wait for the previous step's updates
-    streamed_->enqueue_step(host_.weights.data(), xt_.data(), timesteps_.data(), batch_.context.data(),
-                            target_.data(), route, [&](int s) { return ready[size_t(s)]; });
+    streamed_->enqueue_step(host_.weights.data(), xt_.data(), timesteps_.data(), batch_.context.data(), target_.data(),
+                            route, [&](int s) { return ready[size_t(s)]; });
     return streamed_->finish();
   }
 
@@ -292,9 +297,9 @@ class Run {
   // AdamW on one stage's span of every pool, from that stage's gradients.
   void update_stage(size_t s, const float* grads, const Update& u) {
     const StageInfo& st = table_.stages()[s];
-    adamw_update(opts_.adamw, opts_.lr_at(u.step), u.step, u.scale, grads,
-                 host_.master.data() + st.offset, host_.exp_avg.data() + st.offset,
-                 host_.exp_avg_sq.data() + st.offset, host_.weights.data() + st.offset, st.numel);
+    adamw_update(opts_.adamw, opts_.lr_at(u.step), u.step, u.scale, grads, host_.master.data() + st.offset,
+                 host_.exp_avg.data() + st.offset, host_.exp_avg_sq.data() + st.offset,
+                 host_.weights.data() + st.offset, st.numel);
   }
 
   // Applies the pending update to every stage now (before a checkpoint, and in the resident schedule).
@@ -333,15 +338,15 @@ class Run {
   AlignedBuffer<float> params_;                     // [P] resident: f32 copy of the working weights
   AlignedBuffer<float> resident_grads_;             // [P] resident, immediate: the backward's gradients
   std::unique_ptr<Trace> trace_;
-  std::unique_ptr<Backend> backend_;                // --offload stream
+  std::unique_ptr<Backend> backend_;  // --offload stream
   int optimizer_stream_ = -1;
   std::unique_ptr<StreamedModel> streamed_;
-  Update pending_;                     // deferred: the update waiting for the next step
-  std::vector<Event> updated_;         // immediate, streamed: each stage's last update
-  std::vector<double> stage_sumsq_;    // this step's per-stage sums of squared gradients
+  Update pending_;                   // deferred: the update waiting for the next step
+  std::vector<Event> updated_;       // immediate, streamed: each stage's last update
+  std::vector<double> stage_sumsq_;  // this step's per-stage sums of squared gradients
   Batch batch_;
   std::vector<float> xt_, target_, noise_, pred_, dpred_;  // [B, C, F, H, W]
-  std::vector<float> timesteps_;                            // [B] t * 1000
+  std::vector<float> timesteps_;                           // [B] t * 1000
 };
 
 }  // namespace
