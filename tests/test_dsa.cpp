@@ -161,7 +161,7 @@ TEST(Dsa, FloatMatchesDouble) {
   EXPECT_LT(rel_l2(f.doff, d.doff), kF32Tol);
 }
 
-// Bitwise identical run to run and for any thread count.
+// Bitwise identical run to run and for any thread count (large enough for threads: see min_parallel_for_work).
 TEST(Dsa, DeterministicAcrossRunsAndThreadCounts) {
   DsaInputs in({{2, 4, 5, 6, 4, 8}, {{3, 3, 3}, 2}}, 700);
   in.off = randn(in.off.size(), 705, 1.5);

@@ -14,6 +14,11 @@ packages=(
   libbenchmark-dev         # micro-benchmarks
 )
 
+# --sanitizers: what the asan / tsan / fuzz presets need as well (clang, libFuzzer, clang's OpenMP).
+if [ "${1:-}" = "--sanitizers" ]; then
+  packages+=(clang libclang-rt-14-dev libomp-14-dev)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/ceilings.h"
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/parallel.h"
@@ -60,7 +61,20 @@ struct Row {
   int64_t t, h, w, tokens;
   double fwd_ms, bwd_ms;
   int64_t extra_bytes;  // peak RSS during forward + backward over the RSS with every tensor allocated; -1 unknown
+  double flops;         // model FLOPs of forward + backward (model_flops)
 };
+
+// Forward + backward FLOPs counted like dense attention's GEMMs (2 in the forward, 5 in the backward, 2*d each per
+// query-key pair): 14 * L * nh * d * keys, keys per query = L (dense), kt*kh*kw (window; border cells are smaller),
+// the valid slots (dsa_fixed), 8 x the valid slots (dsa: each trilinear corner costs what a key costs).
+double model_flops(const std::string& type, const cpu::VideoAttentionDims& d) {
+  const double slots = double(std::min(kWindow[0], d.T) * std::min(kWindow[1], d.H) * std::min(kWindow[2], d.W));
+  const double keys = type == "dense"    ? double(d.L())
+                      : type == "window" ? double(kWindow[0] * kWindow[1] * kWindow[2])
+                      : type == "dsa"    ? 8 * slots
+                                         : slots;
+  return 14.0 * double(d.L() * d.nh * d.d) * keys;
+}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -112,11 +126,12 @@ Row run_one(const std::string& type, const int64_t grid[3], const BenchAttention
   }
   const int64_t hwm = proc_status_bytes("VmHWM:");
   const int64_t extra = peak && base >= 0 && hwm >= 0 ? std::max<int64_t>(0, hwm - base) : -1;
-  return {type, grid[0], grid[1], grid[2], d.L(), fwd, bwd, extra};
+  return {type, grid[0], grid[1], grid[2], d.L(), fwd, bwd, extra, model_flops(type, d)};
 }
 
 void bench_attention(const BenchAttentionArgs& a) {
   if (a.heads <= 0 || a.head_dim <= 0) MS_FAIL("bench attention: --heads and --head-dim must be positive");
+  const double sgemm = measure_sgemm_rate(2048);
   std::vector<Row> rows;
   std::vector<std::string> notes;
   for (const auto& g : kGrids) {
@@ -149,6 +164,7 @@ void bench_attention(const BenchAttentionArgs& a) {
                      {"threads", num_threads()},
                      {"repeat", a.repeat},
                      {"window_shifted", true},
+                     {"sgemm_flops_per_second", sgemm},
                      {"rows", nlohmann::json::array()},
                      {"scaling", scaling},
                      {"notes", notes}};
@@ -158,7 +174,9 @@ void bench_attention(const BenchAttentionArgs& a) {
                            {"tokens", r.tokens},
                            {"forward_ms", r.fwd_ms},
                            {"backward_ms", r.bwd_ms},
-                           {"extra_bytes", r.extra_bytes}});
+                           {"extra_bytes", r.extra_bytes},
+                           {"model_flops", r.flops},
+                           {"fraction_of_sgemm", r.flops / ((r.fwd_ms + r.bwd_ms) * 1e-3) / sgemm}});
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -168,13 +186,16 @@ void bench_attention(const BenchAttentionArgs& a) {
       static_cast<long long>(a.heads), static_cast<long long>(a.head_dim), static_cast<long long>(kWindow[0]),
       static_cast<long long>(kWindow[1]), static_cast<long long>(kWindow[2]), num_threads(),
       static_cast<long long>(a.repeat), a.budget_s);
-  std::printf("  %-9s %-10s %7s %10s %10s %10s %10s\n", "type", "grid", "tokens", "fwd ms", "bwd ms", "total ms",
-              "extra MiB");
+  std::printf("  sgemm ceiling %.1f GFLOP/s (2048^3, same run); GFLOP/s counts model FLOPs (see model_flops)\n",
+              sgemm / 1e9);
+  std::printf("  %-9s %-10s %7s %10s %10s %10s %10s %9s %9s\n", "type", "grid", "tokens", "fwd ms", "bwd ms",
+              "total ms", "extra MiB", "GFLOP/s", "of sgemm");
   for (const auto& r : rows) {
     const std::string grid = cat(r.t, "x", r.h, "x", r.w);
-    std::printf("  %-9s %-10s %7lld %10.1f %10.1f %10.1f %10.2f\n", r.type.c_str(), grid.c_str(),
+    const double rate = r.flops / ((r.fwd_ms + r.bwd_ms) * 1e-3);
+    std::printf("  %-9s %-10s %7lld %10.1f %10.1f %10.1f %10.2f %9.2f %9.3f\n", r.type.c_str(), grid.c_str(),
                 static_cast<long long>(r.tokens), r.fwd_ms, r.bwd_ms, r.fwd_ms + r.bwd_ms,
-                r.extra_bytes < 0 ? -1.0 : double(r.extra_bytes) / (1 << 20));
+                r.extra_bytes < 0 ? -1.0 : double(r.extra_bytes) / (1 << 20), rate / 1e9, rate / sgemm);
   }
   std::printf("  time(8N)/time(N) (64 = quadratic, 8 = linear):\n");
   for (const auto& s : scaling)

@@ -18,4 +18,8 @@ void parallel_for(int64_t n, F&& fn, int64_t min_parallel = 2) {
   for (int64_t i = 0; i < n; ++i) fn(i);
 }
 
+// The min_parallel for parallel_for over `tasks` tasks that together do about `work` multiply-adds: below a
+// million, waking threads costs more than it saves (far more on a loaded machine), so they run on the caller.
+inline int64_t min_parallel_for_work(int64_t tasks, double work) { return work < 1e6 ? tasks + 1 : 2; }
+
 }  // namespace ms

@@ -150,12 +150,13 @@ void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T
   const int64_t L = dims.L(), nh = dims.nh, d = dims.d, P = a.P(), G = a.groups, hpg = nh / G;
   const int64_t ntiles = (L + kTileQ - 1) / kTileQ;
   const T scale = T(1) / std::sqrt(T(d));
-  parallel_for(dims.B * ntiles, [&](int64_t task) {
+  const double work = double(dims.B * L * nh * d) * double(geo.valid()) * (offsets ? 16 : 2);  // 8 or 1 corners
+  auto tile = [&](int64_t task) {  // queries [l0, l1) of sample b, all heads
     const int64_t b = task / ntiles, l0 = (task % ntiles) * kTileQ, l1 = std::min(L, l0 + kTileQ);
     std::vector<Sample<T>> smp(geo.valid());  // valid samples of one (query, group) [nv]
     std::vector<T> s(geo.valid());            // scores, then exp(score - max) [nv]
     for (int64_t l = l0; l < l1; ++l) {
-      const int64_t row = b * L + l;  // query token row in [B*L]
+      const int64_t row = b * L + l;  // query row in [B*L]
       for (int64_t g = 0; g < G; ++g) {
         const int64_t nv = geo.samples(l, offsets ? offsets + (row * G + g) * P * 3 : nullptr, false, smp.data());
         for (int64_t n = g * hpg; n < (g + 1) * hpg; ++n) {
@@ -163,25 +164,26 @@ void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T
           const T* kb = k + (b * L * nh + n) * d;  // row tok of this head at kb + tok * nh * d
           const T* vb = v + (b * L * nh + n) * d;
           T mx = -std::numeric_limits<T>::infinity();
-          for (int64_t i = 0; i < nv; ++i) {
+          for (int64_t j = 0; j < nv; ++j) {
             T acc = 0;
-            for (int c = 0; c < smp[i].n; ++c) acc += smp[i].w[c] * dot(qr, kb + smp[i].tok[c] * nh * d, d);
-            s[i] = acc * scale;
-            mx = std::max(mx, s[i]);
+            for (int c = 0; c < smp[j].n; ++c) acc += smp[j].w[c] * dot(qr, kb + smp[j].tok[c] * nh * d, d);
+            s[j] = acc * scale;
+            mx = std::max(mx, s[j]);
           }
           T sum = 0;
-          for (int64_t i = 0; i < nv; ++i) sum += (s[i] = std::exp(s[i] - mx));
+          for (int64_t j = 0; j < nv; ++j) sum += (s[j] = std::exp(s[j] - mx));
           T* o = out + (row * nh + n) * d;  // [d]
           std::fill(o, o + d, T(0));
-          for (int64_t i = 0; i < nv; ++i) {
-            const T p = s[i] / sum;  // probability of sample i
-            for (int c = 0; c < smp[i].n; ++c) axpy(p * smp[i].w[c], vb + smp[i].tok[c] * nh * d, o, d);
+          for (int64_t j = 0; j < nv; ++j) {
+            const T p = s[j] / sum;  // probability of sample j
+            for (int c = 0; c < smp[j].n; ++c) axpy(p * smp[j].w[c], vb + smp[j].tok[c] * nh * d, o, d);
           }
           lse[(b * nh + n) * L + l] = mx + std::log(sum);
         }
       }
     }
-  });
+  };
+  parallel_for(dims.B * ntiles, tile, min_parallel_for_work(dims.B * ntiles, work));
 }
 
 template <class T>
@@ -192,16 +194,15 @@ void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T*
   const int64_t B = dims.B, L = dims.L(), nh = dims.nh, d = dims.d, P = a.P(), G = a.groups, hpg = nh / G;
   const bool want_grad = doffsets != nullptr;
   const T scale = T(1) / std::sqrt(T(d));
-  // Queries per parallel pass: all without offset gradients, else as many as kScratch holds (at least one). Depends
-  // on the shapes only, so results do not depend on the thread count.
+  // Queries per pass: all without offset gradients, else as many as kScratch holds (at least one).
   const int64_t chunk = want_grad ? std::clamp<int64_t>(kScratch / (B * nh * P * 3), 1, L) : L;
   // Per-head position gradients of one chunk of queries [B, chunk, nh, P, 3], summed over each group's heads
-  // after the chunk's parallel pass.
+  // after the chunk's pass.
   std::vector<T> dpos(want_grad ? size_t(B * chunk * nh * P * 3) : 0);
   for (int64_t c0 = 0; c0 < L; c0 += chunk) {
     const int64_t c1 = std::min(L, c0 + chunk);
-    // One task per (sample, head): it alone writes dk, dv of that head, in query order.
-    parallel_for(B * nh, [&](int64_t task) {
+    // Queries [c0, c1) of one (sample, head), in order: this task alone writes dk, dv of that head.
+    auto head = [&](int64_t task) {
       const int64_t b = task / nh, n = task % nh, g = n / hpg;
       std::vector<Sample<T>> smp(geo.valid());    // [nv]
       const int64_t base = (b * L * nh + n) * d;  // row tok of this head at base + tok * nh * d
@@ -214,8 +215,8 @@ void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T*
         const T delta = dot(dor, out + (row * nh + n) * d, d), lse_l = lse[(b * nh + n) * L + l];
         T* dp_l = want_grad ? dpos.data() + ((b * chunk + l - c0) * nh + n) * P * 3 : nullptr;  // [P, 3]
         if (dp_l) std::fill(dp_l, dp_l + P * 3, T(0));
-        for (int64_t i = 0; i < nv; ++i) {
-          const Sample<T>& sm = smp[i];
+        for (int64_t j = 0; j < nv; ++j) {
+          const Sample<T>& sm = smp[j];
           T qk[8], dov[8], s = 0, dp = 0;  // corner dot products q.k_c, dout.v_c
           for (int c = 0; c < sm.n; ++c) {
             dot2(qr, k + base + sm.tok[c] * nh * d, dor, v + base + sm.tok[c] * nh * d, d, &qk[c], &dov[c]);
@@ -236,19 +237,22 @@ void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T*
           }
         }
       }
-    });
+    };
+    const double work = double(B * (c1 - c0) * nh * d) * double(geo.valid()) * (want_grad ? 40 : 5);
+    parallel_for(B * nh, head, min_parallel_for_work(B * nh, work));
     if (!want_grad) continue;
-    parallel_for(B * (c1 - c0), [&](int64_t task) {
+    auto reduce = [&](int64_t task) {  // doffsets of one query += the sum of its group's heads, in head order
       const int64_t b = task / (c1 - c0), l = c0 + task % (c1 - c0);
       const T* src = dpos.data() + (b * chunk + l - c0) * nh * P * 3;  // [nh, P, 3]
       T* dst = doffsets + (b * L + l) * G * P * 3;                     // [G, P, 3]
       for (int64_t g = 0; g < G; ++g)
-        for (int64_t i = 0; i < P * 3; ++i) {
+        for (int64_t e = 0; e < P * 3; ++e) {
           T acc = 0;
-          for (int64_t r = 0; r < hpg; ++r) acc += src[(g * hpg + r) * P * 3 + i];
-          dst[g * P * 3 + i] += acc;
+          for (int64_t r = 0; r < hpg; ++r) acc += src[(g * hpg + r) * P * 3 + e];
+          dst[g * P * 3 + e] += acc;
         }
-    });
+    };
+    parallel_for(B * (c1 - c0), reduce, min_parallel_for_work(B * (c1 - c0), double(B * (c1 - c0) * nh * P * 3)));
   }
 }
 
@@ -260,7 +264,7 @@ void dsa_offsets_forward(const T* raw, T* offsets, const std::array<double, 3>& 
         for (int64_t i = 0; i < M * 3; ++i)
           offsets[n * M * 3 + i] = T(range[size_t(i % 3)]) * std::tanh(raw[n * M * 3 + i]);
       },
-      64);
+      min_parallel_for_work(N, 20.0 * double(N * M * 3)));  // tanh: ~20 multiply-adds
 }
 
 template <class T>
@@ -274,7 +278,7 @@ void dsa_offsets_backward(const T* raw, const T* doffsets, T* draw, const std::a
           draw[n * M * 3 + i] = doffsets[n * M * 3 + i] * T(range[size_t(i % 3)]) * (T(1) - t * t);
         }
       },
-      64);
+      min_parallel_for_work(N, 20.0 * double(N * M * 3)));
 }
 
 #define MS_INSTANTIATE(T)                                                                                             \

@@ -39,7 +39,7 @@ void dwconv3d_forward(const T* x, const T* w, const T* b, T* y, int64_t B, int64
           for (int64_t c = 0; c < C; ++c) yr[c] += w[c * 27 + tap] * xr[c];
         });
       },
-      16);
+      min_parallel_for_work(B * L, 27.0 * double(B * L * C)));
 }
 
 template <class T>
@@ -57,25 +57,28 @@ void dwconv3d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db,
             for (int64_t c = 0; c < C; ++c) dxr[c] += w[c * 27 + tap] * dyr[c];
           });
         },
-        16);
+        min_parallel_for_work(B * L, 27.0 * double(B * L * C)));
   const int64_t nblocks = (C + kChannelBlock - 1) / kChannelBlock;
-  parallel_for(nblocks, [&](int64_t blk) {
-    const int64_t c0 = blk * kChannelBlock, nc = std::min(kChannelBlock, C - c0);
-    T acc_w[kChannelBlock * 27] = {}, acc_b[kChannelBlock] = {};  // [nc, 27], [nc]
-    for (int64_t row = 0; row < B * L; ++row) {
-      const int64_t s = row / L, l = row % L, t = l / (H * W), h = (l / W) % H, ww = l % W;
-      const T* dyr = dy + row * C + c0;  // [nc]
-      for (int64_t c = 0; c < nc; ++c) acc_b[c] += dyr[c];
-      for_each_tap(t, h, ww, Tn, H, W, 1, [&](int64_t tap, int64_t nb) {
-        const T* xr = x + (s * L + nb) * C + c0;
-        for (int64_t c = 0; c < nc; ++c) acc_w[c * 27 + tap] += dyr[c] * xr[c];
-      });
-    }
-    for (int64_t c = 0; c < nc; ++c) {
-      for (int64_t tap = 0; tap < 27; ++tap) dw[(c0 + c) * 27 + tap] += acc_w[c * 27 + tap];
-      if (db) db[c0 + c] += acc_b[c];
-    }
-  });
+  parallel_for(
+      nblocks,
+      [&](int64_t blk) {
+        const int64_t c0 = blk * kChannelBlock, nc = std::min(kChannelBlock, C - c0);
+        T acc_w[kChannelBlock * 27] = {}, acc_b[kChannelBlock] = {};  // [nc, 27], [nc]
+        for (int64_t row = 0; row < B * L; ++row) {
+          const int64_t s = row / L, l = row % L, t = l / (H * W), h = (l / W) % H, ww = l % W;
+          const T* dyr = dy + row * C + c0;  // [nc]
+          for (int64_t c = 0; c < nc; ++c) acc_b[c] += dyr[c];
+          for_each_tap(t, h, ww, Tn, H, W, 1, [&](int64_t tap, int64_t nb) {
+            const T* xr = x + (s * L + nb) * C + c0;
+            for (int64_t c = 0; c < nc; ++c) acc_w[c * 27 + tap] += dyr[c] * xr[c];
+          });
+        }
+        for (int64_t c = 0; c < nc; ++c) {
+          for (int64_t tap = 0; tap < 27; ++tap) dw[(c0 + c) * 27 + tap] += acc_w[c * 27 + tap];
+          if (db) db[c0 + c] += acc_b[c];
+        }
+      },
+      min_parallel_for_work(nblocks, 27.0 * double(B * L * C)));
 }
 
 #define MS_INSTANTIATE(T)                                                                                           \

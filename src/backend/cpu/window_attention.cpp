@@ -27,15 +27,19 @@ template <class F>
 void for_each_cell(const VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted, F&& fn) {
   const AxisCells ct(d.T, window[0], shifted), ch(d.H, window[1], shifted), cw(d.W, window[2], shifted);
   const int64_t ncells = ct.n * ch.n * cw.n;
-  parallel_for(d.B * ncells, [&](int64_t task) {
-    const int64_t b = task / ncells, cell = task % ncells;
-    const int64_t mt = cell / (ch.n * cw.n), mh = (cell / cw.n) % ch.n, mw = cell % cw.n;
-    std::vector<int64_t> toks;  // [n]
-    for (int64_t t = ct.begin(mt); t < ct.end(mt); ++t)
-      for (int64_t h = ch.begin(mh); h < ch.end(mh); ++h)
-        for (int64_t w = cw.begin(mw); w < cw.end(mw); ++w) toks.push_back((t * d.H + h) * d.W + w);
-    fn(b, toks.data(), int64_t(toks.size()));
-  });
+  const double work = 4.0 * double(d.B * d.L() * d.nh * d.d) * double(ct.k * ch.k * cw.k);  // ~4 GEMMs per cell
+  parallel_for(
+      d.B * ncells,
+      [&](int64_t task) {
+        const int64_t b = task / ncells, cell = task % ncells;
+        const int64_t mt = cell / (ch.n * cw.n), mh = (cell / cw.n) % ch.n, mw = cell % cw.n;
+        std::vector<int64_t> toks;  // [n]
+        for (int64_t t = ct.begin(mt); t < ct.end(mt); ++t)
+          for (int64_t h = ch.begin(mh); h < ch.end(mh); ++h)
+            for (int64_t w = cw.begin(mw); w < cw.end(mw); ++w) toks.push_back((t * d.H + h) * d.W + w);
+        fn(b, toks.data(), int64_t(toks.size()));
+      },
+      min_parallel_for_work(d.B * ncells, work));
 }
 
 // dst [n, ld] = rows toks of src [L, ld] (one batch sample).
