@@ -1,13 +1,12 @@
 // CPU AdamW: the SIMD kernel on every Highway target equals the scalar reference bit for bit; the
 // reference follows torch.optim.AdamW (float64 closed form); `megaslide op adamw` end to end.
+#include <hwy/targets.h>
 #include <omp.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
-
-#include <hwy/targets.h>
 
 #include "cli_util.h"
 #include "core/dtype.h"
@@ -95,17 +94,18 @@ float from_bits(uint32_t u) {
 TEST(AdamW, Bf16RoundsToNearestEvenAndKeepsNaNs) {
   // lr = 0 leaves master unchanged, so the weights are bf16 of these values.
   const std::vector<std::pair<uint32_t, uint16_t>> cases = {
-      {0x3f808000, 0x3f80},  // tie, even below: down
-      {0x3f818000, 0x3f82},  // tie, odd below: up
-      {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80}, {0xbf818000, 0xbf82},
-      {0x7f7fffff, 0x7f80},  // FLT_MAX rounds to +Inf
+      {0x3f808000, 0x3f80},                                                                    // tie, even below: down
+      {0x3f818000, 0x3f82},                                                                    // tie, odd below: up
+      {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80}, {0xbf818000, 0xbf82}, {0x7f7fffff, 0x7f80},  // FLT_MAX rounds to +Inf
       {0x7f800000, 0x7f80}, {0xff800000, 0xff80}, {0x00000001, 0x0000}, {0x80000000, 0x8000},
       {0x7fc00000, 0x7fc0},  // quiet NaN
       {0x7f800001, 0x7fc0},  // signalling NaN, quieted by the update's multiply
       {0x7fffffff, 0x7fff},  // NaN whose rounding would carry into the sign: kept NaN
       {0xffffffff, 0xffff}};
   const size_t reps = 3;  // 42 elements: full vectors and a partial one on every target
-  State s0{{}, std::vector<float>(cases.size() * reps, 0.0f), std::vector<float>(cases.size() * reps, 0.0f),
+  State s0{{},
+           std::vector<float>(cases.size() * reps, 0.0f),
+           std::vector<float>(cases.size() * reps, 0.0f),
            std::vector<uint16_t>(cases.size() * reps, 0)};
   for (size_t r = 0; r < reps; ++r)
     for (const auto& [bits, bf16] : cases) s0.master.push_back(from_bits(bits));
@@ -114,7 +114,8 @@ TEST(AdamW, Bf16RoundsToNearestEvenAndKeepsNaNs) {
     State s = s0;
     update(true, AdamWConfig{}, 0.0, 1, 1.0f, grad, s);
     for (size_t i = 0; i < s.weights.size(); ++i)
-      EXPECT_EQ(s.weights[i], cases[i % cases.size()].second) << "master bits " << std::hex << cases[i % cases.size()].first;
+      EXPECT_EQ(s.weights[i], cases[i % cases.size()].second)
+          << "master bits " << std::hex << cases[i % cases.size()].first;
   });
 }
 
@@ -148,7 +149,9 @@ TEST(AdamW, MatchesFloat64ClosedFormOverThreeSteps) {
   const std::vector<std::vector<double>> grads = {
       {0.1, -2.0, 0.3, 1e-4, 5.0}, {0.2, -1.5, -0.3, 2e-4, 4.0}, {-0.05, -1.0, 0.25, 3e-4, 6.0}};
   std::vector<double> p = p0, m(p0.size(), 0.0), v(p0.size(), 0.0);
-  State s{{p0.begin(), p0.end()}, std::vector<float>(p0.size(), 0.0f), std::vector<float>(p0.size(), 0.0f),
+  State s{{p0.begin(), p0.end()},
+          std::vector<float>(p0.size(), 0.0f),
+          std::vector<float>(p0.size(), 0.0f),
           std::vector<uint16_t>(p0.size(), 0)};
   for (int t = 1; t <= 3; ++t) {
     const auto& g = grads[size_t(t - 1)];

@@ -53,7 +53,7 @@ void op_adamw(const OpAdamWArgs& a) {
   const SafetensorsEntry &g = input(f, "grad", &p), &m = input(f, "exp_avg", &p), &v = input(f, "exp_avg_sq", &p);
   std::vector<float> param = values(p), exp_avg = values(m), exp_avg_sq = values(v);  // [p.shape]
   const std::vector<float> grad = values(g);                                          // [p.shape]
-  std::vector<uint16_t> param_bf16(param.size());                                    // [p.shape]
+  std::vector<uint16_t> param_bf16(param.size());                                     // [p.shape]
   adamw_update(a.adamw, a.lr, a.step, 1.0f, grad.data(), param.data(), exp_avg.data(), exp_avg_sq.data(),
                param_bf16.data(), int64_t(param.size()));
   write_safetensors(a.out, {{"param", DType::f32, p.shape, param.data()},

@@ -1,6 +1,8 @@
 #include "model/config.h"
 
 #include <fstream>
+#include <limits>
+#include <type_traits>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -54,8 +56,35 @@ void ModelConfig::validate() const {
 namespace {
 
 template <class T>
+struct is_std_array : std::false_type {};
+template <class U, size_t N>
+struct is_std_array<std::array<U, N>> : std::true_type {};
+
+// Whether v holds a T exactly: integers must be JSON integers within int64 (a float such as 9.6e20 would
+// convert with undefined behaviour), arrays must have the right length.
+template <class T>
+bool representable(const nlohmann::json& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v.is_boolean();
+  } else if constexpr (std::is_integral_v<T>) {
+    return v.is_number_integer() &&
+           (!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return v.is_number();
+  } else if constexpr (is_std_array<T>::value) {
+    if (!v.is_array() || v.size() != std::tuple_size_v<T>) return false;
+    for (const auto& e : v)
+      if (!representable<typename T::value_type>(e)) return false;
+    return true;
+  } else {
+    return v.is_string();
+  }
+}
+
+template <class T>
 T get(const nlohmann::json& j, const char* key, const std::string& source, T fallback) {
   if (!j.contains(key)) return fallback;
+  if (!representable<T>(j.at(key))) MS_FAIL(source, ": '", key, "' has the wrong type or size (", j.at(key).dump(), ")");
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
