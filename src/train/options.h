@@ -14,7 +14,7 @@ struct TrainOptions {
   std::string config;          // config.json (with a weights file, or to override)
   std::string data = "synthetic";
   int64_t frames = 6, height = 24, width = 24;  // pixels (pixel-space models) or latents
-  int64_t steps = 300, batch_size = 2;
+  int64_t steps = 150, batch_size = 2;
   double lr = 2e-3, grad_clip = 1.0;
   int64_t warmup = 20;
   AdamWConfig adamw;
