@@ -94,14 +94,21 @@ float from_bits(uint32_t u) {
 TEST(AdamW, Bf16RoundsToNearestEvenAndKeepsNaNs) {
   // lr = 0 leaves master unchanged, so the weights are bf16 of these values.
   const std::vector<std::pair<uint32_t, uint16_t>> cases = {
-      {0x3f808000, 0x3f80},                                                                    // tie, even below: down
-      {0x3f818000, 0x3f82},                                                                    // tie, odd below: up
-      {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80}, {0xbf818000, 0xbf82}, {0x7f7fffff, 0x7f80},  // FLT_MAX rounds to +Inf
-      {0x7f800000, 0x7f80}, {0xff800000, 0xff80}, {0x00000001, 0x0000}, {0x80000000, 0x8000},
+      {0x3f808000, 0x3f80},  // tie, even below: down
+      {0x3f818000, 0x3f82},  // tie, odd below: up
+      {0x3f808001, 0x3f81},  // above the tie
+      {0x3f807fff, 0x3f80},  // below the tie
+      {0xbf818000, 0xbf82},  // negative tie, odd below: away from zero
+      {0x7f7fffff, 0x7f80},  // FLT_MAX rounds to +Inf
+      {0x7f800000, 0x7f80},  // +Inf
+      {0xff800000, 0xff80},  // -Inf
+      {0x00000001, 0x0000},  // smallest subnormal
+      {0x80000000, 0x8000},  // -0
       {0x7fc00000, 0x7fc0},  // quiet NaN
       {0x7f800001, 0x7fc0},  // signalling NaN, quieted by the update's multiply
       {0x7fffffff, 0x7fff},  // NaN whose rounding would carry into the sign: kept NaN
-      {0xffffffff, 0xffff}};
+      {0xffffffff, 0xffff},  // negative NaN
+  };
   const size_t reps = 3;  // 42 elements: full vectors and a partial one on every target
   State s0{{},
            std::vector<float>(cases.size() * reps, 0.0f),

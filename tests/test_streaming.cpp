@@ -93,7 +93,9 @@ TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
       train(o);
       expect_same_checkpoint(resident.out, o.out);
       auto summary = nlohmann::json::parse(read_file(o.out + "/summary.json"));
-      if (k == 2) EXPECT_LT(summary["device_arena_bytes"].get<int64_t>(), weights_f32);  // holds less than the model
+      if (k == 2) {
+        EXPECT_LT(summary["device_arena_bytes"].get<int64_t>(), weights_f32);  // holds less than the model
+      }
     }
   }
   // the immediate schedule keeps two stage-sized gradient buffers instead of a full pool

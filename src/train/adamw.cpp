@@ -14,7 +14,7 @@ namespace ms {
 AdamWScalars adamw_scalars(const AdamWConfig& c, double lr, int64_t t, float grad_scale) {
   const double bc1 = 1.0 - std::pow(c.beta1, double(t)), bc2 = 1.0 - std::pow(c.beta2, double(t));
   return {grad_scale,           float(1.0 - lr * c.weight_decay), float(c.beta1),  float(1.0 - c.beta1), float(c.beta2),
-          float(1.0 - c.beta2), float(1.0 / std::sqrt(bc2)),      float(lr / bc1), float(c.eps)};
+          float(1.0 - c.beta2), float(std::sqrt(bc2)),      float(lr / bc1), float(c.eps)};
 }
 
 void adamw_update_reference(const AdamWConfig& c, double lr, int64_t t, float grad_scale, const float* grad,
@@ -25,7 +25,7 @@ void adamw_update_reference(const AdamWConfig& c, double lr, int64_t t, float gr
     const float p = master[i] * s.decay;
     m[i] = s.b1 * m[i] + s.c1 * g;
     v[i] = s.b2 * v[i] + s.c2 * g * g;
-    const float d = std::sqrt(v[i]) * s.rsqrt_bc2 + s.eps;
+    const float d = std::sqrt(v[i]) / s.sqrt_bc2 + s.eps;
     master[i] = p - s.step_size * m[i] / d;
     weights[i] = f32_to_bf16(master[i]);
   }

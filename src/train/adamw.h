@@ -9,14 +9,12 @@
 //   p  = master * decay                     decay = 1 - lr * weight_decay     (torch: param.mul_)
 //   m' = (b1 * m) + (c1 * g)                c1 = 1 - b1
 //   v' = (b2 * v) + ((c2 * g) * g)          c2 = 1 - b2                       (torch: addcmul_)
-//   d  = (sqrt(v') * rsqrt_bc2) + eps       rsqrt_bc2 = 1 / sqrt(1 - b2^t)    (torch: sqrt(v') / sqrt(bc2))
+//   d  = (sqrt(v') / sqrt_bc2) + eps        sqrt_bc2 = sqrt(1 - b2^t)
 //   p' = p - ((step_size * m') / d)         step_size = lr / (1 - b1^t)       (torch: addcdiv_)
 //   weights = bf16(p')                      round to nearest even, NaN kept quiet (f32_to_bf16)
 // The per-step constants are computed in double and rounded to float once (AdamWScalars), as torch
-// does with its Python-float scalars. The result matches torch to float32 rounding: torch's lerp for m'
-// and its division by sqrt(bc2) differ from the above by rounding only. Multiplying by rsqrt_bc2 leaves
-// one division and one square root per element, which keeps the pass memory-bound: the divider is the
-// busiest unit (two divisions ran at ~0.6 of the memory ceiling on 2 AVX-512 cores).
+// does with its Python-float scalars. This is torch's single-tensor AdamW op for op except for m', which
+// torch computes as a lerp (m + c1 * (g - m)); that differs by rounding only.
 #pragma once
 #include <cstdint>
 
@@ -28,7 +26,7 @@ struct AdamWConfig {
 
 // The float constants of one update (see the op order above).
 struct AdamWScalars {
-  float grad_scale, decay, b1, c1, b2, c2, rsqrt_bc2, step_size, eps;
+  float grad_scale, decay, b1, c1, b2, c2, sqrt_bc2, step_size, eps;
 };
 
 // Constants for the 1-based step t at learning rate lr; grad_scale multiplies every gradient

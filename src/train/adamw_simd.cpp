@@ -40,7 +40,7 @@ HWY_INLINE void update_vector(DF df, const AdamWScalars& s, const float* HWY_RES
   const auto p = Mul(hn::LoadU(df, master), Set(df, s.decay));
   const auto m1 = Add(Mul(Set(df, s.b1), hn::LoadU(df, m)), Mul(Set(df, s.c1), g));
   const auto v1 = Add(Mul(Set(df, s.b2), hn::LoadU(df, v)), Mul(Mul(Set(df, s.c2), g), g));
-  const auto d = Add(Mul(hn::Sqrt(v1), Set(df, s.rsqrt_bc2)), Set(df, s.eps));
+  const auto d = Add(Div(hn::Sqrt(v1), Set(df, s.sqrt_bc2)), Set(df, s.eps));
   const auto p1 = Sub(p, Div(Mul(Set(df, s.step_size), m1), d));
   hn::StoreU(m1, df, m);
   hn::StoreU(v1, df, v);
@@ -48,7 +48,8 @@ HWY_INLINE void update_vector(DF df, const AdamWScalars& s, const float* HWY_RES
   hn::StoreU(to_bf16(df, p1), hn::Rebind<uint16_t, DF>(), weights);
 }
 
-// Updates elements [0, n) of the given arrays.
+// Updates elements [0, n) of the given arrays. s by value: its constants stay in registers instead of being
+// reloaded after every store.
 void AdamWSpan(const AdamWScalars s, const float* HWY_RESTRICT grad, float* HWY_RESTRICT master, float* HWY_RESTRICT m,
                float* HWY_RESTRICT v, uint16_t* HWY_RESTRICT weights, size_t n) {
   const hn::ScalableTag<float> df;
@@ -57,7 +58,7 @@ void AdamWSpan(const AdamWScalars s, const float* HWY_RESTRICT grad, float* HWY_
   for (; i + lanes <= n; i += lanes) update_vector(df, s, grad + i, master + i, m + i, v + i, weights + i);
   const size_t rest = n - i;
   if (rest == 0) return;
-  // The last partial vector goes through the same code on zero-padded copies [lanes].
+  // The last partial vector goes through the same code on zero-padded copies [kMaxLanes >= lanes].
   constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
   float tg[kMaxLanes] = {}, tp[kMaxLanes] = {}, tm[kMaxLanes] = {}, tv[kMaxLanes] = {};
   uint16_t tw[kMaxLanes];
@@ -89,8 +90,8 @@ void adamw_update(const AdamWConfig& c, double lr, int64_t t, float grad_scale, 
   const AdamWScalars s = adamw_scalars(c, lr, t, grad_scale);
   parallel_for((n + kChunk - 1) / kChunk, [&](int64_t chunk) {
     const int64_t b = chunk * kChunk;
-    HWY_DYNAMIC_DISPATCH(AdamWSpan)
-    (s, grad + b, master + b, m + b, v + b, weights + b, size_t(std::min(kChunk, n - b)));
+    const size_t count = size_t(std::min(kChunk, n - b));
+    HWY_DYNAMIC_DISPATCH(AdamWSpan)(s, grad + b, master + b, m + b, v + b, weights + b, count);
   });
 }
 
