@@ -9,16 +9,7 @@ namespace {
 
 // Two blocks so that block 1 shifts its windows; G = 1 < 2 heads for dsa; windows not dividing the 3 x 3 x 4 grid.
 ModelConfig attention_config(const std::string& type) {
-  ModelConfig c;
-  c.dim = 24;
-  c.ffn_dim = 37;
-  c.num_heads = 2;
-  c.num_layers = 2;
-  c.in_dim = 3;
-  c.out_dim = 5;
-  c.text_len = 7;
-  c.text_dim = 11;
-  c.freq_dim = 10;
+  ModelConfig c = small_config();
   c.attention.type = type;
   c.attention.window = type == "window" ? std::array<int64_t, 3>{2, 2, 3} : std::array<int64_t, 3>{2, 3, 2};
   c.attention.shift = true;
