@@ -1,17 +1,28 @@
-#include "ops/dsa.h"
+// The DSA kernels are plain C++ loops compiled once per SIMD target by Highway's foreach_target (the target's
+// instruction set applies to everything between HWY_BEFORE_NAMESPACE and HWY_AFTER_NAMESPACE, so the head-dim
+// loops auto-vectorise to AVX-512 / AVX2 / SSE4 / NEON) and dispatched at run time; the generic x86-64 build
+// alone would only use SSE2.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/dsa.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
 #include "core/parallel.h"
+#include "ops/dsa.h"
 
-namespace ms::cpu {
+HWY_BEFORE_NAMESPACE();
+namespace ms::cpu::HWY_NAMESPACE {
 namespace {
 
 constexpr int64_t kTileQ = 16;         // forward: queries per task
+constexpr int64_t kColumn = 16;        // query order: width of the column blocks the grid is walked in
 constexpr int64_t kScratch = 1 << 20;  // backward: position-gradient scratch elements (sets the queries per pass)
 
 template <class T>
@@ -83,7 +94,7 @@ struct Sample {
   int n;           // corners, 1..8
   int64_t tok[8];  // corner token index within the sample's grid
   T w[8];          // interpolation weight
-  T dw[8][3];      // d w / d offset per axis (zero on clamped axes)
+  T dw[8][3];      // d w / d offset per axis (zero on clamped axes); filled only when gradients are wanted
 };
 
 // The fixed part of the geometry: extents, window sizes and clipped window sizes k' = min(k, E).
@@ -98,6 +109,17 @@ struct Geometry {
   }
 
   size_t valid() const { return size_t(kc[0] * kc[1] * kc[2]); }  // valid slots per query, nv
+
+  // Query order: the grid is cut into column blocks kColumn tokens wide (the last may be narrower) and walked
+  // block by block, (t, h, w) inside each, so that the K/V rows which consecutive queries reach (a few frames x
+  // rows x a block's width plus the halo) stay in cache however wide the video. Returns the token of the m-th
+  // query, m in [0, L).
+  int64_t query(int64_t m) const {
+    const int64_t cb = std::min(kColumn, ext[2]), rows = ext[0] * ext[1], full = ext[2] / cb;
+    const int64_t block = std::min(m / (rows * cb), full), width = block < full ? cb : ext[2] - full * cb;
+    const int64_t rem = m - block * rows * cb;
+    return (rem / width) * ext[2] + block * cb + rem % width;
+  }
 
   // Fills s[0..nv) with the valid slots of query token `tok` (t-major slot order) and returns nv.
   // off [P, 3] holds the query's offsets for its group, or is null for zero offsets.
@@ -130,9 +152,11 @@ struct Geometry {
                 }
                 sm.tok[sm.n] = (at[0] * ext[1] + at[1]) * ext[2] + at[2];
                 sm.w[sm.n] = wa[0] * wa[1] * wa[2];
-                sm.dw[sm.n][0] = da[0] * wa[1] * wa[2];
-                sm.dw[sm.n][1] = wa[0] * da[1] * wa[2];
-                sm.dw[sm.n][2] = wa[0] * wa[1] * da[2];
+                if (want_grad) {
+                  sm.dw[sm.n][0] = da[0] * wa[1] * wa[2];
+                  sm.dw[sm.n][1] = wa[0] * da[1] * wa[2];
+                  sm.dw[sm.n][2] = wa[0] * wa[1] * da[2];
+                }
                 ++sm.n;
               }
         }
@@ -140,10 +164,8 @@ struct Geometry {
   }
 };
 
-}  // namespace
-
 template <class T>
-void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& dims,
+void forward_kernel(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& dims,
                  const DsaArgs& a) {
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
@@ -151,12 +173,12 @@ void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T
   const int64_t ntiles = (L + kTileQ - 1) / kTileQ;
   const T scale = T(1) / std::sqrt(T(d));
   const double work = double(dims.B * L * nh * d) * double(geo.valid()) * (offsets ? 16 : 2);  // 8 or 1 corners
-  auto tile = [&](int64_t task) {  // queries [l0, l1) of sample b, all heads
+  auto tile = [&](int64_t task) {  // queries [l0, l1) of sample b in geo.query order, all heads
     const int64_t b = task / ntiles, l0 = (task % ntiles) * kTileQ, l1 = std::min(L, l0 + kTileQ);
     std::vector<Sample<T>> smp(geo.valid());  // valid samples of one (query, group) [nv]
     std::vector<T> s(geo.valid());            // scores, then exp(score - max) [nv]
-    for (int64_t l = l0; l < l1; ++l) {
-      const int64_t row = b * L + l;  // query row in [B*L]
+    for (int64_t m = l0; m < l1; ++m) {
+      const int64_t l = geo.query(m), row = b * L + l;  // query token, its row in [B*L]
       for (int64_t g = 0; g < G; ++g) {
         const int64_t nv = geo.samples(l, offsets ? offsets + (row * G + g) * P * 3 : nullptr, false, smp.data());
         for (int64_t n = g * hpg; n < (g + 1) * hpg; ++n) {
@@ -187,7 +209,7 @@ void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T
 }
 
 template <class T>
-void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
+void backward_kernel(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
                   T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a) {
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
@@ -201,19 +223,19 @@ void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T*
   std::vector<T> dpos(want_grad ? size_t(B * chunk * nh * P * 3) : 0);
   for (int64_t c0 = 0; c0 < L; c0 += chunk) {
     const int64_t c1 = std::min(L, c0 + chunk);
-    // Queries [c0, c1) of one (sample, head), in order: this task alone writes dk, dv of that head.
+    // Queries [c0, c1) (geo.query order) of one (sample, head), in order: this task alone writes dk, dv of that head.
     auto head = [&](int64_t task) {
       const int64_t b = task / nh, n = task % nh, g = n / hpg;
       std::vector<Sample<T>> smp(geo.valid());    // [nv]
       const int64_t base = (b * L * nh + n) * d;  // row tok of this head at base + tok * nh * d
-      for (int64_t l = c0; l < c1; ++l) {
-        const int64_t row = b * L + l;
+      for (int64_t m = c0; m < c1; ++m) {
+        const int64_t l = geo.query(m), row = b * L + l;
         const int64_t nv = geo.samples(l, offsets ? offsets + (row * G + g) * P * 3 : nullptr, want_grad, smp.data());
         const T* qr = q + (row * nh + n) * d;      // [d]
         const T* dor = dout + (row * nh + n) * d;  // [d]
         T* dqr = dq + (row * nh + n) * d;          // [d]
         const T delta = dot(dor, out + (row * nh + n) * d, d), lse_l = lse[(b * nh + n) * L + l];
-        T* dp_l = want_grad ? dpos.data() + ((b * chunk + l - c0) * nh + n) * P * 3 : nullptr;  // [P, 3]
+        T* dp_l = want_grad ? dpos.data() + ((b * chunk + m - c0) * nh + n) * P * 3 : nullptr;  // [P, 3]
         if (dp_l) std::fill(dp_l, dp_l + P * 3, T(0));
         for (int64_t j = 0; j < nv; ++j) {
           const Sample<T>& sm = smp[j];
@@ -242,8 +264,8 @@ void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T*
     parallel_for(B * nh, head, min_parallel_for_work(B * nh, work));
     if (!want_grad) continue;
     auto reduce = [&](int64_t task) {  // doffsets of one query += the sum of its group's heads, in head order
-      const int64_t b = task / (c1 - c0), l = c0 + task % (c1 - c0);
-      const T* src = dpos.data() + (b * chunk + l - c0) * nh * P * 3;  // [nh, P, 3]
+      const int64_t b = task / (c1 - c0), m = c0 + task % (c1 - c0), l = geo.query(m);
+      const T* src = dpos.data() + (b * chunk + m - c0) * nh * P * 3;  // [nh, P, 3]
       T* dst = doffsets + (b * L + l) * G * P * 3;                     // [G, P, 3]
       for (int64_t g = 0; g < G; ++g)
         for (int64_t e = 0; e < P * 3; ++e) {
@@ -254,6 +276,51 @@ void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T*
     };
     parallel_for(B * (c1 - c0), reduce, min_parallel_for_work(B * (c1 - c0), double(B * (c1 - c0) * nh * P * 3)));
   }
+}
+
+}  // namespace
+
+#define MS_DSA_TARGET(T, suffix)                                                                                    \
+  void DsaForward##suffix(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse,                     \
+                          const VideoAttentionDims& dims, const DsaArgs& a) {                                       \
+    forward_kernel(q, k, v, offsets, out, lse, dims, a);                                                            \
+  }                                                                                                                 \
+  void DsaBackward##suffix(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse,         \
+                           const T* dout, T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims,         \
+                           const DsaArgs& a) {                                                                      \
+    backward_kernel(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);                               \
+  }
+MS_DSA_TARGET(float, F32)
+MS_DSA_TARGET(double, F64)
+#undef MS_DSA_TARGET
+
+}  // namespace ms::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ms::cpu {
+
+HWY_EXPORT(DsaForwardF32);
+HWY_EXPORT(DsaForwardF64);
+HWY_EXPORT(DsaBackwardF32);
+HWY_EXPORT(DsaBackwardF64);
+
+template <class T>
+void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& dims,
+                 const DsaArgs& a) {
+  if constexpr (std::is_same_v<T, float>)
+    HWY_DYNAMIC_DISPATCH(DsaForwardF32)(q, k, v, offsets, out, lse, dims, a);
+  else
+    HWY_DYNAMIC_DISPATCH(DsaForwardF64)(q, k, v, offsets, out, lse, dims, a);
+}
+
+template <class T>
+void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
+                  T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a) {
+  if constexpr (std::is_same_v<T, float>)
+    HWY_DYNAMIC_DISPATCH(DsaBackwardF32)(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);
+  else
+    HWY_DYNAMIC_DISPATCH(DsaBackwardF64)(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);
 }
 
 template <class T>
@@ -293,3 +360,4 @@ MS_INSTANTIATE(double)
 #undef MS_INSTANTIATE
 
 }  // namespace ms::cpu
+#endif  // HWY_ONCE
