@@ -1,6 +1,8 @@
 // `megaslide bench stream`: how well layer streaming hides the host link behind compute. The default
 // job runs streamed on the CPU backend with an emulated link, overlapped and serialised, once with
-// the link fast enough to be compute-bound and once slow enough to be transfer-bound.
+// the link fast enough to be compute-bound and once slow enough to be transfer-bound. --layers deepens the
+// tiny model: each step exposes a fixed cost at its boundaries (the first upload, the last gradient copy, the
+// stem's update chain), which a deeper model amortises over more streamed stages.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "core/log.h"
+#include "io/atomic_file.h"
 #include "model/param_table.h"
 #include "train/trainer.h"
 
@@ -21,6 +24,7 @@ namespace {
 
 struct BenchStreamArgs {
   int64_t steps = 5;
+  int64_t layers = 0;     // blocks of the tiny model (0: the preset's)
   double link_gbps = 0;  // 0: pick one compute-bound and one transfer-bound rate from the measured compute time
   bool json = false;
 };
@@ -42,8 +46,8 @@ double step_seconds(TrainOptions o) {
 
 // Bytes over the link per step: weights up twice for every stage but the head (forward and backward),
 // fp32 gradients down once.
-double link_bytes(const TrainOptions& o) {
-  const ParamTable t(preset_config(o.model));
+double link_bytes(const ModelConfig& c) {
+  const ParamTable t(c);
   const double head = double(t.stages().back().numel);
   return 2.0 * (2.0 * double(t.total()) - head) + 4.0 * double(t.total());
 }
@@ -53,8 +57,17 @@ void bench_stream(const BenchStreamArgs& a) {
   TrainOptions base;
   base.steps = std::max<int64_t>(a.steps, 3);
   base.offload = "stream";
+  ModelConfig cfg = preset_config(base.model);
+  const std::string config_path =
+      (std::filesystem::temp_directory_path() / ("megaslide-bench-stream-" + std::to_string(::getpid()) + ".json"))
+          .string();
+  if (a.layers > 0) {
+    cfg.num_layers = a.layers;
+    write_file_atomic(config_path, config_to_json(cfg).dump(2));
+    base.config = config_path;
+  }
   const double compute = step_seconds(base);  // unthrottled link: memcpy, far faster than compute
-  const double bytes = link_bytes(base);
+  const double bytes = link_bytes(cfg);
   std::vector<double> rates;
   if (a.link_gbps > 0)
     rates = {a.link_gbps};
@@ -77,13 +90,14 @@ void bench_stream(const BenchStreamArgs& a) {
                     {"overlap_efficiency", std::max(compute, transfer) / overlapped}});
   }
   set_log_level(LogLevel::info);
-  nlohmann::json r{{"model", base.model}, {"link_bytes_per_step", bytes}, {"prefetch", base.prefetch}, {"runs", runs}};
+  std::filesystem::remove(config_path);
+  nlohmann::json r{{"model", base.model}, {"layers", cfg.num_layers}, {"link_bytes_per_step", bytes}, {"prefetch", base.prefetch}, {"runs", runs}};
   if (a.json) {
     std::printf("%s\n", r.dump(2).c_str());
     return;
   }
-  std::printf("bench stream: default job streamed on the CPU backend, K=%d, %.2f MB over the link per step\n",
-              base.prefetch, bytes / 1e6);
+  std::printf("bench stream: default job (%lld blocks) streamed on the CPU backend, K=%d, %.2f MB over the link per step\n",
+              static_cast<long long>(cfg.num_layers), base.prefetch, bytes / 1e6);
   std::printf("  %10s %8s %10s %10s %11s %11s %10s\n", "link GB/s", "bound", "compute s", "transfer s", "overlapped",
               "serialised", "efficiency");
   for (const auto& x : runs)
@@ -101,6 +115,7 @@ void add_bench_stream(CLI::App& bench) {
   CLI::App* cmd =
       bench.add_subcommand("stream", "Overlap of host-link transfers with compute in the streamed schedule");
   cmd->add_option("--steps", a->steps, "Steps per measurement (the median step is reported)")->capture_default_str();
+  cmd->add_option("--layers", a->layers, "Blocks of the tiny model (default: the preset's)")->check(CLI::PositiveNumber);
   cmd->add_option("--link-gbps", a->link_gbps, "Emulated link GB/s (default: one compute-bound, one transfer-bound)");
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] { bench_stream(*a); });
