@@ -1,5 +1,6 @@
-// Faults during training: non-finite gradients skip the step without touching the state; SIGINT
-// checkpoints the last finished step and exits 130.
+// Faults during training: non-finite gradients, activations or data skip the step without touching the
+// state (or stop the run, saying where, with --on-nonfinite stop); SIGINT checkpoints the last finished
+// step and exits 130.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "cli_util.h"
@@ -54,6 +56,78 @@ TEST(Faults, NanGradientsSkipTheStepAndLeaveTheStateUntouched) {
     for (int step = 1; std::getline(m, line); ++step)
       EXPECT_EQ(nlohmann::json::parse(line)["skipped"].get<bool>(), step == 2) << offload << " step " << step;
   }
+}
+
+namespace {
+
+// A NaN in block 1's forward output (tiny has 3 blocks; the aid poisons block num_layers/2) or an Inf in
+// one clip of the batch, at a random step of 2..3 (batch 2, so step p reads data samples 2p-2 and 2p-1).
+struct NonFinite {
+  int64_t step;
+  std::string flag, where;  // the testing aid; what the message must name
+};
+
+std::vector<NonFinite> random_faults(std::mt19937_64& rng) {
+  const int64_t p = std::uniform_int_distribution<int64_t>(2, 3)(rng), b = int64_t(rng() % 2);
+  const std::string sample = std::to_string(2 * p - 2 + b);
+  return {
+      {p, "--inject-nan-activation " + std::to_string(p), "the forward output of block 1 has 1 of "},
+      {p, "--inject-inf-data " + sample, "clip " + std::to_string(b) + " of the batch (data sample " + sample + ")"}};
+}
+
+// `megaslide train` on 1x8x8 clips for 4 steps with a checkpoint after every step.
+CliResult train_4_steps(const std::string& out, const std::string& flags) {
+  return run_cli("train --frames 1 --height 8 --width 8 --steps 4 --save-every 1 --out " + out + " " + flags);
+}
+
+std::string checkpoint_file(const std::string& out, int64_t step, const char* name) {
+  char dir[32];
+  std::snprintf(dir, sizeof dir, "/step-%08lld/", static_cast<long long>(step));
+  return out + dir + name;
+}
+
+}  // namespace
+
+TEST(Faults, NonFiniteActivationsOrDataSkipTheStepAndSayWhere) {
+  std::mt19937_64 rng(5);
+  for (const char* runtime : {"--offload none", "--offload stream", "--offload stream --optimizer-schedule immediate"})
+    for (const NonFinite& f : random_faults(rng)) {
+      TempDir dir;
+      const std::string out = dir.file("run"), what = cat(runtime, " ", f.flag);
+      CliResult r = train_4_steps(out, cat(runtime, " ", f.flag));
+      ASSERT_EQ(r.code, 0) << what << "\n" << r.output;
+      const std::string expected = cat("step ", f.step, ": non-finite ");
+      EXPECT_NE(r.output.find(expected), std::string::npos) << what << "\n" << r.output;
+      EXPECT_NE(r.output.find(f.where), std::string::npos) << what << "\n" << r.output;
+      for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+        EXPECT_EQ(read_file(checkpoint_file(out, f.step - 1, file)), read_file(checkpoint_file(out, f.step, file)))
+            << what << " " << file;
+        EXPECT_NE(read_file(checkpoint_file(out, f.step, file)), read_file(checkpoint_file(out, f.step + 1, file)))
+            << what << " " << file;
+      }
+      std::ifstream m(out + "/metrics.jsonl");
+      std::string line;
+      for (int64_t step = 1; std::getline(m, line); ++step)
+        EXPECT_EQ(nlohmann::json::parse(line)["skipped"].get<bool>(), step == f.step) << what << " step " << step;
+    }
+}
+
+TEST(Faults, OnNonFiniteStopExitsNamingTheStepAndWhere) {
+  std::mt19937_64 rng(6);
+  for (const char* runtime : {"--offload none", "--offload stream"})
+    for (const NonFinite& f : random_faults(rng)) {
+      TempDir dir;
+      const std::string out = dir.file("run"), what = cat(runtime, " ", f.flag);
+      CliResult r = train_4_steps(out, cat(runtime, " ", f.flag, " --on-nonfinite stop"));
+      EXPECT_EQ(r.code, 1) << what << "\n" << r.output;
+      for (const std::string& part :
+           {cat("megaslide: error: step ", f.step, ": non-finite "), f.where,
+            std::string("stopped (--on-nonfinite stop)"), cat(out, "/latest (step ", f.step - 1, ")")})
+        EXPECT_NE(r.output.find(part), std::string::npos) << what << ": no '" << part << "' in\n" << r.output;
+      auto t = nlohmann::json::parse(read_file(out + "/latest/trainer.json"));
+      EXPECT_EQ(t["step"].get<int64_t>(), f.step - 1) << what;
+      EXPECT_FALSE(std::filesystem::exists(checkpoint_file(out, f.step, ""))) << what;
+    }
 }
 
 TEST(Faults, SigintCheckpointsTheLastStepAndExits130) {

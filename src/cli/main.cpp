@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   ms::cli::add_bench_command(app);
   ms::cli::add_op_command(app);
   ms::cli::add_plan_command(app);
+  ms::cli::add_sample_command(app);
+  ms::cli::add_eval_command(app);
+  ms::cli::add_plot_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -33,7 +33,8 @@ RgbVideo decode_video(const std::string& path, int64_t first = 0, int64_t count 
 
 // Writes `video` to `path`; the container and codec follow the extension: .mp4 (H.264, yuv420p),
 // .webm (VP9), .mkv (H.264), .avi (MPEG-4 part 2), .gif (palette). fps <= 0 means 8.
-// Odd widths/heights are padded by one pixel where the codec needs even sizes. Atomic: written to a
+// Odd widths/heights are padded by one pixel (repeating the last row/column) for the 4:2:0 codecs
+// (all but .gif), so such a file decodes one pixel larger. Atomic: written to a
 // temporary name in the same directory and renamed, so an existing file is never left half-written.
 void encode_video(const std::string& path, const RgbVideo& video);
 

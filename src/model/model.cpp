@@ -17,11 +17,15 @@ void ResidentModel<T>::forward(const T* params, const T* latents, const T* t, co
   const int64_t ND = dims_.N() * cfg_.dim;
   stem_forward(cfg_, dims_, bind_stem(cfg_, params + st.front().offset), latents, t, context, ws_.stem);
   std::copy(ws_.stem.x0, ws_.stem.x0 + ND, ws_.xs);
-  for (int64_t i = 0; i < cfg_.num_layers; ++i)
+  if (probe_) probe_(0, ws_.xs, ND);
+  for (int64_t i = 0; i < cfg_.num_layers; ++i) {
     block_forward(cfg_, dims_, i, bind_block(cfg_, params + st[size_t(i + 1)].offset), ws_.xs + i * ND, ws_.stem.e0,
                   ws_.stem.ctx, ws_.block, ws_.xs + (i + 1) * ND);
+    if (probe_) probe_(i + 1, ws_.xs + (i + 1) * ND, ND);
+  }
   head_forward(cfg_, dims_, bind_head(cfg_, params + st.back().offset), ws_.xs + cfg_.num_layers * ND, ws_.stem.e,
                ws_.head, velocity);
+  if (probe_) probe_(cfg_.num_layers + 1, velocity, dims_.B * cfg_.out_dim * dims_.F * dims_.H * dims_.W);
 }
 
 template <class T>

@@ -3,6 +3,7 @@
 // inputs from the forward and recompute the rest in the backward.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "core/aligned.h"
 #include "model/block.h"
@@ -43,6 +44,12 @@ void visit_model_workspace(const ModelConfig& c, const ModelDims& d, ModelWorksp
   f(std::max(stem_scratch_numel(c, d), head_scratch_numel(c, d)), ws.scratch);
 }
 
+// Called with each stage's forward output as soon as it is computed, in stage order on the thread (stream)
+// that computes it: stage 0 the stem's x0 [N, D], stage i + 1 block i's output [N, D], the head the velocity
+// [B, out_dim, F, H, W]. It may read it (the trainer's non-finite check) or change it (fault injection).
+template <class T>
+using StageProbe = std::function<void(int64_t stage, T* out, int64_t n)>;
+
 template <class T>
 class ResidentModel {
  public:
@@ -55,6 +62,8 @@ class ResidentModel {
   // dlatents [B, in_dim, F, H, W] and dcontext [B, Lc, text_dim] are written when non-null.
   void backward(const T* params, const T* dvelocity, T* grads, T* dlatents, T* dcontext);
 
+  void set_probe(StageProbe<T> probe) { probe_ = std::move(probe); }
+
   const ParamTable& table() const { return table_; }
   const ModelDims& dims() const { return dims_; }
   int64_t workspace_bytes() const { return int64_t(buffer_.size() * sizeof(T)); }
@@ -65,6 +74,7 @@ class ResidentModel {
   ParamTable table_;
   AlignedBuffer<T> buffer_;
   ModelWorkspace<T> ws_;
+  StageProbe<T> probe_;
 };
 
 }  // namespace ms

@@ -105,6 +105,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const
       be_.launch(st_.compute, "stem", [=, this] {
         stem_forward(cfg_, dims_, bind_stem(cfg_, cw), xt_, t_, context_, ws_.stem);
         std::copy(ws_.stem.x0, ws_.stem.x0 + ND, checkpoint(0));
+        if (probe_) probe_(0, checkpoint(0), ND);
       });
     } else if (info.kind == StageKind::block && forward) {
       const int64_t b = info.block;
@@ -112,11 +113,13 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const
       be_.launch(st_.compute, "block", [=, this] {
         block_forward(cfg_, dims_, b, bind_block(cfg_, cw), checkpoint(b), ws_.stem.e0, ws_.stem.ctx, ws_.block,
                       checkpoint(b + 1));
+        if (probe_) probe_(b + 1, checkpoint(b + 1), ND);
       });
     } else if (info.kind == StageKind::head) {
       be_.launch(st_.compute, "head", [=, this] {
         std::fill(g, g + numel, 0.0f);
         head_forward(cfg_, dims_, bind_head(cfg_, cw), checkpoint(L), ws_.stem.e, ws_.head, velocity_);
+        if (probe_) probe_(L + 1, velocity_, video * cfg_.out_dim);
         loss_ = cpu::mse_loss(velocity_, target_, dvelocity_, video * cfg_.out_dim);
         std::fill(ws_.de, ws_.de + dims_.B * cfg_.dim, 0.0f);
         std::fill(ws_.de0, ws_.de0 + dims_.B * 6 * cfg_.dim, 0.0f);

@@ -47,6 +47,9 @@ class StreamedModel {
   // Waits for the step and returns its loss.
   double finish();
 
+  // Sees every stage's forward output on the compute stream (model/model.h); set between steps.
+  void set_probe(StageProbe<float> probe) { probe_ = std::move(probe); }
+
   const DevicePlan& plan() const { return plan_; }
   int64_t arena_bytes() const { return plan_.peak(); }
   const ParamTable& table() const { return table_; }
@@ -71,6 +74,7 @@ class StreamedModel {
   // Device buffer of block input k: its own slot, or staging slot k mod 3 when offloaded.
   float* checkpoint(int64_t k) const;
   double loss_ = 0;
+  StageProbe<float> probe_;
 };
 
 }  // namespace ms

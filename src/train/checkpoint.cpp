@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/check.h"
+#include "core/log.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 
@@ -22,7 +23,40 @@ std::string step_name(int64_t step) {
 
 const char* kPools[] = {"master", "exp_avg", "exp_avg_sq"};
 
+// A save that did not complete: names the step, the cause and the checkpoint that is still good.
+[[noreturn]] void save_failed(const fs::path& root, int64_t step, const std::string& why) {
+  std::error_code ec;
+  const fs::path previous = fs::read_symlink(root / "latest", ec);
+  if (ec)
+    MS_FAIL("checkpoint of step ", step, " not saved: ", why, ". The run has no earlier checkpoint; fix the cause ",
+            "(free disk space, a file-size limit, permissions) and start it again");
+  MS_FAIL("checkpoint of step ", step, " not saved: ", why, ". The previous checkpoint ", (root / previous).string(),
+          " (", (root / "latest").string(), ") is intact; fix the cause (free disk space, a file-size limit, ",
+          "permissions) and continue with --resume ", root.string());
+}
+
+// NAME.tmp-PID or NAME.old-PID: what a save leaves only while it runs.
+bool is_temporary(const std::string& name) {
+  for (const char* mark : {".tmp-", ".old-"}) {
+    const size_t at = name.rfind(mark);
+    if (at != std::string::npos && at + 5 < name.size() &&
+        name.find_first_not_of("0123456789", at + 5) == std::string::npos)
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+void remove_stale_temporaries(const std::string& out) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!is_temporary(name)) continue;
+    log_info("removing '", e.path().string(), "', left by a run that stopped while writing it");
+    fs::remove_all(e.path(), ec);
+  }
+}
 
 std::string save_checkpoint(const std::string& out, const ModelConfig& config, const ParamTable& table,
                             const HostState& host, const TrainerState& state, const nlohmann::json& options) {
@@ -63,10 +97,10 @@ std::string save_checkpoint(const std::string& out, const ModelConfig& config, c
     fs::remove_all(aside, ec);
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(tmp, ec);
-    MS_FAIL("cannot save checkpoint in '", out, "': ", e.code().message(), "; the previous checkpoint is intact");
-  } catch (const Error&) {
+    save_failed(root, state.step, cat(e.path1().string(), ": ", e.code().message()));
+  } catch (const Error& e) {
     fs::remove_all(tmp, ec);
-    throw;
+    save_failed(root, state.step, e.what());
   }
   return final_dir.string();
 }

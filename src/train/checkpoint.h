@@ -31,6 +31,11 @@ struct CheckpointInfo {
   nlohmann::json options;
 };
 
+// Removes the temporaries (NAME.tmp-PID, NAME.old-PID) that a run killed while saving left in OUT. A
+// step directory moved aside (.old) is never the one `latest` names: only steps after it are re-saved.
+// One process per run directory.
+void remove_stale_temporaries(const std::string& out);
+
 // Reads OUT/latest/trainer.json and config.json. Throws ms::Error when OUT has no complete checkpoint.
 CheckpointInfo read_checkpoint_info(const std::string& out);
 

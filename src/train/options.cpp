@@ -8,11 +8,12 @@
 namespace ms {
 
 void TrainOptions::validate() const {
-  if (data != "synthetic") MS_FAIL("--data '", data, "' is unknown; this build supports --data synthetic");
-  if (frames <= 0 || height <= 0 || width <= 0)
+  if (frames < 0 || height < 0 || width < 0)
     MS_FAIL("--frames/--height/--width must be positive, got ", frames, "x", height, "x", width);
   if (steps < 0) MS_FAIL("--steps must be >= 0, got ", steps);
-  if (batch_size <= 0) MS_FAIL("--batch-size must be positive, got ", batch_size);
+  if (batch_size < 0) MS_FAIL("--batch-size must be positive, got ", batch_size);
+  if (on_bad_data != "skip" && on_bad_data != "fatal")
+    MS_FAIL("--on-bad-data '", on_bad_data, "' is unknown; use skip (log and leave the file out) or fatal");
   if (!(lr > 0)) MS_FAIL("--lr must be positive, got ", lr);
   if (!(grad_clip >= 0)) MS_FAIL("--grad-clip must be >= 0 (0 disables clipping), got ", grad_clip);
   if (warmup < 0) MS_FAIL("--warmup must be >= 0, got ", warmup);
@@ -28,7 +29,10 @@ void TrainOptions::validate() const {
   if (!(link_gbps >= 0)) MS_FAIL("--link-gbps must be >= 0 (0: unthrottled), got ", link_gbps);
   if (offload == "none" && (device_memory > 0 || link_gbps > 0 || offload_activations))
     MS_FAIL("--device-memory, --link-gbps and --offload-activations apply to --offload stream; add --offload stream");
+  if (on_nonfinite != "skip" && on_nonfinite != "stop")
+    MS_FAIL("--on-nonfinite '", on_nonfinite, "' is unknown; use skip (skip the step, keep training) or stop");
   ms::validate(flow);
+  ms::validate(samples);
 }
 
 double TrainOptions::lr_at(int64_t t) const { return warmup > 0 ? lr * std::min(1.0, double(t) / double(warmup)) : lr; }
@@ -37,6 +41,8 @@ nlohmann::json options_to_json(const TrainOptions& o) {
   return {{"model", o.model},
           {"config", o.config},
           {"data", o.data},
+          {"mnist_dir", o.mnist_dir},
+          {"on_bad_data", o.on_bad_data},
           {"frames", o.frames},
           {"height", o.height},
           {"width", o.width},
@@ -57,6 +63,7 @@ nlohmann::json options_to_json(const TrainOptions& o) {
           {"out", o.out},
           {"save_every", o.save_every},
           {"log_every", o.log_every},
+          {"samples", train_samples_to_json(o.samples)},
           {"offload", o.offload},
           {"optimizer_schedule", o.optimizer_schedule},
           {"prefetch", o.prefetch},
@@ -64,7 +71,10 @@ nlohmann::json options_to_json(const TrainOptions& o) {
           {"offload_activations", o.offload_activations},
           {"link_gbps", o.link_gbps},
           {"trace", o.trace},
+          {"on_nonfinite", o.on_nonfinite},
           {"inject_nan_grad", o.inject_nan_grad},
+          {"inject_nan_activation", o.inject_nan_activation},
+          {"inject_inf_data", o.inject_inf_data},
           {"serialize", o.serialize}};
 }
 
@@ -73,6 +83,8 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.model = j.at("model");
   o.config = j.at("config");
   o.data = j.at("data");
+  o.mnist_dir = j.value("mnist_dir", "");  // absent in checkpoints written before real data
+  o.on_bad_data = j.value("on_bad_data", "skip");
   o.frames = j.at("frames");
   o.height = j.at("height");
   o.width = j.at("width");
@@ -93,6 +105,7 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.out = j.at("out");
   o.save_every = j.at("save_every");
   o.log_every = j.at("log_every");
+  o.samples = train_samples_from_json(j.value("samples", nlohmann::json::object()));
   o.offload = j.at("offload");
   o.optimizer_schedule = j.at("optimizer_schedule");
   o.prefetch = j.at("prefetch");
@@ -101,6 +114,9 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.link_gbps = j.at("link_gbps");
   o.trace = j.at("trace");
   o.inject_nan_grad = j.at("inject_nan_grad");
+  o.on_nonfinite = j.value("on_nonfinite", "skip");  // absent in checkpoints written before it existed
+  o.inject_nan_activation = j.value("inject_nan_activation", int64_t(0));
+  o.inject_inf_data = j.value("inject_inf_data", int64_t(-1));
   o.serialize = j.at("serialize");
   return o;
 }

@@ -4,6 +4,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
+#include "sample/train_samples.h"
 #include "train/adamw.h"
 #include "train/flow_matching.h"
 
@@ -12,9 +13,13 @@ namespace ms {
 struct TrainOptions {
   std::string model = "tiny";  // preset | model directory | weights file (with config)
   std::string config;          // config.json (with a weights file, or to override)
-  std::string data = "synthetic";
-  int64_t frames = 6, height = 24, width = 24;  // pixels (pixel-space models) or latents
-  int64_t steps = 150, batch_size = 2;
+  std::string data = "synthetic";  // synthetic | moving-mnist | dataset .toml (docs/data.md)
+  std::string mnist_dir;           // moving-mnist: IDX files ("": $MEGASLIDE_DATA or ~/.cache/megaslide)
+  std::string on_bad_data = "skip";  // skip | fatal: an unreadable, corrupt or too-short data file
+  // Pixels (pixel-space models) or latents; 0: the data's own (a TOML's target_frames / resolution,
+  // a latent cache's shape, Moving-MNIST 20x64x64, synthetic 6x24x24). Resolved before the run starts.
+  int64_t frames = 6, height = 24, width = 24;
+  int64_t steps = 150, batch_size = 2;  // batch_size 0: the TOML's batch_size, else 2
   double lr = 2e-3, grad_clip = 1.0;
   int64_t warmup = 20;
   AdamWConfig adamw;
@@ -22,16 +27,20 @@ struct TrainOptions {
   uint64_t seed = 0;
   std::string out = "runs/default";
   int64_t save_every = 100, log_every = 10;
+  TrainSampleOptions samples;  // --sample-every N --sample-prompts FILE: OUT/samples/
   // runtime (DESIGN §5)
   std::string offload = "none";                 // none: every stage resident (the reference) | stream: layer streaming
   std::string optimizer_schedule = "deferred";  // deferred | immediate (DESIGN §5)
   int prefetch = 2;                             // stream: K weight slots
   int64_t device_memory = 0;                    // stream: arena budget in bytes (0: no limit)
   bool offload_activations = false;             // stream: block-input checkpoints in host memory
-  double link_gbps = 0;         // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
-  std::string trace;            // Chrome trace JSON path ("" : none)
-  bool serialize = false;       // stream: disable overlap (for `bench stream`)
-  int64_t inject_nan_grad = 0;  // testing aid: poison this step's gradients with a NaN (0: never)
+  double link_gbps = 0;               // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
+  std::string trace;                  // Chrome trace JSON path ("" : none)
+  bool serialize = false;             // stream: disable overlap (for `bench stream`)
+  std::string on_nonfinite = "skip";  // a step with non-finite data, activations or gradients: skip it | stop the run
+  int64_t inject_nan_grad = 0;        // testing aid: poison this step's gradients with a NaN (0: never)
+  int64_t inject_nan_activation = 0;  // testing aid: a NaN in block num_layers/2's output at this step (0: never)
+  int64_t inject_inf_data = -1;       // testing aid: an Inf in the video of this data sample (-1: never)
 
   // Throws ms::Error naming the bad value.
   void validate() const;

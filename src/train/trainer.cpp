@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -15,7 +16,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/parallel.h"
-#include "data/synthetic_shapes.h"
+#include "data/dataset.h"
 #include "data/text_embed.h"
 #include "io/atomic_file.h"
 #include "model/loader.h"
@@ -25,6 +26,7 @@
 #include "runtime/host_state.h"
 #include "runtime/streamed_model.h"
 #include "runtime/trace.h"
+#include "sample/train_samples.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
 
@@ -34,6 +36,17 @@ namespace ms {
 namespace {
 
 constexpr int kStaging = 2;  // immediate schedule: stage-sized host gradient buffers
+
+// How many of x[0, n) are NaN or infinite (every exponent bit set); vectorises, unlike std::isfinite.
+int64_t count_nonfinite(const float* x, int64_t n) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, sizeof u);
+    bad += (u & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad;
+}
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
@@ -59,7 +72,8 @@ struct Batch {
 
 class Run {
  public:
-  Run(const TrainOptions& opts, const ModelConfig& cfg)
+  // opts: with the clip size and batch size resolved by open_training_data.
+  Run(const TrainOptions& opts, const ModelConfig& cfg, std::unique_ptr<Dataset> data)
       : opts_(opts),
         cfg_(cfg),
         table_(cfg),
@@ -67,7 +81,7 @@ class Run {
                           ? (opts.offload == "stream" ? kStaging * table_.max_stage_numel() : 0)
                           : table_.total()),
         dims_(ModelDims::make(cfg, opts.batch_size, opts.frames, opts.height, opts.width, cfg.text_len)),
-        data_({opts.frames, opts.height, opts.width, opts.seed}) {
+        data_(std::move(data)) {
     if (opts.offload == "stream") {
       if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
       backend_ = std::make_unique<CpuBackend>(opts.link_gbps, trace_.get());
@@ -81,9 +95,14 @@ class Run {
       params_ = AlignedBuffer<float>(size_t(table_.total()));
       if (opts.optimizer_schedule == "immediate") resident_grads_ = AlignedBuffer<float>(size_t(table_.total()));
     }
-    if (cfg.in_dim != 3 || cfg.out_dim != 3)
-      MS_FAIL("--data synthetic is RGB video in pixel space: the model needs in_dim = out_dim = 3, got ", cfg.in_dim,
-              " and ", cfg.out_dim, "; use --model tiny or a config with in_dim 3");
+    auto probe = [this](int64_t s, float* out, int64_t n) { probe_stage(s, out, n); };
+    if (streamed_)
+      streamed_->set_probe(probe);
+    else
+      resident_->set_probe(probe);
+    if (cfg.out_dim != cfg.in_dim)  // the flow target lives in the input space
+      MS_FAIL("the model's out_dim ", cfg.out_dim, " differs from its in_dim ", cfg.in_dim,
+              "; rectified-flow training needs them equal");
     const int64_t n = dims_.B * cfg.in_dim * dims_.F * dims_.H * dims_.W;
     for (auto* v : {&xt_, &target_, &noise_, &pred_, &dpred_}) v->resize(size_t(n));
     batch_.x0.resize(size_t(n));
@@ -100,6 +119,7 @@ class Run {
     fs::create_directories(out, ec);
     if (ec || !fs::is_directory(out))
       MS_FAIL("cannot create run directory '", opts_.out, "': ", ec ? ec.message() : "not a directory");
+    remove_stale_temporaries(opts_.out);
     trim_metrics(state.step);
     write_file_atomic((out / "summary.json").string(), nlohmann::json{{"param_count", table_.total()},
                                                                       {"weights_bytes", table_.total() * 2},
@@ -126,15 +146,19 @@ class Run {
     while (state.step < opts_.steps && !g_interrupted) {
       const auto t0 = std::chrono::steady_clock::now();
       make_batch(state.data_position, rng);
-      state.data_position += dims_.B;
       const int64_t t = state.step + 1;
+      std::string fault = nonfinite_data(state.data_position);  // before the forward: cheap
+      state.data_position += dims_.B;
       const bool immediate = opts_.optimizer_schedule == "immediate";
       stage_sumsq_.assign(table_.stages().size(), 0.0);
-      const double loss = immediate ? step_immediate(Update{t, state.clip_scale}) : step_deferred(t);
+      forward_check_ = ForwardCheck{t};
+      const double loss = !fault.empty() ? skip_forward()
+                          : immediate    ? step_immediate(Update{t, state.clip_scale})
+                                         : step_deferred(t);
       double sumsq = 0;  // per stage, in stage order: the same sum in every schedule
       for (double x : stage_sumsq_) sumsq += x;
       const double norm = std::sqrt(sumsq);
-      const bool finite = std::isfinite(loss) && std::isfinite(norm);
+      const bool finite = fault.empty() && std::isfinite(loss) && std::isfinite(norm);
       const float scale = opts_.grad_clip > 0 && norm > opts_.grad_clip ? float(opts_.grad_clip / norm) : 1.0f;
       if (finite && immediate) state.clip_scale = scale;  // clips the next step
       if (finite && !immediate) {
@@ -143,11 +167,18 @@ class Run {
       }
       if (!finite) {
         ++sum.skipped;
-        int64_t stages_skipped = 0;
-        for (double x : stage_sumsq_) stages_skipped += !std::isfinite(x);
-        log_warn("step ", t, ": non-finite loss or gradients (loss ", loss, ", norm ", norm, ", ", stages_skipped,
-                 " of ", stage_sumsq_.size(), " stages); ", immediate ? "those stages were" : "the update was",
-                 " skipped, their parameters untouched");
+        const bool before_forward = !fault.empty();
+        if (fault.empty()) fault = locate_nonfinite(loss, norm);
+        if (opts_.on_nonfinite == "stop")
+          MS_FAIL("step ", t, ": ", fault, "; stopped (--on-nonfinite stop) without saving this step. ",
+                  saved_step > 0 ? cat("The last checkpoint is ", opts_.out, "/latest (step ", saved_step, ")")
+                                 : std::string("No checkpoint was saved"),
+                  ". Find the cause (the data, a lower --lr or --grad-clip) or run with --on-nonfinite skip");
+        log_warn("step ", t, ": ", fault, "; ",
+                 before_forward ? "the step was skipped before the forward"
+                 : immediate    ? "the stages with non-finite gradients were skipped"
+                                : "the update was skipped",
+                 ", their parameters untouched");
       }
       state.step = t;
       state.rng_state = rng.state();
@@ -164,12 +195,18 @@ class Run {
                      .dump()
               << "\n";
       metrics.flush();
-      losses.push_back(loss);
+      ++sum.steps_run;
+      if (std::isfinite(loss)) losses.push_back(loss);
       progress.update(t, loss, tps);
       if ((opts_.save_every > 0 && t % opts_.save_every == 0) || t == opts_.steps) {
         apply_pending();
         save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_));
         saved_step = t;
+      }
+      if (sample_due(opts_.samples, t)) {
+        apply_pending();
+        write_train_samples(opts_.samples, opts_.out, cfg_, host_.weights.data(), t,
+                            {cfg_.in_dim, dims_.F, dims_.H, dims_.W}, opts_.seed);
       }
     }
     progress.finish();
@@ -184,7 +221,6 @@ class Run {
       trace_->write(opts_.trace);
       log_info("trace: ", trace_->size(), " events in ", opts_.trace, " (open in Perfetto or chrome://tracing)");
     }
-    sum.steps_run = int64_t(losses.size());
     if (!losses.empty()) {
       const size_t k = std::max<size_t>(1, losses.size() / 10);
       for (size_t i = 0; i < k; ++i) {
@@ -205,12 +241,80 @@ class Run {
     float scale = 1;   // gradient clipping factor
   };
 
+  struct ForwardCheck {
+    int64_t step = 0;       // the step being computed
+    int64_t stage = -1;     // the first stage whose forward output is not finite (-1: none yet)
+    int64_t nonfinite = 0;  // how many of its values are not
+    int64_t values = 0;     // of how many
+  };
+
+  // Every stage's forward output passes here (StageProbe): the testing aid's NaN, then the finiteness check.
+  void probe_stage(int64_t s, float* out, int64_t n) {
+    ForwardCheck& c = forward_check_;
+    if (c.step == opts_.inject_nan_activation && s == cfg_.num_layers / 2 + 1)
+      out[n / 2] = std::numeric_limits<float>::quiet_NaN();
+    if (c.stage >= 0) return;
+    if (const int64_t bad = count_nonfinite(out, n); bad > 0) c = {c.step, s, bad, n};
+  }
+
+  std::string stage_name(int64_t s) const {
+    return s == 0 ? std::string("the stem") : s <= cfg_.num_layers ? cat("block ", s - 1) : std::string("the head");
+  }
+
+  // "" when every clip of the batch is finite; else which clip (and data sample) is not.
+  std::string nonfinite_data(int64_t position) const {
+    const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
+    for (int64_t b = 0; b < dims_.B; ++b) {
+      const int64_t video = count_nonfinite(batch_.x0.data() + b * clip, clip);
+      const int64_t caption = count_nonfinite(batch_.context.data() + b * ctx, ctx);
+      if (video + caption > 0)
+        return cat("non-finite input data in clip ", b, " of the batch (data sample ", position + b, "): ", video,
+                   " of its ", clip, " values and ", caption, " of its ", ctx, " caption-embedding values");
+    }
+    return "";
+  }
+
+  // A step whose batch is not finite computes nothing; the previous step's pending update still lands.
+  double skip_forward() {
+    apply_pending();
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+
+  // Where a non-finite step went wrong: the first stage of the forward whose output is not finite, else
+  // the first stage of the backward (head first) with non-finite gradients, else the loss or norm.
+  std::string locate_nonfinite(double loss, double norm) const {
+    const ForwardCheck& c = forward_check_;
+    if (c.stage >= 0)
+      return cat("non-finite activations: the forward output of ", stage_name(c.stage), " has ", c.nonfinite, " of ",
+                 c.values, " values not finite (every stage before it is finite)");
+    int64_t bad = 0, first = -1;
+    for (size_t s = 0; s < stage_sumsq_.size(); ++s)
+      if (!std::isfinite(stage_sumsq_[s])) {
+        ++bad;
+        first = int64_t(s);
+      }
+    if (bad > 0)
+      return cat("non-finite gradients in ", bad, " of ", stage_sumsq_.size(),
+                 " stages (first in the backward: ", stage_name(first), "; loss ", loss, ", forward finite)");
+    return cat("non-finite loss ", loss, " or gradient norm ", norm, " from a finite forward");
+  }
+
   void make_batch(int64_t position, Rng& rng) {
     const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
     for (int64_t b = 0; b < dims_.B; ++b) {
-      VideoSample s = data_.get(position + b);
-      std::copy(s.video.begin(), s.video.end(), batch_.x0.begin() + b * clip);
-      embed_caption(s.caption, cfg_.text_len, cfg_.text_dim, batch_.context.data() + b * ctx);
+      DataSample s = data_->get(position + b);
+      MS_CHECK(int64_t(s.x0.size()) == clip, "data sample ", position + b, " has ", s.x0.size(), " values, expected ",
+               clip);
+      std::copy(s.x0.begin(), s.x0.end(), batch_.x0.begin() + b * clip);
+      if (position + b == opts_.inject_inf_data)  // testing aid
+        batch_.x0[size_t(b * clip + clip / 2)] = std::numeric_limits<float>::infinity();
+      float* context = batch_.context.data() + b * ctx;  // [text_len, text_dim]
+      if (s.context.empty()) {
+        embed_caption(s.caption, cfg_.text_len, cfg_.text_dim, context);
+      } else {  // cached embedding [L, text_dim], zero-padded to text_len as Wan does
+        std::copy(s.context.begin(), s.context.end(), context);
+        std::fill(context + s.context.size(), context + ctx, 0.0f);
+      }
       const double t = sample_timestep(opts_.flow, rng);
       timesteps_[size_t(b)] = float(t * 1000.0);
       for (int64_t i = 0; i < clip; ++i) noise_[size_t(b * clip + i)] = float(rng.normal());
@@ -333,7 +437,7 @@ class Run {
   ParamTable table_;
   HostState host_;
   ModelDims dims_;
-  SyntheticShapes data_;
+  std::unique_ptr<Dataset> data_;
   std::unique_ptr<ResidentModel<float>> resident_;  // --offload none
   AlignedBuffer<float> params_;                     // [P] resident: f32 copy of the working weights
   AlignedBuffer<float> resident_grads_;             // [P] resident, immediate: the backward's gradients
@@ -341,6 +445,7 @@ class Run {
   std::unique_ptr<Backend> backend_;  // --offload stream
   int optimizer_stream_ = -1;
   std::unique_ptr<StreamedModel> streamed_;
+  ForwardCheck forward_check_;       // this step's forward: written by the probe on the compute stream
   Update pending_;                   // deferred: the update waiting for the next step
   std::vector<Event> updated_;       // immediate, streamed: each stage's last update
   std::vector<double> stage_sumsq_;  // this step's per-stage sums of squared gradients
@@ -348,6 +453,23 @@ class Run {
   std::vector<float> xt_, target_, noise_, pred_, dpred_;  // [B, C, F, H, W]
   std::vector<float> timesteps_;                           // [B] t * 1000
 };
+
+// Opens opts.data for the model and fills in what the data decides: a zero --frames/--height/--width
+// (the data's own clip size) and a zero --batch-size (the TOML's batch_size, else 2).
+std::unique_ptr<Dataset> open_training_data(TrainOptions& opts, const ModelConfig& cfg) {
+  DataOptions d;
+  d.source = opts.data;
+  d.mnist_dir = opts.mnist_dir;
+  d.on_bad_data = opts.on_bad_data;
+  d.seed = opts.seed;
+  d.frames = opts.frames, d.height = opts.height, d.width = opts.width;
+  d.in_dim = cfg.in_dim, d.text_len = cfg.text_len, d.text_dim = cfg.text_dim;
+  std::unique_ptr<Dataset> data = open_dataset(d);
+  const DataShape s = data->shape();
+  opts.frames = s.frames, opts.height = s.height, opts.width = s.width;
+  if (opts.batch_size == 0) opts.batch_size = data->batch_size() > 0 ? data->batch_size() : 2;
+  return data;
+}
 
 }  // namespace
 
@@ -358,7 +480,9 @@ TrainSummary train(const TrainOptions& opts) {
     MS_FAIL("run directory '", opts.out, "' already holds a run; continue it with --resume ", opts.out,
             " or choose another --out");
   ModelSource src = resolve_model(opts.model, opts.config);
-  Run run(opts, src.config);
+  TrainOptions resolved = opts;
+  std::unique_ptr<Dataset> data = open_training_data(resolved, src.config);
+  Run run(resolved, src.config, std::move(data));
   std::vector<float> init(size_t(run.table().total()));
   load_params(src, run.table(), opts.seed, init.data());
   run.host().set_master(init.data());
@@ -374,7 +498,8 @@ TrainSummary resume(const std::string& run_dir, int64_t steps) {
   if (steps > 0) opts.steps = steps;
   opts.validate();
   log_info("resuming ", run_dir, " from ", info.dir, " at step ", info.state.step, " of ", opts.steps);
-  Run run(opts, info.config);
+  std::unique_ptr<Dataset> data = open_training_data(opts, info.config);
+  Run run(opts, info.config, std::move(data));
   load_optimizer_state(info.dir, run.table(), run.host());
   return run.run(info.state);
 }

@@ -1,0 +1,133 @@
+// `megaslide sample`: text-to-video with a trained model: Euler flow-matching sampling with Wan's
+// timestep shift, written as a video (pixel-space models) or as latents (safetensors).
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "model/loader.h"
+#include "sample/clip_output.h"
+#include "sample/generate.h"
+
+namespace fs = std::filesystem;
+
+namespace ms::cli {
+namespace {
+
+struct SampleArgs {
+  std::string model, config, prompt, context, out, backend;
+  DataShape shape;  // extents 0: from the checkpoint's trainer.json; channels: the model's in_dim
+  SamplerConfig sampler;
+  uint64_t seed = 0;
+  double fps = 8;
+};
+
+// A run directory stands for its latest checkpoint.
+std::string model_dir(const std::string& model) {
+  std::error_code ec;
+  if (fs::is_directory(model, ec) && !fs::exists(fs::path(model) / "config.json", ec) &&
+      fs::exists(fs::path(model) / "latest" / "config.json", ec))
+    return (fs::path(model) / "latest").string();
+  return model;
+}
+
+// Extents not given on the command line come from the training run that wrote the checkpoint.
+void fill_shape(const std::string& model, DataShape& s) {
+  if (s.frames > 0 && s.height > 0 && s.width > 0) return;
+  const fs::path trainer = fs::path(model) / "trainer.json";
+  std::error_code ec;
+  if (!fs::exists(trainer, ec))
+    MS_FAIL("--frames, --height and --width are needed: '", model,
+            "' is not a training checkpoint (no trainer.json to take the training extents from)");
+  nlohmann::json j = nlohmann::json::parse(read_file(trainer.string()), nullptr, false);
+  if (j.is_discarded() || !j.contains("options"))
+    MS_FAIL(trainer.string(), " is unreadable; pass --frames, --height, --width");
+  const auto& o = j["options"];
+  if (s.frames <= 0) s.frames = o.value("frames", int64_t(0));
+  if (s.height <= 0) s.height = o.value("height", int64_t(0));
+  if (s.width <= 0) s.width = o.value("width", int64_t(0));
+}
+
+// context [rows, text_dim] from a safetensors file (a leading batch dim of 1 is accepted).
+std::vector<float> read_context(const std::string& path, const ModelConfig& c, int64_t* rows) {
+  SafetensorsFile f = SafetensorsFile::open(path);
+  const SafetensorsEntry* e = f.find("context");
+  if (!e) MS_FAIL(path, ": no tensor 'context'; --context needs context [L, text_dim] (text encoder output)");
+  Shape s = e->shape;
+  if (s.size() == 3 && s[0] == 1) s.erase(s.begin());
+  if (s.size() != 2 || s[1] != c.text_dim || s[0] < 1 || s[0] > c.text_len)
+    MS_FAIL(path, ": 'context' has shape ", shape_str(e->shape), "; this model needs [L, ", c.text_dim,
+            "] with 1 <= L <= text_len = ", c.text_len, " (text_dim ", c.text_dim, " from its config)");
+  std::vector<float> ctx(size_t(numel(s)));
+  read_as_f32(*e, ctx.data());
+  *rows = s[0];
+  return ctx;
+}
+
+void run_sample(SampleArgs a) {
+  validate(a.sampler);
+  if (!(a.fps > 0)) MS_FAIL("--fps must be positive, got ", a.fps);
+  const std::string model = model_dir(a.model);
+  ModelSource src = resolve_model(model, a.config);
+  const ModelConfig& c = src.config;
+  fill_shape(model, a.shape);
+  a.shape.channels = c.in_dim;
+  const std::string out = clip_output_path(a.out, c.in_dim);  // checked before the slow part
+  int64_t rows = c.text_len;
+  std::vector<float> ctx = a.context.empty() ? prompt_context(c, a.prompt) : read_context(a.context, c, &rows);
+  ParamTable table(c);
+  AlignedBuffer<float> params(size_t(table.total()));  // [P] f32
+  load_params(src, table, a.seed, params.data());
+  log_info("sampling ", a.shape.frames, "x", a.shape.height, "x", a.shape.width, " (",
+           c.in_dim == 3 ? "pixels" : "latents", ") with ", src.description, ": ", a.sampler.steps,
+           " Euler steps, shift ", a.sampler.shift, ", seed ", a.seed);
+  auto last = std::chrono::steady_clock::now();
+  const StepFn progress = [&](int64_t i, int64_t n, double t0, double t1) {
+    const auto now = std::chrono::steady_clock::now();
+    log_info("step ", i, "/", n, ": t ", t0, " -> ", t1, " (", std::chrono::duration<double>(now - last).count(),
+             " s)");
+    last = now;
+  };
+  const std::vector<float> x = generate_clip(c, params.data(), ctx.data(), rows, a.shape, a.sampler, a.seed, progress);
+  write_clip(out, x.data(), a.shape, a.fps);
+  log_info("wrote ", out);
+}
+
+}  // namespace
+
+void add_sample_command(CLI::App& app) {
+  auto a = std::make_shared<SampleArgs>();
+  CLI::App* cmd = app.add_subcommand("sample", "Generate a video from a text prompt with a trained model");
+  cmd->add_option("--model", a->model, "Checkpoint (RUN_DIR/latest, or a run directory), model directory or preset")
+      ->required();
+  cmd->add_option("--config", a->config, "config.json for a weights file");
+  auto* prompt = cmd->add_option("--prompt", a->prompt, "Caption, embedded by the built-in text embedding");
+  auto* context =
+      cmd->add_option("--context", a->context, "safetensors with context [L, text_dim] (a text encoder's output)");
+  prompt->excludes(context);
+  cmd->add_option("--frames", a->shape.frames, "Frames (latent frames for latent models; default: the training run's)");
+  cmd->add_option("--height", a->shape.height, "Height (default: the training run's)");
+  cmd->add_option("--width", a->shape.width, "Width (default: the training run's)");
+  cmd->add_option("--steps", a->sampler.steps, "Euler steps")->capture_default_str();
+  cmd->add_option("--shift", a->sampler.shift,
+                  "Timestep shift: t = shift s / (1 + (shift - 1) s), s linear from 1 to 0")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Noise seed (and initialisation seed for a model without weights)")
+      ->capture_default_str();
+  cmd->add_option("--fps", a->fps, "Frame rate of the written video")->capture_default_str();
+  cmd->add_option("--out", a->out, "video.mp4 | .webm | .gif | .mkv | .avi, or .safetensors (latents)")->required();
+  add_backend_option(*cmd, a->backend);
+  cmd->callback([a, prompt, context] {
+    resolve_backend(a->backend);
+    if (!prompt->count() && !context->count())
+      MS_FAIL("give a caption with --prompt TEXT or a text embedding with --context FILE");
+    run_sample(*a);
+  });
+}
+
+}  // namespace ms::cli

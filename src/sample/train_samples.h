@@ -1,0 +1,40 @@
+// Samples during training (`megaslide train --sample-every N --sample-prompts FILE`): every N steps,
+// one clip per prompt from the current working weights, written to OUT/samples/step-N-K.<format>.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "sample/generate.h"
+
+namespace ms {
+
+struct TrainSampleOptions {
+  int64_t every = 0;           // sample every N optimizer steps (0: never)
+  std::string prompts;         // text file, one prompt per line (blank lines skipped)
+  int64_t steps = 20;          // Euler steps per clip
+  std::string format = "gif";  // gif | mp4 (latent models write .safetensors)
+};
+
+// Throws ms::Error naming the bad value: a prompts file without --sample-every or the reverse, a
+// missing or empty prompts file, a non-positive step count, an unknown format.
+void validate(const TrainSampleOptions& o);
+nlohmann::json train_samples_to_json(const TrainSampleOptions& o);
+// Absent keys keep their defaults (runs saved before sampling existed).
+TrainSampleOptions train_samples_from_json(const nlohmann::json& j);
+
+// The non-blank lines of `path`, trimmed. Throws ms::Error when it cannot be read.
+std::vector<std::string> read_prompts(const std::string& path);
+
+// True when step t (1-based) is a sampling step.
+inline bool sample_due(const TrainSampleOptions& o, int64_t t) { return o.every > 0 && t % o.every == 0; }
+
+// Writes run_dir/samples/step-<step>-<K>.<format> for every prompt K from the bf16 working weights
+// [ParamTable(c).total()]; shape is the model input [in_dim, F, H, W]. Clip K's noise comes from seed + K, the same at
+// every step, so samples of one prompt are comparable across steps.
+void write_train_samples(const TrainSampleOptions& o, const std::string& run_dir, const ModelConfig& c,
+                         const uint16_t* weights, int64_t step, const DataShape& shape, uint64_t seed);
+
+}  // namespace ms

@@ -1,0 +1,62 @@
+// `megaslide train --data dataset.toml` end to end on a tiny video folder, and its resume.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "core/check.h"
+#include "io/video.h"
+#include "temp_dir.h"
+#include "video_util.h"
+
+namespace ms::test {
+namespace {
+
+// Three clips of 5 frames (odd sizes, two containers) and one corrupt file; 2-frame clips at 8x8.
+std::string make_dataset(const TempDir& dir) {
+  std::filesystem::create_directories(dir.file("videos"));
+  encode_video(dir.file("videos/a.mp4"), smooth_clip(5, 13, 17, 1));
+  encode_video(dir.file("videos/b.webm"), smooth_clip(5, 11, 9, 2));
+  encode_video(dir.file("videos/c.gif"), smooth_clip(5, 8, 8, 3));
+  write_bytes(dir.file("videos/d.mp4"), std::string(2000, 'x'));
+  for (const char* c : {"a", "b", "c", "d"}) std::ofstream(dir.file(cat("videos/", c, ".txt"))) << "clip " << c;
+  const std::string toml = dir.file("data.toml");
+  std::ofstream(toml) << "[general]\nresolution = [8, 8]\nbatch_size = 2\n[[datasets]]\nvideo_directory = \"videos\"\n"
+                         "target_frames = 2\nframe_extraction = \"slide\"\nframe_stride = 2\n";
+  return toml;
+}
+
+TEST(DataTrain, VideoFolderTrainsAndResumesBitIdentically) {
+  TempDir dir;
+  const std::string toml = make_dataset(dir);
+  const std::string common = " --data " + toml + " --save-every 2 --warmup 1";
+  const CliResult full = run_cli("train" + common + " --steps 4 --out " + dir.file("a"));
+  ASSERT_EQ(full.code, 0) << full.output;
+  EXPECT_NE(full.output.find("skipping bad data: cannot open video '" + dir.file("videos/d.mp4")), std::string::npos)
+      << full.output;
+  const CliResult half = run_cli("train" + common + " --steps 2 --out " + dir.file("b"));
+  ASSERT_EQ(half.code, 0) << half.output;
+  const CliResult resumed = run_cli("train --resume " + dir.file("b") + " --steps 4");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(read_bytes(dir.file(cat("a/step-00000004/", f))), read_bytes(dir.file(cat("b/step-00000004/", f)))) << f;
+  const auto opts = nlohmann::json::parse(read_bytes(dir.file("a/latest/trainer.json")));
+  const auto& o = opts.contains("options") ? opts["options"] : opts;
+  EXPECT_EQ(o["frames"], 2);  // from the TOML
+  EXPECT_EQ(o["height"], 8);
+  EXPECT_EQ(o["batch_size"], 2);
+  EXPECT_EQ(o["on_bad_data"], "skip");
+
+  const CliResult fatal = run_cli("train" + common + " --steps 1 --on-bad-data fatal --out " + dir.file("c"));
+  EXPECT_NE(fatal.code, 0);
+  EXPECT_NE(fatal.output.find("d.mp4"), std::string::npos) << fatal.output;
+  EXPECT_NE(fatal.output.find("--on-bad-data fatal"), std::string::npos) << fatal.output;
+  const CliResult clash = run_cli("train" + common + " --steps 1 --frames 3 --out " + dir.file("e"));
+  EXPECT_NE(clash.code, 0);
+  EXPECT_NE(clash.output.find("--frames 3 differs from target_frames 2"), std::string::npos) << clash.output;
+}
+
+}  // namespace
+}  // namespace ms::test

@@ -1,0 +1,160 @@
+// The Euler flow-matching sampler against closed-form ODE solutions (injected velocities), the
+// shifted time grid, and determinism of model sampling; clip output mapping and prompt files.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/rng.h"
+#include "model/init.h"
+#include "model/param_table.h"
+#include "sample/clip_output.h"
+#include "sample/generate.h"
+#include "sample/sampler.h"
+#include "sample/train_samples.h"
+#include "temp_dir.h"
+#include "train_util.h"
+
+namespace ms {
+namespace {
+
+TEST(Sampler, ShiftedTimes) {
+  const auto t = shifted_times({4, 3.0});
+  ASSERT_EQ(t.size(), 5u);
+  EXPECT_EQ(t.front(), 1.0);
+  EXPECT_EQ(t.back(), 0.0);
+  EXPECT_NEAR(t[2], 3.0 * 0.5 / (1.0 + 2.0 * 0.5), 1e-15);  // s = 0.5
+  for (size_t i = 1; i < t.size(); ++i) EXPECT_LT(t[i], t[i - 1]);
+  const auto linear = shifted_times({4, 1.0});
+  for (size_t i = 0; i < linear.size(); ++i) EXPECT_NEAR(linear[i], 1.0 - double(i) / 4, 1e-15);
+  EXPECT_THROW(shifted_times({0, 3.0}), Error);
+  EXPECT_THROW(shifted_times({4, 0.0}), Error);
+}
+
+// The exact velocity of the straight path from noise to one data point x0 is (x - x0) / t
+// (x_t = (1 - t) x0 + t eps, v = eps - x0): Euler follows a straight line exactly, so any grid lands
+// on x0. This pins the sign and time conventions to train/flow_matching.h.
+TEST(Sampler, StraightFlowLandsOnTheDataPoint) {
+  const int64_t n = 37;
+  std::vector<float> x(n), x0(n);
+  fill_noise(7, x.data(), n);
+  Rng r(8);
+  for (auto& v : x0) v = float(r.uniform(-1, 1));
+  const VelocityFn v = [&](const float* xt, double t, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = float((xt[i] - x0[size_t(i)]) / t);
+  };
+  std::vector<double> times;
+  euler_sample({7, 3.0}, v, x.data(), n, [&](int64_t step, int64_t steps, double t0, double t1) {
+    EXPECT_EQ(steps, 7);
+    times.push_back(t0);
+    if (step == steps) {
+      EXPECT_EQ(t1, 0.0);
+    }
+  });
+  EXPECT_EQ(times.size(), 7u);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(x[size_t(i)], x0[size_t(i)], 2e-6);  // float rounding of 7 steps
+}
+
+// Linear, time-dependent field v = (a + 2t) x: integrating from t = 1 to 0 gives
+// x(0) = x(1) exp(-(a + 1)). Euler converges at first order in the step count.
+TEST(Sampler, LinearFieldConvergesToClosedForm) {
+  const double a = 0.7;
+  const VelocityFn v = [&](const float* x, double t, float* out) {
+    for (int i = 0; i < 3; ++i) out[i] = float((a + 2 * t) * x[i]);
+  };
+  auto error = [&](int64_t steps) {
+    std::vector<float> x{1.5f, -0.25f, 3.0f};
+    const std::vector<float> x1 = x;
+    euler_sample({steps, 2.0}, v, x.data(), 3);
+    double e = 0;
+    for (int i = 0; i < 3; ++i)
+      e = std::max(e, std::fabs(x[size_t(i)] - x1[size_t(i)] * std::exp(-(a + 1))) / std::fabs(x1[size_t(i)]));
+    return e;
+  };
+  const double e100 = error(100), e800 = error(800);
+  EXPECT_LT(e800, 2e-3);
+  EXPECT_NEAR(e100 / e800, 8.0, 1.0);  // first order: 8x the steps, 1/8 the error
+}
+
+TEST(Sampler, NoiseIsSeeded) {
+  std::vector<float> a(100), b(100), c(100);
+  fill_noise(1, a.data(), 100);
+  fill_noise(1, b.data(), 100);
+  fill_noise(2, c.data(), 100);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+// The tiny preset with Wan's initialisation; the head is re-drawn small and non-zero so the
+// velocity depends on the input (Wan initialises it to zero).
+struct TinyModel {
+  ModelConfig c = preset_config("tiny");
+  std::vector<float> params;
+  TinyModel() {
+    ParamTable table(c);
+    params.resize(size_t(table.total()));
+    init_params(table, c.dim, 11, params.data());
+    Rng r(12);
+    for (auto& p : params)
+      if (p == 0) p = float(0.02 * r.normal());
+  }
+  std::vector<float> sample(const std::string& prompt, uint64_t seed) const {
+    const auto ctx = prompt_context(c, prompt);
+    return generate_clip(c, params.data(), ctx.data(), c.text_len, {3, 2, 8, 10}, {2, 5.0}, seed);
+  }
+};
+
+TEST(Sampler, ModelSamplingIsDeterministic) {
+  const TinyModel m;
+  const auto a = m.sample("red circle moving left", 4), b = m.sample("red circle moving left", 4);
+  ASSERT_EQ(a.size(), size_t(3 * 2 * 8 * 10));
+  EXPECT_EQ(a, b);  // bit-identical
+  EXPECT_NE(a, m.sample("red circle moving left", 5));
+  EXPECT_NE(a, m.sample("blue square moving up", 4));
+  for (float v : a) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST(Sampler, ClipToRgbMapsAndClamps) {
+  const std::vector<float> x{-1.0f, 0.0f, 1.0f, 2.0f, -3.0f, 0.5f};  // [3, 1, 1, 2]
+  const RgbVideo v = clip_to_rgb(x.data(), {3, 1, 1, 2}, 8);
+  EXPECT_EQ(v.rgb, (std::vector<uint8_t>{0, 255, 0, 128, 255, 191}));  // pixel-major RGB
+}
+
+TEST(Sampler, OutputPathByModelSpace) {
+  test::QuietLogs quiet;
+  EXPECT_EQ(clip_output_path("a/b.MP4", 3), "a/b.MP4");
+  EXPECT_EQ(clip_output_path("a/b.gif", 16), "a/b.safetensors");
+  EXPECT_EQ(clip_output_path("b.safetensors", 3), "b.safetensors");
+  try {
+    clip_output_path("b.png", 3);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'.png'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Sampler, PromptsFileAndOptions) {
+  test::TempDir dir;
+  { std::ofstream(dir.file("p.txt")) << "  red circle moving left \n\n\tblue square moving up\r\n"; }
+  EXPECT_EQ(read_prompts(dir.file("p.txt")),
+            (std::vector<std::string>{"red circle moving left", "blue square moving up"}));
+  TrainSampleOptions o;
+  validate(o);  // off
+  o.every = 5;
+  EXPECT_THROW(validate(o), Error);  // no prompts
+  o.prompts = dir.file("p.txt");
+  validate(o);
+  o.format = "png";
+  EXPECT_THROW(validate(o), Error);
+  o.format = "mp4";
+  { std::ofstream(dir.file("empty.txt")) << "\n  \n"; }
+  o.prompts = dir.file("empty.txt");
+  EXPECT_THROW(validate(o), Error);
+  o.prompts = dir.file("p.txt");
+  EXPECT_EQ(train_samples_to_json(train_samples_from_json(train_samples_to_json(o))), train_samples_to_json(o));
+  EXPECT_EQ(train_samples_from_json(nlohmann::json::object()).every, 0);
+}
+
+}  // namespace
+}  // namespace ms
