@@ -173,6 +173,7 @@ struct Motion {
   int dx, dy;
   Direction direction;
 };
+void PrintTo(const Motion& m, std::ostream* os) { *os << "shift (" << m.dx << ", " << m.dy << ")"; }
 
 class TranslationClip : public ::testing::TestWithParam<Motion> {};
 

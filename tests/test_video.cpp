@@ -50,6 +50,8 @@ struct Container {
   double mean_tol;
   int max_tol;
 };
+// Names the parameter in test listings (gtest's default prints its bytes, pointers included).
+void PrintTo(const Container& c, std::ostream* os) { *os << c.ext; }
 
 class VideoRoundTrip : public ::testing::TestWithParam<Container> {};
 
