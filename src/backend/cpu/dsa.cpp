@@ -1,24 +1,14 @@
-// The DSA kernels are plain C++ loops compiled once per SIMD target by Highway's foreach_target (the target's
-// instruction set applies to everything between HWY_BEFORE_NAMESPACE and HWY_AFTER_NAMESPACE, so the head-dim
-// loops auto-vectorise to AVX-512 / AVX2 / SSE4 / NEON) and dispatched at run time; the generic x86-64 build
-// alone would only use SSE2.
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "backend/cpu/dsa.cpp"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/highway.h>
+#include "ops/dsa.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
 #include "core/parallel.h"
-#include "ops/dsa.h"
 
-HWY_BEFORE_NAMESPACE();
-namespace ms::cpu::HWY_NAMESPACE {
+namespace ms::cpu {
 namespace {
 
 constexpr int64_t kTileQ = 16;         // forward: queries per task
@@ -164,8 +154,10 @@ struct Geometry {
   }
 };
 
+}  // namespace
+
 template <class T>
-void forward_kernel(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& dims,
+void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& dims,
                  const DsaArgs& a) {
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
@@ -209,7 +201,7 @@ void forward_kernel(const T* q, const T* k, const T* v, const T* offsets, T* out
 }
 
 template <class T>
-void backward_kernel(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
+void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
                   T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a) {
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
@@ -278,51 +270,6 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* offsets, const
   }
 }
 
-}  // namespace
-
-#define MS_DSA_TARGET(T, suffix)                                                                                    \
-  void DsaForward##suffix(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse,                     \
-                          const VideoAttentionDims& dims, const DsaArgs& a) {                                       \
-    forward_kernel(q, k, v, offsets, out, lse, dims, a);                                                            \
-  }                                                                                                                 \
-  void DsaBackward##suffix(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse,         \
-                           const T* dout, T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims,         \
-                           const DsaArgs& a) {                                                                      \
-    backward_kernel(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);                               \
-  }
-MS_DSA_TARGET(float, F32)
-MS_DSA_TARGET(double, F64)
-#undef MS_DSA_TARGET
-
-}  // namespace ms::cpu::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
-namespace ms::cpu {
-
-HWY_EXPORT(DsaForwardF32);
-HWY_EXPORT(DsaForwardF64);
-HWY_EXPORT(DsaBackwardF32);
-HWY_EXPORT(DsaBackwardF64);
-
-template <class T>
-void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& dims,
-                 const DsaArgs& a) {
-  if constexpr (std::is_same_v<T, float>)
-    HWY_DYNAMIC_DISPATCH(DsaForwardF32)(q, k, v, offsets, out, lse, dims, a);
-  else
-    HWY_DYNAMIC_DISPATCH(DsaForwardF64)(q, k, v, offsets, out, lse, dims, a);
-}
-
-template <class T>
-void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
-                  T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a) {
-  if constexpr (std::is_same_v<T, float>)
-    HWY_DYNAMIC_DISPATCH(DsaBackwardF32)(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);
-  else
-    HWY_DYNAMIC_DISPATCH(DsaBackwardF64)(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);
-}
-
 template <class T>
 void dsa_offsets_forward(const T* raw, T* offsets, const std::array<double, 3>& range, int64_t N, int64_t M) {
   parallel_for(
@@ -360,4 +307,3 @@ MS_INSTANTIATE(double)
 #undef MS_INSTANTIATE
 
 }  // namespace ms::cpu
-#endif  // HWY_ONCE
