@@ -7,17 +7,13 @@
 #include "data/frame_extraction.h"
 #include "data/frames.h"
 #include "temp_dir.h"
+#include "test_util.h"
 
 namespace ms::test {
 namespace {
 
 std::string toml_error(const std::string& text) {
-  try {
-    parse_dataset_toml(text, "/data/set.toml");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return error_of([&] { parse_dataset_toml(text, "/data/set.toml"); });
 }
 
 TEST(DatasetToml, GeneralKeysAndPerDatasetOverrides) {

@@ -16,19 +16,11 @@
 #include "temp_dir.h"
 #include "train_util.h"
 #include "video_util.h"
+#include "test_util.h"
 
 namespace ms::test {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::vector<float> random_floats(int64_t n, uint64_t seed) {
   Rng r(seed);

@@ -498,16 +498,6 @@ void write_f32(const std::string& path, const std::vector<std::string>& names) {
   write_safetensors(path, refs);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no ms::Error thrown";
-  return "";
-}
-
 TEST(WeightFiles, ShardsWithIndex) {
   TempDir dir;
   const std::string s1 = dir.file("model-00001-of-00002.safetensors"),

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "core/rng.h"
 
 namespace ms::test {
@@ -67,6 +69,17 @@ inline double fd_error(std::vector<double>& x, const std::vector<double>& analyt
     max_num = std::max(max_num, std::fabs(num));
   }
   return max_err / max_num;
+}
+
+// The message of the ms::Error that f throws; a test failure (and "(no error)") when it throws none.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ms::Error thrown";
+  return "(no error)";
 }
 
 // Float64 finite differences agree with analytic gradients to about h^2 * f''' / f': 1e-6 leaves margin.

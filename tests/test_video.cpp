@@ -7,6 +7,7 @@
 #include "io/video.h"
 #include "temp_dir.h"
 #include "video_util.h"
+#include "test_util.h"
 
 namespace ms::test {
 namespace {
@@ -31,15 +32,6 @@ Diff compare(const RgbVideo& a, const RgbVideo& b) {
   return d;
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 struct Container {
   const char* ext;
