@@ -21,6 +21,14 @@
 namespace ms::test {
 namespace {
 
+void expect_shape(const DataShape& s, int64_t channels, int64_t frames, int64_t height, int64_t width) {
+  EXPECT_EQ(s.channels, channels);
+  EXPECT_EQ(s.frames, frames);
+  EXPECT_EQ(s.height, height);
+  EXPECT_EQ(s.width, width);
+}
+
+
 
 std::vector<float> random_floats(int64_t n, uint64_t seed) {
   Rng r(seed);
@@ -60,10 +68,7 @@ TEST(LatentCache, ReadsFilesAndChecksTheModel) {
   const std::string toml = write_toml(dir, "[[datasets]]\ncache_directory = \"cache\"\nnum_repeats = 2\n");
   auto data = open_dataset(latent_options(toml));
   const DataShape s = data->shape();
-  EXPECT_EQ(s.channels, 4);
-  EXPECT_EQ(s.frames, 3);
-  EXPECT_EQ(s.height, 6);
-  EXPECT_EQ(s.width, 10);
+  expect_shape(s, 4, 3, 6, 10);
   const auto a_lat = random_floats(4 * 3 * 6 * 10, 1), a_ctx = random_floats(5 * 6, 2);
   bool saw_a = false;
   for (int64_t i = 0; i < 6; ++i) {  // one epoch: a, b, d twice each; d is replaced by the next good item
@@ -149,10 +154,7 @@ frame_stride = 2
 )");
   auto data = open_dataset(video_options(toml));
   const DataShape s = data->shape();
-  EXPECT_EQ(s.channels, 3);
-  EXPECT_EQ(s.frames, 3);
-  EXPECT_EQ(s.height, 6);
-  EXPECT_EQ(s.width, 8);
+  expect_shape(s, 3, 3, 6, 8);
   // 2 videos x starts {0, 2}: one epoch visits each clip once; the reference is decode + resize_crop.
   std::set<std::pair<std::string, float>> seen;
   for (int64_t i = 0; i < 4; ++i) {
