@@ -1,8 +1,8 @@
 // `megaslide bench stream`: how well layer streaming hides the host link behind compute. The default
 // job runs streamed on the CPU backend with an emulated link, overlapped and serialised, once with
-// the link fast enough to be compute-bound and once slow enough to be transfer-bound. --layers deepens the
-// tiny model: each step exposes a fixed cost at its boundaries (the first upload, the last gradient copy, the
-// stem's update chain), which a deeper model amortises over more streamed stages.
+// the link fast enough to be compute-bound and once slow enough to be transfer-bound. --layers sets the
+// tiny model's depth: each step exposes a fixed chain at its boundary (see boundary_bytes), which a deeper
+// model amortises over more streamed stages.
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +28,16 @@ struct BenchStreamArgs {
   double link_gbps = 0;  // 0: pick one compute-bound and one transfer-bound rate from the measured compute time
   bool json = false;
 };
+
+// Bytes on the link that no schedule with exact (deferred) updates can hide: the next forward needs the
+// stem and block 0 updated, their updates need the global norm, the norm needs every gradient, and the
+// last two to arrive are block 0's and the stem's. So each step ends with their fp32 gradients down and
+// their bf16 weights up, one after the other, while compute waits.
+double boundary_bytes(const ModelConfig& c) {
+  const ParamTable t(c);
+  const double first_two = double(t.stages()[0].numel + t.stages()[1].numel);
+  return (4.0 + 2.0) * first_two;
+}
 
 // Median step seconds of a run of the default job (the first step, which warms up, is left out).
 double step_seconds(TrainOptions o) {
@@ -81,13 +91,17 @@ void bench_stream(const BenchStreamArgs& a) {
     o.serialize = true;
     const double serialised = step_seconds(o);
     const double transfer = bytes / (gbps * 1e9);  // the emulated link sleeps exactly bytes / rate
+    const double boundary = boundary_bytes(cfg) / (gbps * 1e9);
+    const bool compute_bound = compute >= transfer;
     runs.push_back({{"link_gbps", gbps},
                     {"compute_seconds", compute},
                     {"transfer_seconds", transfer},
                     {"overlapped_seconds", overlapped},
                     {"serialised_seconds", serialised},
-                    {"bound", transfer > compute ? "transfer" : "compute"},
-                    {"overlap_efficiency", std::max(compute, transfer) / overlapped}});
+                    {"boundary_seconds", boundary},
+                    {"bound", compute_bound ? "compute" : "transfer"},
+                    {"overlap_efficiency", std::max(compute, transfer) / overlapped},
+                    {"efficiency_ceiling", compute_bound ? nlohmann::json(compute / (compute + boundary)) : nlohmann::json()}});
   }
   set_log_level(LogLevel::info);
   std::filesystem::remove(config_path);
@@ -98,14 +112,20 @@ void bench_stream(const BenchStreamArgs& a) {
   }
   std::printf("bench stream: default job (%lld blocks) streamed on the CPU backend, K=%d, %.2f MB over the link per step\n",
               static_cast<long long>(cfg.num_layers), base.prefetch, bytes / 1e6);
-  std::printf("  %10s %8s %10s %10s %11s %11s %10s\n", "link GB/s", "bound", "compute s", "transfer s", "overlapped",
-              "serialised", "efficiency");
-  for (const auto& x : runs)
-    std::printf("  %10.4f %8s %10.3f %10.3f %11.3f %11.3f %10.3f\n", x["link_gbps"].get<double>(),
+  std::printf("  %10s %8s %10s %10s %10s %11s %11s %10s %8s\n", "link GB/s", "bound", "compute s", "transfer s",
+              "boundary s", "overlapped", "serialised", "efficiency", "ceiling");
+  for (const auto& x : runs) {
+    char ceiling[16] = "-";
+    if (!x["efficiency_ceiling"].is_null()) std::snprintf(ceiling, sizeof ceiling, "%.3f", x["efficiency_ceiling"].get<double>());
+    std::printf("  %10.4f %8s %10.3f %10.3f %10.3f %11.3f %11.3f %10.3f %8s\n", x["link_gbps"].get<double>(),
                 x["bound"].get<std::string>().c_str(), x["compute_seconds"].get<double>(),
-                x["transfer_seconds"].get<double>(), x["overlapped_seconds"].get<double>(),
-                x["serialised_seconds"].get<double>(), x["overlap_efficiency"].get<double>());
-  std::printf("  efficiency = max(compute, transfer) / overlapped step time\n");
+                x["transfer_seconds"].get<double>(), x["boundary_seconds"].get<double>(),
+                x["overlapped_seconds"].get<double>(), x["serialised_seconds"].get<double>(),
+                x["overlap_efficiency"].get<double>(), ceiling);
+  }
+  std::printf("  efficiency = max(compute, transfer) / overlapped step time; boundary = the link time of the chain each\n"
+              "  step must expose (block 0's and the stem's gradients down, then their weights up); ceiling, when\n"
+              "  compute-bound: compute / (compute + boundary)\n");
 }
 
 }  // namespace

@@ -66,7 +66,8 @@ DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOpti
   p.attention = attention * o.act_bytes;
   p.other = other * o.act_bytes;
   const int64_t video = d.B * d.F * d.H * d.W;
-  p.inputs = (video * (c.in_dim + 3 * c.out_dim) + d.B * d.Lt * c.text_dim + d.B) * o.act_bytes;
+  const int64_t one_set = video * (c.in_dim + c.out_dim) + d.B * d.Lt * c.text_dim + d.B;  // x_t, target, context, t
+  p.inputs = (2 * one_set + video * 2 * c.out_dim) * o.act_bytes;  // two sets (one uploading), velocity, its gradient
   p.scores_if_materialised = int64_t(double(d.B * c.num_heads) * double(d.L) * self_attention_keys(c, d)) * o.act_bytes;
   return p;
 }

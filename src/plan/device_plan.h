@@ -34,7 +34,7 @@ struct DevicePlan {
   int64_t attention = 0;               // attention-kernel state: log-sum-exps (flash-style kernels keep no scores),
                                        // DSA offset-network activations and offset gradients
   int64_t other = 0;                   // stem and head activations, residual-stream and embedding gradients, scratch
-  int64_t inputs = 0;                  // x_t, target, velocity, dvelocity [B, C, F, H, W], context [B, Lt, text_dim], t
+  int64_t inputs = 0;                  // 2 x (x_t, target [B, C, F, H, W], context [B, Lt, text_dim], t), velocity, dvelocity
   int64_t scores_if_materialised = 0;  // one layer's B x nh x L x L' self-attention scores at act_bytes: what a
                                        // kernel without online softmax would add (reported, not counted)
 

@@ -40,12 +40,14 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
     p += n * 4;
     return q;
   };
-  xt_ = take(video * c.in_dim);
-  target_ = take(video * c.out_dim);
+  for (Inputs& in : inputs_) {
+    in.xt = take(video * c.in_dim);
+    in.target = take(video * c.out_dim);
+    in.context = take(d.B * d.Lt * c.text_dim);
+    in.t = take(d.B);
+  }
   velocity_ = take(video * c.out_dim);
   dvelocity_ = take(video * c.out_dim);
-  context_ = take(d.B * d.Lt * c.text_dim);
-  t_ = take(d.B);
   MS_CHECK(p == arena_ + plan_.peak(), "arena carved ", p - arena_, " of ", plan_.peak(), " bytes");
   st_ = {be_.create_stream("compute"), be_.create_stream("h2d"), be_.create_stream("d2h")};
 }
@@ -60,16 +62,26 @@ StreamedModel::~StreamedModel() {
   be_.free_device(arena_);
 }
 
-void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const float* t, const float* context,
-                                 const float* target, const GradRoute& route, const std::function<Event(int)>& ready) {
+void StreamedModel::enqueue_inputs(const float* xt, const float* t, const float* context, const float* target) {
+  const int64_t video = dims_.B * dims_.F * dims_.H * dims_.W;
+  current_ ^= 1;
+  Inputs& in = inputs_[current_];
+  be_.wait(st_.h2d, in.free);
+  // context is padded to text_len by the caller
+  be_.copy_h2d(st_.h2d, in.xt, xt, size_t(video * cfg_.in_dim) * 4, "inputs");
+  be_.copy_h2d(st_.h2d, in.target, target, size_t(video * cfg_.out_dim) * 4, "inputs");
+  be_.copy_h2d(st_.h2d, in.context, context, size_t(dims_.B * dims_.Lt * cfg_.text_dim) * 4, "inputs");
+  be_.copy_h2d(st_.h2d, in.t, t, size_t(dims_.B) * 4, "inputs");
+  in.landed = be_.record(st_.h2d);
+}
+
+void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route,
+                                 const std::function<Event(int)>& ready) {
   const auto& stages = table_.stages();
   const int S = int(stages.size()), K = opts_.prefetch, L = int(cfg_.num_layers);
   const int64_t ND = dims_.N() * cfg_.dim, video = dims_.B * dims_.F * dims_.H * dims_.W;
-  // inputs: context is padded to text_len by the caller
-  be_.copy_h2d(st_.h2d, xt_, xt, size_t(video * cfg_.in_dim) * 4, "inputs");
-  be_.copy_h2d(st_.h2d, target_, target, size_t(video * cfg_.out_dim) * 4, "inputs");
-  be_.copy_h2d(st_.h2d, context_, context, size_t(dims_.B * dims_.Lt * cfg_.text_dim) * 4, "inputs");
-  be_.copy_h2d(st_.h2d, t_, t, size_t(dims_.B) * 4, "inputs");
+  Inputs& in = inputs_[current_];
+  be_.wait(st_.compute, in.landed);
   // Stage uses in order: forward 0 .. S-1 (the head also runs its backward), then backward S-2 .. 0.
   std::vector<int> uses;
   for (int s = 0; s < S; ++s) uses.push_back(s);
@@ -103,7 +115,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const
     const int64_t numel = info.numel;
     if (info.kind == StageKind::stem && forward) {
       be_.launch(st_.compute, "stem", [=, this] {
-        stem_forward(cfg_, dims_, bind_stem(cfg_, cw), xt_, t_, context_, ws_.stem);
+        stem_forward(cfg_, dims_, bind_stem(cfg_, cw), in.xt, in.t, in.context, ws_.stem);
         std::copy(ws_.stem.x0, ws_.stem.x0 + ND, checkpoint(0));
         if (probe_) probe_(0, checkpoint(0), ND);
       });
@@ -120,7 +132,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const
         std::fill(g, g + numel, 0.0f);
         head_forward(cfg_, dims_, bind_head(cfg_, cw), checkpoint(L), ws_.stem.e, ws_.head, velocity_);
         if (probe_) probe_(L + 1, velocity_, video * cfg_.out_dim);
-        loss_ = cpu::mse_loss(velocity_, target_, dvelocity_, video * cfg_.out_dim);
+        loss_ = cpu::mse_loss(velocity_, in.target, dvelocity_, video * cfg_.out_dim);
         std::fill(ws_.de, ws_.de + dims_.B * cfg_.dim, 0.0f);
         std::fill(ws_.de0, ws_.de0 + dims_.B * 6 * cfg_.dim, 0.0f);
         std::fill(ws_.dctx, ws_.dctx + dims_.B * dims_.Lt * cfg_.dim, 0.0f);
@@ -165,6 +177,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const float* xt, const
       route.landed(j, s, host, grads_sent[size_t(j)]);
     }
   }
+  in.free = be_.record(st_.compute);
 }
 
 double StreamedModel::finish() {

@@ -38,12 +38,15 @@ class StreamedModel {
   StreamedModel(const StreamedModel&) = delete;
   StreamedModel& operator=(const StreamedModel&) = delete;
 
-  // One training step on the device: uploads x_t [B, C, F, H, W], t [B], context [B, Lt, text_dim] and
-  // target, runs forward, MSE loss and backward, and sends every stage's gradients along `route`.
-  // Stage s's weights are uploaded from weights [P] (bf16, host) after the event ready(s) (its optimizer
-  // update). Enqueues everything and returns; the loss is valid after finish().
-  void enqueue_step(const uint16_t* weights, const float* xt, const float* t, const float* context, const float* target,
-                    const GradRoute& route, const std::function<Event(int)>& ready);
+  // Enqueues the upload of one step's inputs x_t [B, C, F, H, W], t [B], context [B, Lt, text_dim] and
+  // target into the other of two device input sets, so that the next step's inputs travel during this
+  // step's backward. The host arrays must stay unchanged until the step that uses them has finished.
+  void enqueue_inputs(const float* xt, const float* t, const float* context, const float* target);
+  // One training step on the device from the inputs enqueued last: forward, MSE loss and backward, and
+  // every stage's gradients sent along `route`. Stage s's weights are uploaded from weights [P] (bf16,
+  // host) after the event ready(s) (its optimizer update). Enqueues everything and returns; the loss is
+  // valid after finish().
+  void enqueue_step(const uint16_t* weights, const GradRoute& route, const std::function<Event(int)>& ready);
   // Waits for the step and returns its loss.
   double finish();
 
@@ -69,7 +72,14 @@ class StreamedModel {
   std::vector<float*> slots_;       // K x [max stage] weights as the device computes with them
   std::vector<float*> grad_slots_;  // 2 x [max stage] fp32 gradients
   ModelWorkspace<float> ws_;
-  float *xt_, *target_, *velocity_, *dvelocity_, *context_, *t_;  // inputs [B, C, F, H, W], [B, Lt, td], [B]
+  struct Inputs {
+    float *xt, *target, *context, *t;  // [B, C, F, H, W] x2, [B, Lt, td], [B]
+    Event landed;                      // their upload is done
+    Event free;                        // the last step that read them has finished with them
+  };
+  Inputs inputs_[2];
+  int current_ = 1;               // the input set enqueued last
+  float *velocity_, *dvelocity_;  // [B, C, F, H, W]
   AlignedBuffer<float> host_checkpoints_;  // offload_activations: [num_layers + 1, N, D] in host memory
   // Device buffer of block input k: its own slot, or staging slot k mod 3 when offloaded.
   float* checkpoint(int64_t k) const;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -64,10 +65,12 @@ struct SigintGuard {
   ~SigintGuard() { sigaction(SIGINT, &old, nullptr); }
 };
 
-// One batch in the model's input layout.
+// One step's batch in the model's input layout.
 struct Batch {
-  std::vector<float> x0;       // [B, C, F, H, W] clean video
-  std::vector<float> context;  // [B, text_len, text_dim]
+  std::vector<float> x0;         // [B, C, F, H, W] clean video
+  std::vector<float> context;    // [B, text_len, text_dim]
+  std::vector<float> xt, target;  // [B, C, F, H, W] the noised input and the flow target
+  std::vector<float> timesteps;  // [B] t * 1000
 };
 
 class Run {
@@ -104,10 +107,12 @@ class Run {
       MS_FAIL("the model's out_dim ", cfg.out_dim, " differs from its in_dim ", cfg.in_dim,
               "; rectified-flow training needs them equal");
     const int64_t n = dims_.B * cfg.in_dim * dims_.F * dims_.H * dims_.W;
-    for (auto* v : {&xt_, &target_, &noise_, &pred_, &dpred_}) v->resize(size_t(n));
-    batch_.x0.resize(size_t(n));
-    batch_.context.resize(size_t(dims_.B * cfg.text_len * cfg.text_dim));
-    timesteps_.resize(size_t(dims_.B));
+    for (auto* v : {&noise_, &pred_, &dpred_}) v->resize(size_t(n));
+    for (Batch& b : batches_) {
+      for (auto* v : {&b.x0, &b.xt, &b.target}) v->resize(size_t(n));
+      b.context.resize(size_t(dims_.B * cfg.text_len * cfg.text_dim));
+      b.timesteps.resize(size_t(dims_.B));
+    }
   }
 
   HostState& host() { return host_; }
@@ -143,18 +148,28 @@ class Run {
     const auto t_run = std::chrono::steady_clock::now();
     SigintGuard sigint;
     int64_t saved_step = state.step;  // the run starts from a saved state (or from scratch)
+    const Batch* prepared = nullptr;  // the next step's batch, when made during the previous step's device work
     while (state.step < opts_.steps && !g_interrupted) {
       const auto t0 = std::chrono::steady_clock::now();
-      make_batch(state.data_position, rng);
       const int64_t t = state.step + 1;
-      std::string fault = nonfinite_data(state.data_position);  // before the forward: cheap
+      Batch& batch = batches_[size_t(t % 2)];
+      if (prepared != &batch) prepare(batch, state.data_position, rng);
+      prepared = nullptr;
+      std::string fault = nonfinite_data(batch, state.data_position);  // before the forward: cheap
       state.data_position += dims_.B;
+      const uint64_t rng_after = rng.state();  // where a checkpoint of step t resumes
+      // Makes step t+1's batch while step t computes; streamed, its inputs upload during the backward.
+      auto prepare_next = [&] {
+        if (t >= opts_.steps || g_interrupted) return;
+        prepared = &batches_[size_t((t + 1) % 2)];
+        prepare(batches_[size_t((t + 1) % 2)], state.data_position, rng);
+      };
       const bool immediate = opts_.optimizer_schedule == "immediate";
       stage_sumsq_.assign(table_.stages().size(), 0.0);
       forward_check_ = ForwardCheck{t};
       const double loss = !fault.empty() ? skip_forward()
-                          : immediate    ? step_immediate(Update{t, state.clip_scale})
-                                         : step_deferred(t);
+                          : immediate    ? step_immediate(batch, Update{t, state.clip_scale}, prepare_next)
+                                         : step_deferred(batch, t, prepare_next);
       double sumsq = 0;  // per stage, in stage order: the same sum in every schedule
       for (double x : stage_sumsq_) sumsq += x;
       const double norm = std::sqrt(sumsq);
@@ -181,7 +196,7 @@ class Run {
                  ", their parameters untouched");
       }
       state.step = t;
-      state.rng_state = rng.state();
+      state.rng_state = rng_after;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double tps = double(dims_.N()) / secs;
       metrics << nlohmann::json{{"step", t},
@@ -262,11 +277,11 @@ class Run {
   }
 
   // "" when every clip of the batch is finite; else which clip (and data sample) is not.
-  std::string nonfinite_data(int64_t position) const {
+  std::string nonfinite_data(const Batch& batch, int64_t position) const {
     const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
     for (int64_t b = 0; b < dims_.B; ++b) {
-      const int64_t video = count_nonfinite(batch_.x0.data() + b * clip, clip);
-      const int64_t caption = count_nonfinite(batch_.context.data() + b * ctx, ctx);
+      const int64_t video = count_nonfinite(batch.x0.data() + b * clip, clip);
+      const int64_t caption = count_nonfinite(batch.context.data() + b * ctx, ctx);
       if (video + caption > 0)
         return cat("non-finite input data in clip ", b, " of the batch (data sample ", position + b, "): ", video,
                    " of its ", clip, " values and ", caption, " of its ", ctx, " caption-embedding values");
@@ -299,16 +314,23 @@ class Run {
     return cat("non-finite loss ", loss, " or gradient norm ", norm, " from a finite forward");
   }
 
-  void make_batch(int64_t position, Rng& rng) {
+  // Makes the batch of data samples [position, position + B) and, streamed, enqueues its upload.
+  void prepare(Batch& batch, int64_t position, Rng& rng) {
+    make_batch(batch, position, rng);
+    if (streamed_)
+      streamed_->enqueue_inputs(batch.xt.data(), batch.timesteps.data(), batch.context.data(), batch.target.data());
+  }
+
+  void make_batch(Batch& batch, int64_t position, Rng& rng) {
     const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
     for (int64_t b = 0; b < dims_.B; ++b) {
       DataSample s = data_->get(position + b);
       MS_CHECK(int64_t(s.x0.size()) == clip, "data sample ", position + b, " has ", s.x0.size(), " values, expected ",
                clip);
-      std::copy(s.x0.begin(), s.x0.end(), batch_.x0.begin() + b * clip);
+      std::copy(s.x0.begin(), s.x0.end(), batch.x0.begin() + b * clip);
       if (position + b == opts_.inject_inf_data)  // testing aid
-        batch_.x0[size_t(b * clip + clip / 2)] = std::numeric_limits<float>::infinity();
-      float* context = batch_.context.data() + b * ctx;  // [text_len, text_dim]
+        batch.x0[size_t(b * clip + clip / 2)] = std::numeric_limits<float>::infinity();
+      float* context = batch.context.data() + b * ctx;  // [text_len, text_dim]
       if (s.context.empty()) {
         embed_caption(s.caption, cfg_.text_len, cfg_.text_dim, context);
       } else {  // cached embedding [L, text_dim], zero-padded to text_len as Wan does
@@ -316,17 +338,17 @@ class Run {
         std::fill(context + s.context.size(), context + ctx, 0.0f);
       }
       const double t = sample_timestep(opts_.flow, rng);
-      timesteps_[size_t(b)] = float(t * 1000.0);
+      batch.timesteps[size_t(b)] = float(t * 1000.0);
       for (int64_t i = 0; i < clip; ++i) noise_[size_t(b * clip + i)] = float(rng.normal());
-      make_flow_pair(batch_.x0.data() + b * clip, noise_.data() + b * clip, t, xt_.data() + b * clip,
-                     target_.data() + b * clip, clip);
+      make_flow_pair(batch.x0.data() + b * clip, noise_.data() + b * clip, t, batch.xt.data() + b * clip,
+                     batch.target.data() + b * clip, clip);
     }
   }
 
-  // Deferred schedule: loss and the host gradient pool for the current batch. Streamed, the pending
-  // update of the previous step runs on the optimizer stream, each stage's upload waiting only for its own.
-  double step_deferred(int64_t t) {
-    double loss;
+  // Deferred schedule: loss and the host gradient pool for `batch`. Streamed, the pending update of the
+  // previous step runs on the optimizer stream, each stage's upload waiting only for its own, and each
+  // stage's norm contribution is summed there as its gradients land. `during` runs while the device works.
+  double step_deferred(const Batch& batch, int64_t t, const std::function<void()>& during) {
     if (streamed_) {
       std::vector<Event> ready(table_.stages().size());
       if (pending_.step > 0) {
@@ -337,27 +359,32 @@ class Run {
         pending_ = Update{};
       }
       GradRoute route{[&](int, int s) { return host_grads(size_t(s)); }, [](int) { return Event{}; },
-                      [](int, int, float*, Event) {}};
-      streamed_->enqueue_step(host_.weights.data(), xt_.data(), timesteps_.data(), batch_.context.data(),
-                              target_.data(), route, [&](int s) { return ready[size_t(s)]; });
-      loss = streamed_->finish();
-    } else {
-      host_.grads.zero();
-      loss = resident_step(host_.grads.data());
+                      [&](int, int s, float* host, Event landed) {
+                        backend_->wait(optimizer_stream_, landed);
+                        backend_->launch(optimizer_stream_, "norm",
+                                         [=, this] { stage_sumsq_[size_t(s)] = checked_sumsq(size_t(s), host, t); });
+                      }};
+      streamed_->enqueue_step(host_.weights.data(), route, [&](int s) { return ready[size_t(s)]; });
+      during();
+      return streamed_->finish();
     }
+    host_.grads.zero();
+    const double loss = resident_step(batch, host_.grads.data());
     for (size_t s = 0; s < stage_sumsq_.size(); ++s) stage_sumsq_[s] = checked_sumsq(s, host_grads(s), t);
+    during();
     return loss;
   }
 
   // Immediate schedule: every stage is updated (clipped by the previous step's norm) as soon as its
   // gradients land, overlapped with the rest of the backward; gradients pass through kStaging
   // stage-sized host buffers. A stage with non-finite gradients is skipped.
-  double step_immediate(const Update& u) {
+  double step_immediate(const Batch& batch, const Update& u, const std::function<void()>& during) {
     if (!streamed_) {
       resident_grads_.zero();
-      const double loss = resident_step(resident_grads_.data());
+      const double loss = resident_step(batch, resident_grads_.data());
       for (size_t s = 0; s < stage_sumsq_.size(); ++s)
         immediate_update(s, resident_grads_.data() + table_.stages()[s].offset, u);
+      during();
       return loss;
     }
     const int64_t stage = table_.max_stage_numel();
@@ -370,8 +397,8 @@ class Run {
                       consumed[size_t(j)] = updated_[size_t(s)] = backend_->record(optimizer_stream_);
                     }};
     std::vector<Event> ready = updated_;  // this step's uploads wait for the previous step's updates
-    streamed_->enqueue_step(host_.weights.data(), xt_.data(), timesteps_.data(), batch_.context.data(), target_.data(),
-                            route, [&](int s) { return ready[size_t(s)]; });
+    streamed_->enqueue_step(host_.weights.data(), route, [&](int s) { return ready[size_t(s)]; });
+    during();
     return streamed_->finish();
   }
 
@@ -388,10 +415,10 @@ class Run {
   }
 
   // Resident forward, loss and backward with the bf16 working weights; grads [P] must be zero.
-  double resident_step(float* grads) {
+  double resident_step(const Batch& batch, float* grads) {
     convert_to_f32(DType::bf16, host_.weights.data(), params_.data(), table_.total());
-    resident_->forward(params_.data(), xt_.data(), timesteps_.data(), batch_.context.data(), pred_.data());
-    const double loss = cpu::mse_loss(pred_.data(), target_.data(), dpred_.data(), int64_t(pred_.size()));
+    resident_->forward(params_.data(), batch.xt.data(), batch.timesteps.data(), batch.context.data(), pred_.data());
+    const double loss = cpu::mse_loss(pred_.data(), batch.target.data(), dpred_.data(), int64_t(pred_.size()));
     resident_->backward(params_.data(), dpred_.data(), grads, nullptr, nullptr);
     return loss;
   }
@@ -449,9 +476,8 @@ class Run {
   Update pending_;                   // deferred: the update waiting for the next step
   std::vector<Event> updated_;       // immediate, streamed: each stage's last update
   std::vector<double> stage_sumsq_;  // this step's per-stage sums of squared gradients
-  Batch batch_;
-  std::vector<float> xt_, target_, noise_, pred_, dpred_;  // [B, C, F, H, W]
-  std::vector<float> timesteps_;                           // [B] t * 1000
+  Batch batches_[2];                        // step t uses batches_[t % 2]; the other is made meanwhile
+  std::vector<float> noise_, pred_, dpred_;  // [B, C, F, H, W]
 };
 
 // Opens opts.data for the model and fills in what the data decides: a zero --frames/--height/--width
