@@ -95,6 +95,25 @@ TEST(Dsa, GradientsMatchFiniteDifferences) {
   }
 }
 
+// The head dims the kernels compile as constants (32, 64, 128) take their own code path: the same checks there.
+TEST(Dsa, SpecialisedHeadDimsMatchReferenceAndFiniteDifferences) {
+  uint64_t seed = 250;
+  for (int64_t d : {32, 64, 128}) {
+    DsaInputs in({{1, 2, 3, 5, 2, d}, {{3, 3, 3}, 1}}, seed += 10);
+    in.off = randn(in.off.size(), seed + 5, 1.5);
+    EXPECT_LT(rel_l2(in.forward(in.off.data()), in.reference()), 1e-12) << "head dim " << d;
+    in.off_away_from_integers(seed + 6);
+    auto loss = [&] { return dot(in.forward(in.off.data()), in.r); };
+    const DsaGrads g = run_backward<double>(in, true), f = run_backward<float>(in, true);
+    EXPECT_LT(fd_error(in.q, g.dq, loss), kFdTol) << "head dim " << d;
+    EXPECT_LT(fd_error(in.k, g.dk, loss), kFdTol) << "head dim " << d;
+    EXPECT_LT(fd_error(in.v, g.dv, loss), kFdTol) << "head dim " << d;
+    EXPECT_LT(fd_error(in.off, g.doff, loss, 96), kFdTol) << "head dim " << d;
+    EXPECT_LT(rel_l2(f.dq, g.dq), kF32Tol) << "head dim " << d;
+    EXPECT_LT(rel_l2(f.doff, g.doff), kF32Tol) << "head dim " << d;
+  }
+}
+
 // t offsets far below 0, h offsets far past the end: clamped everywhere. w offsets 0: clamped exactly at the
 // borders (positions 0 and W - 1 count as clamped, as in grid_sample), live inside.
 TEST(Dsa, ClampedCoordinatesGetZeroPositionGradient) {

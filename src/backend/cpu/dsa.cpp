@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -15,12 +16,35 @@ constexpr int64_t kTileQ = 16;         // forward: queries per task
 constexpr int64_t kColumn = 16;        // query order: width of the column blocks the grid is walked in
 constexpr int64_t kScratch = 1 << 20;  // backward: position-gradient scratch elements (sets the queries per pass)
 
+// Calls f(d) with the head dim as a compile-time constant for the common sizes, so that the per-corner loops
+// over it unroll and reduce without a remainder, and as a run-time value otherwise.
+template <class F>
+void with_head_dim(int64_t d, F&& f) {
+  switch (d) {
+    case 32:
+      return f(std::integral_constant<int64_t, 32>{});
+    case 64:
+      return f(std::integral_constant<int64_t, 64>{});
+    case 128:
+      return f(std::integral_constant<int64_t, 128>{});
+    default:
+      return f(d);
+  }
+}
+
 template <class T>
 T dot(const T* a, const T* b, int64_t n) {
   T s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
+}
+
+// y = alpha x.
+template <class T>
+void scaled_copy(T alpha, const T* x, T* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = alpha * x[i];
 }
 
 template <class T>
@@ -63,7 +87,7 @@ struct AxisSample {
 };
 
 template <class T>
-AxisSample<T> axis_sample(int64_t base, T offset, int64_t E, bool want_grad) {
+[[gnu::always_inline]] inline AxisSample<T> axis_sample(int64_t base, T offset, int64_t E, bool want_grad) {
   const T raw = T(base) + offset, hi = T(E - 1);
   const bool inside = raw > T(0) && raw < hi;
   const T pos = std::clamp(raw, T(0), hi);
@@ -161,43 +185,53 @@ void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T
                  const DsaArgs& a) {
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
-  const int64_t L = dims.L(), nh = dims.nh, d = dims.d, P = a.P(), G = a.groups, hpg = nh / G;
+  const int64_t L = dims.L(), nh = dims.nh, P = a.P(), G = a.groups, hpg = nh / G;
   const int64_t ntiles = (L + kTileQ - 1) / kTileQ;
-  const T scale = T(1) / std::sqrt(T(d));
-  const double work = double(dims.B * L * nh * d) * double(geo.valid()) * (offsets ? 16 : 2);  // 8 or 1 corners
-  auto tile = [&](int64_t task) {  // queries [l0, l1) of sample b in geo.query order, all heads
-    const int64_t b = task / ntiles, l0 = (task % ntiles) * kTileQ, l1 = std::min(L, l0 + kTileQ);
-    std::vector<Sample<T>> smp(geo.valid());  // valid samples of one (query, group) [nv]
-    std::vector<T> s(geo.valid());            // scores, then exp(score - max) [nv]
-    for (int64_t m = l0; m < l1; ++m) {
-      const int64_t l = geo.query(m), row = b * L + l;  // query token, its row in [B*L]
-      for (int64_t g = 0; g < G; ++g) {
-        const int64_t nv = geo.samples(l, offsets ? offsets + (row * G + g) * P * 3 : nullptr, false, smp.data());
-        for (int64_t n = g * hpg; n < (g + 1) * hpg; ++n) {
-          const T* qr = q + (row * nh + n) * d;    // [d]
-          const T* kb = k + (b * L * nh + n) * d;  // row tok of this head at kb + tok * nh * d
-          const T* vb = v + (b * L * nh + n) * d;
-          T mx = -std::numeric_limits<T>::infinity();
-          for (int64_t j = 0; j < nv; ++j) {
-            T acc = 0;
-            for (int c = 0; c < smp[j].n; ++c) acc += smp[j].w[c] * dot(qr, kb + smp[j].tok[c] * nh * d, d);
-            s[j] = acc * scale;
-            mx = std::max(mx, s[j]);
+  const T scale = T(1) / std::sqrt(T(dims.d));
+  const double work = double(dims.B * L * nh * dims.d) * double(geo.valid()) * (offsets ? 16 : 2);  // 8 or 1 corners
+  with_head_dim(dims.d, [&](auto d) {
+    auto tile = [&](int64_t task) {  // queries [l0, l1) of sample b in geo.query order, all heads
+      const int64_t b = task / ntiles, l0 = (task % ntiles) * kTileQ, l1 = std::min(L, l0 + kTileQ);
+      std::vector<Sample<T>> smp(geo.valid());  // valid samples of one (query, group) [nv]
+      std::vector<T> s(geo.valid());            // scores, then exp(score - max) [nv]
+      std::vector<T> ks(size_t(dims.d));        // one sample's interpolated key [d]
+      for (int64_t m = l0; m < l1; ++m) {
+        const int64_t l = geo.query(m), row = b * L + l;  // query token, its row in [B*L]
+        for (int64_t g = 0; g < G; ++g) {
+          const int64_t nv = geo.samples(l, offsets ? offsets + (row * G + g) * P * 3 : nullptr, false, smp.data());
+          for (int64_t n = g * hpg; n < (g + 1) * hpg; ++n) {
+            const T* qr = q + (row * nh + n) * d;    // [d]
+            const T* kb = k + (b * L * nh + n) * d;  // row tok of this head at kb + tok * nh * d
+            const T* vb = v + (b * L * nh + n) * d;
+            T mx = -std::numeric_limits<T>::infinity();
+            for (int64_t j = 0; j < nv; ++j) {  // q . (the key interpolated at the sample): one reduction per sample
+              const Sample<T>& sm = smp[j];
+              T acc;
+              if (sm.n == 1) {
+                acc = sm.w[0] * dot(qr, kb + sm.tok[0] * nh * d, d);
+              } else {
+                scaled_copy(sm.w[0], kb + sm.tok[0] * nh * d, ks.data(), d);
+                for (int c = 1; c < sm.n; ++c) axpy(sm.w[c], kb + sm.tok[c] * nh * d, ks.data(), d);
+                acc = dot(qr, ks.data(), d);
+              }
+              s[j] = acc * scale;
+              mx = std::max(mx, s[j]);
+            }
+            T sum = 0;
+            for (int64_t j = 0; j < nv; ++j) sum += (s[j] = std::exp(s[j] - mx));
+            T* o = out + (row * nh + n) * d;  // [d]
+            std::fill(o, o + d, T(0));
+            for (int64_t j = 0; j < nv; ++j) {
+              const T p = s[j] / sum;  // probability of sample j
+              for (int c = 0; c < smp[j].n; ++c) axpy(p * smp[j].w[c], vb + smp[j].tok[c] * nh * d, o, d);
+            }
+            lse[(b * nh + n) * L + l] = mx + std::log(sum);
           }
-          T sum = 0;
-          for (int64_t j = 0; j < nv; ++j) sum += (s[j] = std::exp(s[j] - mx));
-          T* o = out + (row * nh + n) * d;  // [d]
-          std::fill(o, o + d, T(0));
-          for (int64_t j = 0; j < nv; ++j) {
-            const T p = s[j] / sum;  // probability of sample j
-            for (int c = 0; c < smp[j].n; ++c) axpy(p * smp[j].w[c], vb + smp[j].tok[c] * nh * d, o, d);
-          }
-          lse[(b * nh + n) * L + l] = mx + std::log(sum);
         }
       }
-    }
-  };
-  parallel_for(dims.B * ntiles, tile, min_parallel_for_work(dims.B * ntiles, work));
+    };
+    parallel_for(dims.B * ntiles, tile, min_parallel_for_work(dims.B * ntiles, work));
+  });
 }
 
 template <class T>
@@ -205,9 +239,9 @@ void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T*
                   T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a) {
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
-  const int64_t B = dims.B, L = dims.L(), nh = dims.nh, d = dims.d, P = a.P(), G = a.groups, hpg = nh / G;
+  const int64_t B = dims.B, L = dims.L(), nh = dims.nh, P = a.P(), G = a.groups, hpg = nh / G;
   const bool want_grad = doffsets != nullptr;
-  const T scale = T(1) / std::sqrt(T(d));
+  const T scale = T(1) / std::sqrt(T(dims.d));
   // Queries per pass: all without offset gradients, else as many as kScratch holds (at least one).
   const int64_t chunk = want_grad ? std::clamp<int64_t>(kScratch / (B * nh * P * 3), 1, L) : L;
   // Per-head position gradients of one chunk of queries [B, chunk, nh, P, 3], summed over each group's heads
@@ -216,7 +250,7 @@ void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T*
   for (int64_t c0 = 0; c0 < L; c0 += chunk) {
     const int64_t c1 = std::min(L, c0 + chunk);
     // Queries [c0, c1) (geo.query order) of one (sample, head), in order: this task alone writes dk, dv of that head.
-    auto head = [&](int64_t task) {
+    auto head = [&](int64_t task, auto d) {
       const int64_t b = task / nh, n = task % nh, g = n / hpg;
       std::vector<Sample<T>> smp(geo.valid());    // [nv]
       const int64_t base = (b * L * nh + n) * d;  // row tok of this head at base + tok * nh * d
@@ -252,8 +286,11 @@ void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T*
         }
       }
     };
-    const double work = double(B * (c1 - c0) * nh * d) * double(geo.valid()) * (want_grad ? 40 : 5);
-    parallel_for(B * nh, head, min_parallel_for_work(B * nh, work));
+    const double work = double(B * (c1 - c0) * nh * dims.d) * double(geo.valid()) * (want_grad ? 40 : 5);
+    with_head_dim(dims.d, [&](auto d) {
+      parallel_for(
+          B * nh, [&](int64_t task) { head(task, d); }, min_parallel_for_work(B * nh, work));
+    });
     if (!want_grad) continue;
     auto reduce = [&](int64_t task) {  // doffsets of one query += the sum of its group's heads, in head order
       const int64_t b = task / (c1 - c0), m = c0 + task % (c1 - c0), l = geo.query(m);
