@@ -1,11 +1,20 @@
 #include "train/options.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
 
 namespace ms {
+
+void TrainOptions::make_paths_absolute() {
+  auto absolute = [](std::string& p) {
+    if (!p.empty()) p = std::filesystem::absolute(p).lexically_normal().string();
+  };
+  if (data != "synthetic" && data != "moving-mnist") absolute(data);
+  for (std::string* p : {&mnist_dir, &trace, &samples.prompts, &out}) absolute(*p);
+}
 
 void TrainOptions::validate() const {
   if (frames < 0 || height < 0 || width < 0)

@@ -44,6 +44,9 @@ struct TrainOptions {
 
   // Throws ms::Error naming the bad value.
   void validate() const;
+  // Makes the file and folder options absolute against the working directory, so that the options a run
+  // stores for --resume mean the same from any directory (the model is read from the checkpoint then).
+  void make_paths_absolute();
   // Learning rate at 1-based step t: linear warm-up, then constant.
   double lr_at(int64_t t) const;
 };

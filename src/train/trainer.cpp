@@ -507,6 +507,7 @@ TrainSummary train(const TrainOptions& opts) {
             " or choose another --out");
   ModelSource src = resolve_model(opts.model, opts.config);
   TrainOptions resolved = opts;
+  resolved.make_paths_absolute();
   std::unique_ptr<Dataset> data = open_training_data(resolved, src.config);
   Run run(resolved, src.config, std::move(data));
   std::vector<float> init(size_t(run.table().total()));
