@@ -54,12 +54,17 @@ double step_seconds(TrainOptions o) {
   return secs[secs.size() / 2];
 }
 
-// Bytes over the link per step: weights up twice for every stage but the head (forward and backward),
-// fp32 gradients down once.
-double link_bytes(const ModelConfig& c) {
+// Bytes over the link per step in each direction: bf16 weights up twice for every stage but the head
+// (forward and backward; with K = 2 the last block's backward finds its weights still in place), fp32
+// gradients down once. The link, like PCIe, carries both directions at once.
+struct LinkBytes {
+  double h2d, d2h;
+};
+LinkBytes link_bytes(const ModelConfig& c, int prefetch) {
   const ParamTable t(c);
-  const double head = double(t.stages().back().numel);
-  return 2.0 * (2.0 * double(t.total()) - head) + 4.0 * double(t.total());
+  const auto& st = t.stages();
+  const double once = double(st.back().numel) + (prefetch == 2 ? double(st[st.size() - 2].numel) : 0.0);
+  return {2.0 * (2.0 * double(t.total()) - once), 4.0 * double(t.total())};
 }
 
 void bench_stream(const BenchStreamArgs& a) {
@@ -77,20 +82,23 @@ void bench_stream(const BenchStreamArgs& a) {
     base.config = config_path;
   }
   const double compute = step_seconds(base);  // unthrottled link: memcpy, far faster than compute
-  const double bytes = link_bytes(cfg);
+  const LinkBytes bytes = link_bytes(cfg, base.prefetch);
+  const double busiest = std::max(bytes.h2d, bytes.d2h);  // the direction that sets the transfer time
   std::vector<double> rates;
   if (a.link_gbps > 0)
     rates = {a.link_gbps};
-  else
-    rates = {bytes / (0.5 * compute) / 1e9, bytes / (2.0 * compute) / 1e9};  // transfer = compute/2, = 2x compute
+  else  // the busier direction alone takes compute/2, then 2x compute
+    rates = {busiest / (0.5 * compute) / 1e9, busiest / (2.0 * compute) / 1e9};
   nlohmann::json runs = nlohmann::json::array();
   for (double gbps : rates) {
     TrainOptions o = base;
     o.link_gbps = gbps;
     const double overlapped = step_seconds(o);
+    o.transfer_only = true;
+    const double transfer = step_seconds(o);  // the same schedule with every compute op empty
+    o.transfer_only = false;
     o.serialize = true;
     const double serialised = step_seconds(o);
-    const double transfer = bytes / (gbps * 1e9);  // the emulated link sleeps exactly bytes / rate
     const double boundary = boundary_bytes(cfg) / (gbps * 1e9);
     const bool compute_bound = compute >= transfer;
     runs.push_back({{"link_gbps", gbps},
@@ -105,13 +113,18 @@ void bench_stream(const BenchStreamArgs& a) {
   }
   set_log_level(LogLevel::info);
   std::filesystem::remove(config_path);
-  nlohmann::json r{{"model", base.model}, {"layers", cfg.num_layers}, {"link_bytes_per_step", bytes}, {"prefetch", base.prefetch}, {"runs", runs}};
+  nlohmann::json r{{"model", base.model},
+                   {"layers", cfg.num_layers},
+                   {"h2d_bytes_per_step", bytes.h2d},
+                   {"d2h_bytes_per_step", bytes.d2h},
+                   {"prefetch", base.prefetch},
+                   {"runs", runs}};
   if (a.json) {
     std::printf("%s\n", r.dump(2).c_str());
     return;
   }
-  std::printf("bench stream: default job (%lld blocks) streamed on the CPU backend, K=%d, %.2f MB over the link per step\n",
-              static_cast<long long>(cfg.num_layers), base.prefetch, bytes / 1e6);
+  std::printf("bench stream: default job (%lld blocks) streamed on the CPU backend, K=%d, per step %.2f MB up, %.2f MB down\n",
+              static_cast<long long>(cfg.num_layers), base.prefetch, bytes.h2d / 1e6, bytes.d2h / 1e6);
   std::printf("  %10s %8s %10s %10s %10s %11s %11s %10s %8s\n", "link GB/s", "bound", "compute s", "transfer s",
               "boundary s", "overlapped", "serialised", "efficiency", "ceiling");
   for (const auto& x : runs) {
@@ -123,7 +136,8 @@ void bench_stream(const BenchStreamArgs& a) {
                 x["overlapped_seconds"].get<double>(), x["serialised_seconds"].get<double>(),
                 x["overlap_efficiency"].get<double>(), ceiling);
   }
-  std::printf("  efficiency = max(compute, transfer) / overlapped step time; boundary = the link time of the chain each\n"
+  std::printf("  compute: the step with an unthrottled link; transfer: the step with every compute op empty;\n"
+              "  efficiency = max(compute, transfer) / overlapped step time; boundary = the link time of the chain each\n"
               "  step must expose (block 0's and the stem's gradients down, then their weights up); ceiling, when\n"
               "  compute-bound: compute / (compute + boundary)\n");
 }

@@ -18,6 +18,7 @@ struct StreamOptions {
   int prefetch = 2;           // K weight slots (>= 2)
   int64_t device_budget = 0;  // bytes the arena may use; 0: no limit
   bool serialize = false;     // no overlap: every copy waits for the previous compute and vice versa (benchmarks)
+  bool skip_compute = false;  // every compute launch is empty: the schedule's copies alone (benchmarks)
   bool offload_activations = false;  // block-input checkpoints in host memory, 3 staging slots on the device
 };
 

@@ -84,7 +84,8 @@ nlohmann::json options_to_json(const TrainOptions& o) {
           {"inject_nan_grad", o.inject_nan_grad},
           {"inject_nan_activation", o.inject_nan_activation},
           {"inject_inf_data", o.inject_inf_data},
-          {"serialize", o.serialize}};
+          {"serialize", o.serialize},
+          {"transfer_only", o.transfer_only}};
 }
 
 TrainOptions options_from_json(const nlohmann::json& j) {
@@ -127,6 +128,7 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.inject_nan_activation = j.value("inject_nan_activation", int64_t(0));
   o.inject_inf_data = j.value("inject_inf_data", int64_t(-1));
   o.serialize = j.at("serialize");
+  o.transfer_only = j.value("transfer_only", false);
   return o;
 }
 

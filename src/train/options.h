@@ -37,6 +37,7 @@ struct TrainOptions {
   double link_gbps = 0;               // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
   std::string trace;                  // Chrome trace JSON path ("" : none)
   bool serialize = false;             // stream: disable overlap (for `bench stream`)
+  bool transfer_only = false;         // stream: skip every compute launch, time the copies alone (`bench stream`)
   std::string on_nonfinite = "skip";  // a step with non-finite data, activations or gradients: skip it | stop the run
   int64_t inject_nan_grad = 0;        // testing aid: poison this step's gradients with a NaN (0: never)
   int64_t inject_nan_activation = 0;  // testing aid: a NaN in block num_layers/2's output at this step (0: never)
