@@ -78,6 +78,8 @@ void add_train_command(CLI::App& app) {
       ->group("");
   cmd->add_option("--inject-inf-data", opts->inject_inf_data, "Testing aid: put an Inf in this data sample's video")
       ->group("");
+  cmd->add_option("--inject-data-error", opts->inject_data_error, "Testing aid: loading this data sample fails")
+      ->group("");
   add_backend_option(*cmd, *backend);
   cmd->callback([opts, resume_dir, backend, device_memory, cmd] {
     resolve_backend(*backend);

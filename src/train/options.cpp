@@ -84,6 +84,7 @@ nlohmann::json options_to_json(const TrainOptions& o) {
           {"inject_nan_grad", o.inject_nan_grad},
           {"inject_nan_activation", o.inject_nan_activation},
           {"inject_inf_data", o.inject_inf_data},
+          {"inject_data_error", o.inject_data_error},
           {"serialize", o.serialize},
           {"transfer_only", o.transfer_only}};
 }
@@ -127,6 +128,7 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.on_nonfinite = j.value("on_nonfinite", "skip");  // absent in checkpoints written before it existed
   o.inject_nan_activation = j.value("inject_nan_activation", int64_t(0));
   o.inject_inf_data = j.value("inject_inf_data", int64_t(-1));
+  o.inject_data_error = j.value("inject_data_error", int64_t(-1));
   o.serialize = j.at("serialize");
   o.transfer_only = j.value("transfer_only", false);
   return o;

@@ -42,6 +42,7 @@ struct TrainOptions {
   int64_t inject_nan_grad = 0;        // testing aid: poison this step's gradients with a NaN (0: never)
   int64_t inject_nan_activation = 0;  // testing aid: a NaN in block num_layers/2's output at this step (0: never)
   int64_t inject_inf_data = -1;       // testing aid: an Inf in the video of this data sample (-1: never)
+  int64_t inject_data_error = -1;     // testing aid: loading this data sample fails (-1: never)
 
   // Throws ms::Error naming the bad value.
   void validate() const;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -115,6 +116,18 @@ class Run {
     }
   }
 
+  // Device work still in flight (an exception left a step midway) reads and writes the members declared
+  // after backend_, which are destroyed first: wait for it before anything goes.
+  ~Run() {
+    if (!backend_) return;
+    try {
+      backend_->sync_all();
+    } catch (...) {  // the error that ended the run is already on its way out
+    }
+  }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
   HostState& host() { return host_; }
   const ParamTable& table() const { return table_; }
 
@@ -149,7 +162,9 @@ class Run {
     SigintGuard sigint;
     int64_t saved_step = state.step;  // the run starts from a saved state (or from scratch)
     const Batch* prepared = nullptr;  // the next step's batch, when made during the previous step's device work
+    std::exception_ptr prepare_error;  // what making it threw: raised once the step it overlapped has finished
     while (state.step < opts_.steps && !g_interrupted) {
+      if (prepare_error) std::rethrow_exception(prepare_error);
       const auto t0 = std::chrono::steady_clock::now();
       const int64_t t = state.step + 1;
       Batch& batch = batches_[size_t(t % 2)];
@@ -161,8 +176,12 @@ class Run {
       // Makes step t+1's batch while step t computes; streamed, its inputs upload during the backward.
       auto prepare_next = [&] {
         if (t >= opts_.steps || g_interrupted) return;
-        prepared = &batches_[size_t((t + 1) % 2)];
-        prepare(batches_[size_t((t + 1) % 2)], state.data_position, rng);
+        try {
+          prepare(batches_[size_t((t + 1) % 2)], state.data_position, rng);
+          prepared = &batches_[size_t((t + 1) % 2)];
+        } catch (...) {
+          prepare_error = std::current_exception();
+        }
       };
       const bool immediate = opts_.optimizer_schedule == "immediate";
       stage_sumsq_.assign(table_.stages().size(), 0.0);
@@ -324,6 +343,7 @@ class Run {
   void make_batch(Batch& batch, int64_t position, Rng& rng) {
     const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
     for (int64_t b = 0; b < dims_.B; ++b) {
+      if (position + b == opts_.inject_data_error) MS_FAIL("data sample ", position + b, ": injected data error");
       DataSample s = data_->get(position + b);
       MS_CHECK(int64_t(s.x0.size()) == clip, "data sample ", position + b, " has ", s.x0.size(), " values, expected ",
                clip);
