@@ -16,7 +16,8 @@ struct CliResult {
 // Runs `megaslide args` in the working directory `cwd` ("": this process's).
 inline CliResult run_cli(const std::string& args, const std::string& cwd = "") {
   CliResult r;
-  const std::string cmd = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + std::string(MEGASLIDE_BINARY) + " " + args + " 2>&1";
+  const std::string cmd =
+      (cwd.empty() ? "" : "cd '" + cwd + "' && ") + std::string(MEGASLIDE_BINARY) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
   size_t n;

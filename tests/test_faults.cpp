@@ -134,13 +134,15 @@ TEST(Faults, OnNonFiniteStopExitsNamingTheStepAndWhere) {
 // with its error. The batch is made during the previous step's device work, but that step still finishes,
 // is logged and checkpointed first: the error surfaces where a serial loop would raise it.
 TEST(Faults, DataErrorStopsTheRunAfterTheStepBefore) {
-  for (const char* runtime : {"--offload none", "--offload stream", "--offload stream --optimizer-schedule immediate"}) {
+  for (const char* runtime :
+       {"--offload none", "--offload stream", "--offload stream --optimizer-schedule immediate"}) {
     TempDir dir;
     const std::string out = dir.file("run");
     CliResult r = train_4_steps(out, cat(runtime, " --inject-data-error 5"));  // batch 2: sample 5 is step 3's
     EXPECT_EQ(r.code, 1) << runtime << "\n" << r.output;
     EXPECT_NE(r.output.find("megaslide: error: data sample 5: injected data error"), std::string::npos)
-        << runtime << "\n" << r.output;
+        << runtime << "\n"
+        << r.output;
     auto t = nlohmann::json::parse(read_file(out + "/latest/trainer.json"));
     EXPECT_EQ(t["step"].get<int64_t>(), 2) << runtime;
     EXPECT_EQ(count_lines(out + "/metrics.jsonl"), 2) << runtime;

@@ -24,7 +24,7 @@ namespace {
 
 struct BenchStreamArgs {
   int64_t steps = 5;
-  int64_t layers = 0;     // blocks of the tiny model (0: the preset's)
+  int64_t layers = 0;    // blocks of the tiny model (0: the preset's)
   double link_gbps = 0;  // 0: pick one compute-bound and one transfer-bound rate from the measured compute time
   bool json = false;
 };
@@ -101,15 +101,16 @@ void bench_stream(const BenchStreamArgs& a) {
     const double serialised = step_seconds(o);
     const double boundary = boundary_bytes(cfg) / (gbps * 1e9);
     const bool compute_bound = compute >= transfer;
-    runs.push_back({{"link_gbps", gbps},
-                    {"compute_seconds", compute},
-                    {"transfer_seconds", transfer},
-                    {"overlapped_seconds", overlapped},
-                    {"serialised_seconds", serialised},
-                    {"boundary_seconds", boundary},
-                    {"bound", compute_bound ? "compute" : "transfer"},
-                    {"overlap_efficiency", std::max(compute, transfer) / overlapped},
-                    {"efficiency_ceiling", compute_bound ? nlohmann::json(compute / (compute + boundary)) : nlohmann::json()}});
+    runs.push_back(
+        {{"link_gbps", gbps},
+         {"compute_seconds", compute},
+         {"transfer_seconds", transfer},
+         {"overlapped_seconds", overlapped},
+         {"serialised_seconds", serialised},
+         {"boundary_seconds", boundary},
+         {"bound", compute_bound ? "compute" : "transfer"},
+         {"overlap_efficiency", std::max(compute, transfer) / overlapped},
+         {"efficiency_ceiling", compute_bound ? nlohmann::json(compute / (compute + boundary)) : nlohmann::json()}});
   }
   set_log_level(LogLevel::info);
   std::filesystem::remove(config_path);
@@ -123,23 +124,26 @@ void bench_stream(const BenchStreamArgs& a) {
     std::printf("%s\n", r.dump(2).c_str());
     return;
   }
-  std::printf("bench stream: default job (%lld blocks) streamed on the CPU backend, K=%d, per step %.2f MB up, %.2f MB down\n",
-              static_cast<long long>(cfg.num_layers), base.prefetch, bytes.h2d / 1e6, bytes.d2h / 1e6);
+  std::printf(
+      "bench stream: default job (%lld blocks) streamed on the CPU backend, K=%d, per step %.2f MB up, %.2f MB down\n",
+      static_cast<long long>(cfg.num_layers), base.prefetch, bytes.h2d / 1e6, bytes.d2h / 1e6);
   std::printf("  %10s %8s %10s %10s %10s %11s %11s %10s %8s\n", "link GB/s", "bound", "compute s", "transfer s",
               "boundary s", "overlapped", "serialised", "efficiency", "ceiling");
   for (const auto& x : runs) {
     char ceiling[16] = "-";
-    if (!x["efficiency_ceiling"].is_null()) std::snprintf(ceiling, sizeof ceiling, "%.3f", x["efficiency_ceiling"].get<double>());
+    if (!x["efficiency_ceiling"].is_null())
+      std::snprintf(ceiling, sizeof ceiling, "%.3f", x["efficiency_ceiling"].get<double>());
     std::printf("  %10.4f %8s %10.3f %10.3f %10.3f %11.3f %11.3f %10.3f %8s\n", x["link_gbps"].get<double>(),
                 x["bound"].get<std::string>().c_str(), x["compute_seconds"].get<double>(),
                 x["transfer_seconds"].get<double>(), x["boundary_seconds"].get<double>(),
                 x["overlapped_seconds"].get<double>(), x["serialised_seconds"].get<double>(),
                 x["overlap_efficiency"].get<double>(), ceiling);
   }
-  std::printf("  compute: the step with an unthrottled link; transfer: the step with every compute op empty;\n"
-              "  efficiency = max(compute, transfer) / overlapped step time; boundary = the link time of the chain each\n"
-              "  step must expose (block 0's and the stem's gradients down, then their weights up); ceiling, when\n"
-              "  compute-bound: compute / (compute + boundary)\n");
+  std::printf(
+      "  compute: the step with an unthrottled link; transfer: the step with every compute op empty;\n"
+      "  efficiency = max(compute, transfer) / overlapped step time; boundary = the link time of the chain each\n"
+      "  step must expose (block 0's and the stem's gradients down, then their weights up); ceiling, when\n"
+      "  compute-bound: compute / (compute + boundary)\n");
 }
 
 }  // namespace
@@ -149,7 +153,8 @@ void add_bench_stream(CLI::App& bench) {
   CLI::App* cmd =
       bench.add_subcommand("stream", "Overlap of host-link transfers with compute in the streamed schedule");
   cmd->add_option("--steps", a->steps, "Steps per measurement (the median step is reported)")->capture_default_str();
-  cmd->add_option("--layers", a->layers, "Blocks of the tiny model (default: the preset's)")->check(CLI::PositiveNumber);
+  cmd->add_option("--layers", a->layers, "Blocks of the tiny model (default: the preset's)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--link-gbps", a->link_gbps, "Emulated link GB/s (default: one compute-bound, one transfer-bound)");
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] { bench_stream(*a); });

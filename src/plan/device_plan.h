@@ -25,16 +25,16 @@ struct ArenaOptions {
 
 // Device bytes by category; the arena is carved once, so the peak is their sum.
 struct DevicePlan {
-  int64_t stage_numel = 0;             // parameters of the largest stage (what a slot holds)
-  int64_t weight_slots = 0;            // K x largest stage x weight_bytes, or every parameter when resident
-  int64_t grad_slots = 0;              // grad_slots x largest stage x 4 (fp32)
-  int64_t checkpoints = 0;             // block inputs (num_layers + 1) x N x D, or the 3 staging slots when offloaded
-  int64_t checkpoints_host = 0;        // with offload_activations: the block inputs held in host memory
-  int64_t recompute = 0;               // one block's activations and backward scratch (BlockActs, BlockGrads)
-  int64_t attention = 0;               // attention-kernel state: log-sum-exps (flash-style kernels keep no scores),
-                                       // DSA offset-network activations and offset gradients
-  int64_t other = 0;                   // stem and head activations, residual-stream and embedding gradients, scratch
-  int64_t inputs = 0;                  // 2 x (x_t, target [B, C, F, H, W], context [B, Lt, text_dim], t), velocity, dvelocity
+  int64_t stage_numel = 0;       // parameters of the largest stage (what a slot holds)
+  int64_t weight_slots = 0;      // K x largest stage x weight_bytes, or every parameter when resident
+  int64_t grad_slots = 0;        // grad_slots x largest stage x 4 (fp32)
+  int64_t checkpoints = 0;       // block inputs (num_layers + 1) x N x D, or the 3 staging slots when offloaded
+  int64_t checkpoints_host = 0;  // with offload_activations: the block inputs held in host memory
+  int64_t recompute = 0;         // one block's activations and backward scratch (BlockActs, BlockGrads)
+  int64_t attention = 0;         // attention-kernel state: log-sum-exps (flash-style kernels keep no scores),
+                                 // DSA offset-network activations and offset gradients
+  int64_t other = 0;             // stem and head activations, residual-stream and embedding gradients, scratch
+  int64_t inputs = 0;            // 2 x (x_t, target [B, C, F, H, W], context [B, Lt, text_dim], t), velocity, dvelocity
   int64_t scores_if_materialised = 0;  // one layer's B x nh x L x L' self-attention scores at act_bytes: what a
                                        // kernel without online softmax would add (reported, not counted)
 

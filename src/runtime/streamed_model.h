@@ -79,8 +79,8 @@ class StreamedModel {
     Event free;                        // the last step that read them has finished with them
   };
   Inputs inputs_[2];
-  int current_ = 1;               // the input set enqueued last
-  float *velocity_, *dvelocity_;  // [B, C, F, H, W]
+  int current_ = 1;                        // the input set enqueued last
+  float *velocity_, *dvelocity_;           // [B, C, F, H, W]
   AlignedBuffer<float> host_checkpoints_;  // offload_activations: [num_layers + 1, N, D] in host memory
   // Device buffer of block input k: its own slot, or staging slot k mod 3 when offloaded.
   float* checkpoint(int64_t k) const;

@@ -68,10 +68,10 @@ struct SigintGuard {
 
 // One step's batch in the model's input layout.
 struct Batch {
-  std::vector<float> x0;         // [B, C, F, H, W] clean video
-  std::vector<float> context;    // [B, text_len, text_dim]
+  std::vector<float> x0;          // [B, C, F, H, W] clean video
+  std::vector<float> context;     // [B, text_len, text_dim]
   std::vector<float> xt, target;  // [B, C, F, H, W] the noised input and the flow target
-  std::vector<float> timesteps;  // [B] t * 1000
+  std::vector<float> timesteps;   // [B] t * 1000
 };
 
 class Run {
@@ -91,9 +91,9 @@ class Run {
       backend_ = std::make_unique<CpuBackend>(opts.link_gbps, trace_.get());
       optimizer_stream_ = backend_->create_stream("optimizer");
       updated_.resize(table_.stages().size());
-      streamed_ = std::make_unique<StreamedModel>(
-          cfg, dims_, *backend_,
-          StreamOptions{opts.prefetch, opts.device_memory, opts.serialize, opts.transfer_only, opts.offload_activations});
+      streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_,
+                                                  StreamOptions{opts.prefetch, opts.device_memory, opts.serialize,
+                                                                opts.transfer_only, opts.offload_activations});
     } else {
       resident_ = std::make_unique<ResidentModel<float>>(cfg, dims_);
       params_ = AlignedBuffer<float>(size_t(table_.total()));
@@ -160,8 +160,8 @@ class Run {
     std::vector<double> losses;
     const auto t_run = std::chrono::steady_clock::now();
     SigintGuard sigint;
-    int64_t saved_step = state.step;  // the run starts from a saved state (or from scratch)
-    const Batch* prepared = nullptr;  // the next step's batch, when made during the previous step's device work
+    int64_t saved_step = state.step;   // the run starts from a saved state (or from scratch)
+    const Batch* prepared = nullptr;   // the next step's batch, when made during the previous step's device work
     std::exception_ptr prepare_error;  // what making it threw: raised once the step it overlapped has finished
     while (state.step < opts_.steps && !g_interrupted) {
       if (prepare_error) std::rethrow_exception(prepare_error);
@@ -492,11 +492,11 @@ class Run {
   std::unique_ptr<Backend> backend_;  // --offload stream
   int optimizer_stream_ = -1;
   std::unique_ptr<StreamedModel> streamed_;
-  ForwardCheck forward_check_;       // this step's forward: written by the probe on the compute stream
-  Update pending_;                   // deferred: the update waiting for the next step
-  std::vector<Event> updated_;       // immediate, streamed: each stage's last update
-  std::vector<double> stage_sumsq_;  // this step's per-stage sums of squared gradients
-  Batch batches_[2];                        // step t uses batches_[t % 2]; the other is made meanwhile
+  ForwardCheck forward_check_;               // this step's forward: written by the probe on the compute stream
+  Update pending_;                           // deferred: the update waiting for the next step
+  std::vector<Event> updated_;               // immediate, streamed: each stage's last update
+  std::vector<double> stage_sumsq_;          // this step's per-stage sums of squared gradients
+  Batch batches_[2];                         // step t uses batches_[t % 2]; the other is made meanwhile
   std::vector<float> noise_, pred_, dpred_;  // [B, C, F, H, W]
 };
 
