@@ -26,7 +26,7 @@ void expect_same_checkpoint(const std::string& a, const std::string& b) {
 
 TEST(CpuBackend, StreamsRunInOrderAndEventsOrderAcrossStreams) {
   CpuBackend be;
-  const int a = be.create_stream("a"), b = be.create_stream("b");
+  const int a = be.create_stream("a", StreamKind::device), b = be.create_stream("b", StreamKind::host);
   std::vector<int> log;
   std::mutex m;
   auto push = [&](int v) {
@@ -50,7 +50,7 @@ TEST(CpuBackend, StreamsRunInOrderAndEventsOrderAcrossStreams) {
 
 TEST(CpuBackend, CopiesAndErrorsReachTheHost) {
   CpuBackend be(100.0);  // throttled path
-  const int s = be.create_stream("s");
+  const int s = be.create_stream("s", StreamKind::device);
   std::vector<float> src{1.5f, -2.0f, 3.25f}, dst(3);
   be.copy_h2d(s, dst.data(), src.data(), 12, "copy");
   const uint16_t bf16[2] = {0x3fc0, 0xc000};  // 1.5, -2

@@ -19,6 +19,7 @@ void add_bench_train(CLI::App& bench);
 void add_bench_adamw(CLI::App& bench);
 void add_bench_attention(CLI::App& bench);
 void add_bench_stream(CLI::App& bench);
+void add_bench_cuda(CLI::App& bench);
 
 // `megaslide op <kernel>` sub-verbs, registered by add_op_command.
 void add_op_adamw(CLI::App& op);

@@ -9,6 +9,11 @@
 
 namespace ms {
 
+// Device streams run ops and copies on the device; host streams run host work (the CPU optimizer) in
+// order, and may wait on device events and be waited on by device streams. On the CPU backend both are
+// worker threads.
+enum class StreamKind { device, host };
+
 // Completes when `stream` has finished its first `seq` tasks. A default Event is already complete.
 struct Event {
   int stream = -1;
@@ -25,7 +30,10 @@ class Backend {
   virtual void free_device(void* p) = 0;
 
   // Creates an in-order stream; work on different streams may overlap.
-  virtual int create_stream(const std::string& name) = 0;
+  virtual int create_stream(const std::string& name, StreamKind kind) = 0;
+  // Pins an existing host allocation in place (no second copy), so that copies from and to it run at
+  // link speed; it stays pinned for the backend's life. A no-op where there is no link.
+  virtual void pin_host(void* p, size_t bytes) = 0;
   // Enqueues an op: fn runs on the device side of `stream` after everything before it.
   virtual void launch(int stream, const char* name, std::function<void()> fn) = 0;
   // Enqueues a copy of `bytes` bytes host -> device / device -> host.

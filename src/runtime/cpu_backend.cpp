@@ -30,7 +30,7 @@ CpuBackend::~CpuBackend() {
 void* CpuBackend::alloc_device(size_t bytes) { return page_alloc(bytes); }
 void CpuBackend::free_device(void* p) { page_free(p); }
 
-int CpuBackend::create_stream(const std::string& name) {
+int CpuBackend::create_stream(const std::string& name, StreamKind) {
   std::lock_guard<std::mutex> lock(mutex_);
   streams_.push_back(std::make_unique<Stream>());
   Stream* s = streams_.back().get();

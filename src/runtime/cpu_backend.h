@@ -24,7 +24,8 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
   void* alloc_device(size_t bytes) override;
   void free_device(void* p) override;
-  int create_stream(const std::string& name) override;
+  int create_stream(const std::string& name, StreamKind kind) override;
+  void pin_host(void*, size_t) override {}
   void launch(int stream, const char* name, std::function<void()> fn) override;
   void copy_h2d(int stream, void* dst, const void* src, size_t bytes, const char* name) override;
   void copy_d2h(int stream, void* dst, const void* src, size_t bytes, const char* name) override;

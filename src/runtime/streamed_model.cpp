@@ -49,7 +49,8 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
   velocity_ = take(video * c.out_dim);
   dvelocity_ = take(video * c.out_dim);
   MS_CHECK(p == arena_ + plan_.peak(), "arena carved ", p - arena_, " of ", plan_.peak(), " bytes");
-  st_ = {be_.create_stream("compute"), be_.create_stream("h2d"), be_.create_stream("d2h")};
+  st_ = {be_.create_stream("compute", StreamKind::device), be_.create_stream("h2d", StreamKind::device),
+         be_.create_stream("d2h", StreamKind::device)};
 }
 
 float* StreamedModel::checkpoint(int64_t k) const {

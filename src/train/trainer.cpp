@@ -89,7 +89,7 @@ class Run {
     if (opts.offload == "stream") {
       if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
       backend_ = std::make_unique<CpuBackend>(opts.link_gbps, trace_.get());
-      optimizer_stream_ = backend_->create_stream("optimizer");
+      optimizer_stream_ = backend_->create_stream("optimizer", StreamKind::host);
       updated_.resize(table_.stages().size());
       streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_,
                                                   StreamOptions{opts.prefetch, opts.device_memory, opts.serialize,

@@ -1,0 +1,37 @@
+#include "backend/cuda/device.h"
+
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/check.h"
+
+namespace ms::cuda {
+namespace {
+thread_local Stream current = nullptr;
+}
+
+std::string unusable_reason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error so later calls report their own
+    const char* hint = e == cudaErrorInsufficientDriver ? "no NVIDIA driver is loaded, or it is older than CUDA "
+                                                          "13 needs; "
+                                                        : "";
+    return cat(hint, cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+  }
+  if (n == 0) return "no CUDA device is visible (check CUDA_VISIBLE_DEVICES)";
+  return "";
+}
+
+DeviceInfo device_info() {
+  if (const std::string why = unusable_reason(); !why.empty())
+    MS_FAIL("no usable CUDA GPU (", why, "); use --backend cpu");
+  cudaDeviceProp p{};
+  MS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+  return {p.name, p.major, p.minor, p.multiProcessorCount, int64_t(p.totalGlobalMem), int64_t(p.l2CacheSize)};
+}
+
+Stream current_stream() { return current; }
+void set_current_stream(Stream s) { current = s; }
+
+}  // namespace ms::cuda

@@ -1,0 +1,29 @@
+// The GPU this process can use (device 0), and the current stream of the launch being enqueued.
+#pragma once
+#include <cstdint>
+#include <string>
+
+struct CUstream_st;
+
+namespace ms::cuda {
+
+using Stream = CUstream_st*;  // cudaStream_t
+
+// "" when a CUDA GPU can be used; otherwise why not, in words (no driver, no device, too old a driver).
+std::string unusable_reason();
+
+struct DeviceInfo {
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  int multiprocessors = 0;
+  int64_t memory_bytes = 0, l2_bytes = 0;
+};
+// Device 0; throws ms::Error naming unusable_reason() when there is none.
+DeviceInfo device_info();
+
+// The stream that ops enqueue on: set by CudaBackend::launch around the op's host function (default 0,
+// the legacy stream, outside a launch).
+Stream current_stream();
+void set_current_stream(Stream s);
+
+}  // namespace ms::cuda

@@ -1,0 +1,79 @@
+#include "backend/cuda/gemm.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <type_traits>
+
+#include "backend/cuda/check.h"
+
+namespace ms::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what cuBLASLt's Hopper kernels ask for at most
+
+// Owns one cuBLASLt descriptor.
+template <class D, cublasStatus_t (*Destroy)(D)>
+struct Owned {
+  D d = nullptr;
+  ~Owned() {
+    if (d) Destroy(d);
+  }
+};
+using Layout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+
+// A column-major rows x cols matrix with leading dimension ld.
+void make_layout(Layout& l, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
+  MS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l.d, type, uint64_t(rows), uint64_t(cols), ld));
+}
+
+}  // namespace
+
+GemmContext::GemmContext() {
+  cublasLtHandle_t h = nullptr;
+  MS_CUBLAS_CHECK(cublasLtCreate(&h));
+  handle_ = h;
+  MS_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+}
+
+GemmContext::~GemmContext() {
+  cudaFree(workspace_);
+  cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
+}
+
+template <class T>
+void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
+                       const uint16_t* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream) {
+  static_assert(std::is_same_v<T, uint16_t> || std::is_same_v<T, float>);
+  MS_CHECK(M > 0 && N > 0 && K > 0, "gemm of ", M, "x", N, "x", K);
+  // Row-major C [M,N] is column-major C^T [N,M] = op(B)^T [N,K] * op(A)^T [K,M]: B is the first operand.
+  const cudaDataType_t out = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
+  Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
+  MS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t opx = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opy = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &opx, sizeof(opx)));
+  MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &opy, sizeof(opy)));
+  Layout x, y, c;
+  make_layout(x, CUDA_R_16BF, tb ? K : N, tb ? N : K, ldb);
+  make_layout(y, CUDA_R_16BF, ta ? M : K, ta ? K : M, lda);
+  make_layout(c, out, N, M, ldc);
+  Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
+  MS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.d));
+  const uint64_t ws = kWorkspaceBytes;
+  MS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                       sizeof(ws)));
+  cublasLtMatmulHeuristicResult_t algo{};
+  int found = 0;
+  auto* h = static_cast<cublasLtHandle_t>(handle_);
+  MS_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(h, desc.d, x.d, y.d, c.d, c.d, pref.d, 1, &algo, &found));
+  MS_CHECK(found > 0, "cuBLASLt has no kernel for a ", M, "x", N, "x", K, " bf16 GEMM");
+  MS_CUBLAS_CHECK(cublasLtMatmul(h, desc.d, &alpha, B, x.d, A, y.d, &beta, C, c.d, C, c.d, &algo.algo, workspace_,
+                                 kWorkspaceBytes, stream));
+}
+
+template void GemmContext::gemm<uint16_t>(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
+                                          const uint16_t*, int64_t, float, uint16_t*, int64_t, Stream);
+template void GemmContext::gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
+                                       const uint16_t*, int64_t, float, float*, int64_t, Stream);
+
+}  // namespace ms::cuda

@@ -1,0 +1,29 @@
+// Row-major GEMM on cuBLASLt, the mirror of backend/cpu/gemm.h: C[M,N] = alpha * op(A) * op(B) + beta * C
+// with op(A) [M,K] (A stored [K,M] when ta) and op(B) [K,N] (B stored [N,K] when tb). A and B are bf16,
+// products accumulate in fp32, C is bf16 (activations) or fp32 (weight gradients).
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/device.h"
+
+namespace ms::cuda {
+
+// The cuBLASLt handle and its workspace (one device allocation, made once, before any step).
+class GemmContext {
+ public:
+  GemmContext();
+  ~GemmContext();
+  GemmContext(const GemmContext&) = delete;
+  GemmContext& operator=(const GemmContext&) = delete;
+
+  // T: uint16_t (bf16) or float. Enqueued on `stream`.
+  template <class T>
+  void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
+            const uint16_t* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream);
+
+ private:
+  void* handle_ = nullptr;     // cublasLtHandle_t
+  void* workspace_ = nullptr;  // [kWorkspaceBytes] on the device
+};
+
+}  // namespace ms::cuda

@@ -1,0 +1,74 @@
+// Helpers shared by the CUDA kernels: bf16 loads and stores, block sums, and the deterministic column
+// reduction that the norms' weight gradients use.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/device.h"
+
+namespace ms::cuda {
+
+constexpr int kRowThreads = 256;     // threads per row in the row-wise kernels (norms)
+constexpr int64_t kColumnRows = 64;  // rows per partial in the column reduction
+
+__device__ inline float load(const uint16_t* p, int64_t i) {
+  return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
+}
+__device__ inline void store(uint16_t* p, int64_t i, float v) {
+  reinterpret_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(v);
+}
+
+// The sum of v over the block's kRowThreads threads, returned to every thread. Needs kRowThreads / 32 floats
+// of shared memory at `smem`, and a __syncthreads() before smem is reused.
+__device__ inline float block_sum(float v, float* smem) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  float s = 0;
+  for (int w = 0; w < kRowThreads / 32; ++w) s += smem[w];  // every thread in the same order
+  return s;
+}
+
+// Column sums in a fixed order: partial[chunk, c] = sum over the chunk's rows of f(n, c), then
+// out[c] += sum over chunks. scratch holds column_scratch(N, C) floats.
+inline int64_t column_scratch(int64_t N, int64_t C) { return (N + kColumnRows - 1) / kColumnRows * C; }
+
+template <class F>
+__global__ void column_partials(F f, float* partial, int64_t N, int64_t C) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+  if (c >= C) return;
+  const int64_t n0 = chunk * kColumnRows, n1 = min(N, n0 + kColumnRows);
+  float s = 0;
+  for (int64_t n = n0; n < n1; ++n) s += f(n, c);
+  partial[chunk * C + c] = s;
+}
+
+__global__ inline void column_finish(const float* partial, float* out, int64_t chunks, int64_t C) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float s = 0;
+  for (int64_t k = 0; k < chunks; ++k) s += partial[k * C + c];
+  out[c] += s;
+}
+
+template <class F>
+void column_sum(F f, float* out, float* scratch, int64_t N, int64_t C, Stream stream) {
+  const int64_t chunks = (N + kColumnRows - 1) / kColumnRows;
+  MS_CHECK(chunks <= 65535, "column sum over ", N, " rows: at most ", 65535 * kColumnRows);
+  const unsigned blocks = unsigned((C + 255) / 256);
+  column_partials<<<dim3(blocks, unsigned(chunks)), 256, 0, stream>>>(f, scratch, N, C);
+  MS_CUDA_CHECK_LAUNCH();
+  column_finish<<<blocks, 256, 0, stream>>>(scratch, out, chunks, C);
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+// Grid size for an elementwise kernel over n elements (grid-stride loops cover the rest).
+inline unsigned elementwise_blocks(int64_t n) {
+  const int64_t b = (n + 255) / 256;
+  return unsigned(b < 65536 ? (b > 0 ? b : 1) : 65536);
+}
+
+}  // namespace ms::cuda

@@ -1,0 +1,73 @@
+#include "backend/cuda/kernel_util.cuh"
+#include "ops/layernorm.h"
+
+namespace ms::cuda {
+namespace {
+
+// One block per row n: x [N, C] -> y [N, C], mean [N], rstd [N]; w, b [C] both null or both set.
+// The variance is taken around the mean in a second pass over the row (no cancellation).
+__global__ void layernorm_forward_kernel(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y,
+                                         float* mean, float* rstd, int64_t C, float eps) {
+  __shared__ float smem[kRowThreads / 32];
+  const int64_t n = blockIdx.x;
+  const uint16_t* xr = x + n * C;  // [C]
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) s += load(xr, c);
+  const float mu = block_sum(s, smem) / float(C);
+  __syncthreads();
+  float v = 0;
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) v += (load(xr, c) - mu) * (load(xr, c) - mu);
+  const float rs = rsqrtf(block_sum(v, smem) / float(C) + eps);
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) {
+    const float xh = (load(xr, c) - mu) * rs;
+    store(y + n * C, c, w ? xh * load(w, c) + load(b, c) : xh);
+  }
+  if (threadIdx.x == 0) mean[n] = mu, rstd[n] = rs;
+}
+
+// dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy [* w]; one block per row.
+__global__ void layernorm_backward_kernel(const uint16_t* x, const uint16_t* w, const float* mean, const float* rstd,
+                                          const uint16_t* dy, uint16_t* dx, int64_t C) {
+  __shared__ float smem[kRowThreads / 32];
+  const int64_t n = blockIdx.x;
+  const uint16_t *xr = x + n * C, *dyr = dy + n * C;  // [C]
+  const float mu = mean[n], rs = rstd[n];
+  float sg = 0, sgx = 0;
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) {
+    const float g = w ? load(dyr, c) * load(w, c) : load(dyr, c);
+    sg += g;
+    sgx += g * (load(xr, c) - mu) * rs;
+  }
+  const float mean_g = block_sum(sg, smem) / float(C);
+  __syncthreads();
+  const float mean_gx = block_sum(sgx, smem) / float(C);
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) {
+    const float g = w ? load(dyr, c) * load(w, c) : load(dyr, c);
+    const float xh = (load(xr, c) - mu) * rs;
+    store(dx + n * C, c, load(dx + n * C, c) + rs * (g - mean_g - xh * mean_gx));
+  }
+}
+
+}  // namespace
+
+void layernorm_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, float* mean, float* rstd,
+                       int64_t N, int64_t C, double eps, Stream stream) {
+  MS_CHECK((w == nullptr) == (b == nullptr), "layernorm: w and b must both be set or both be null");
+  layernorm_forward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, b, y, mean, rstd, C, float(eps));
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+int64_t layernorm_backward_scratch(int64_t N, int64_t C) { return column_scratch(N, C); }
+
+void layernorm_backward(const uint16_t* x, const uint16_t* w, const float* mean, const float* rstd, const uint16_t* dy,
+                        uint16_t* dx, float* dw, float* db, float* scratch, int64_t N, int64_t C, Stream stream) {
+  layernorm_backward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, mean, rstd, dy, dx, C);
+  MS_CUDA_CHECK_LAUNCH();
+  if (!w) return;
+  // dw [C] += sum_n dy xhat; db [C] += sum_n dy (the scratch is reused: the stream orders the two sums)
+  column_sum([=] __device__(int64_t n, int64_t c) { return load(dy, n * C + c) * (load(x, n * C + c) - mean[n]) * rstd[n]; },
+             dw, scratch, N, C, stream);
+  column_sum([=] __device__(int64_t n, int64_t c) { return load(dy, n * C + c); }, db, scratch, N, C, stream);
+}
+
+}  // namespace ms::cuda

@@ -1,0 +1,55 @@
+#include "backend/cuda/kernel_util.cuh"
+#include "ops/rmsnorm.h"
+
+namespace ms::cuda {
+namespace {
+
+// One block per row n: x [N, C] -> y [N, C], rstd [N].
+__global__ void rmsnorm_forward_kernel(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t C,
+                                       float eps) {
+  __shared__ float smem[kRowThreads / 32];
+  const int64_t n = blockIdx.x;
+  const uint16_t* xr = x + n * C;  // [C]
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) s += load(xr, c) * load(xr, c);
+  const float rs = rsqrtf(block_sum(s, smem) / float(C) + eps);
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) store(y + n * C, c, load(xr, c) * rs * load(w, c));
+  if (threadIdx.x == 0) rstd[n] = rs;
+}
+
+// dx = rstd (g - xhat mean(g xhat)), g = dy w, xhat = x rstd; one block per row.
+__global__ void rmsnorm_backward_kernel(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy,
+                                        uint16_t* dx, int64_t C) {
+  __shared__ float smem[kRowThreads / 32];
+  const int64_t n = blockIdx.x;
+  const uint16_t *xr = x + n * C, *dyr = dy + n * C;  // [C]
+  const float rs = rstd[n];
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) s += load(dyr, c) * load(w, c) * load(xr, c) * rs;
+  const float mean_gx = block_sum(s, smem) / float(C);
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) {
+    const float xh = load(xr, c) * rs;
+    store(dx + n * C, c, load(dx + n * C, c) + rs * (load(dyr, c) * load(w, c) - xh * mean_gx));
+  }
+}
+
+}  // namespace
+
+void rmsnorm_forward(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t N, int64_t C, double eps,
+                     Stream stream) {
+  rmsnorm_forward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, y, rstd, C, float(eps));
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+int64_t rmsnorm_backward_scratch(int64_t N, int64_t C) { return column_scratch(N, C); }
+
+void rmsnorm_backward(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy, uint16_t* dx,
+                      float* dw, float* scratch, int64_t N, int64_t C, Stream stream) {
+  rmsnorm_backward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, rstd, dy, dx, C);
+  MS_CUDA_CHECK_LAUNCH();
+  // dw [C] += sum_n dy xhat
+  column_sum([=] __device__(int64_t n, int64_t c) { return load(dy, n * C + c) * load(x, n * C + c) * rstd[n]; }, dw,
+             scratch, N, C, stream);
+}
+
+}  // namespace ms::cuda

@@ -1,0 +1,221 @@
+// `megaslide bench cuda`: the GPU's ceilings measured in one run (pinned-copy H2D / D2H / both at once,
+// device-to-device copy, cuBLASLt bf16 GEMM rate) and the runtime's own copy path (CudaBackend streams,
+// pools pinned in place) as a fraction of the pinned ceiling.
+#include <memory>
+
+#include "cli/commands.h"
+#include "core/check.h"
+
+#ifdef MEGASLIDE_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/gemm.h"
+#include "core/aligned.h"
+#include "core/dtype.h"
+#include "core/rng.h"
+#endif
+
+namespace ms::cli {
+namespace {
+
+struct BenchCudaArgs {
+  int64_t copy_mib = 1024;  // bytes per copy measurement
+  int repeats = 10;
+  bool json = false;
+};
+
+#ifdef MEGASLIDE_HAVE_CUDA
+
+// Median seconds of `repeats` runs of enqueue(), timed with CUDA events on `stream` (after one warm-up).
+template <class F>
+double time_events(cudaStream_t stream, int repeats, F&& enqueue) {
+  cudaEvent_t a, b;
+  MS_CUDA_CHECK(cudaEventCreate(&a));
+  MS_CUDA_CHECK(cudaEventCreate(&b));
+  enqueue();
+  std::vector<double> t;
+  for (int r = 0; r < repeats; ++r) {
+    MS_CUDA_CHECK(cudaEventRecord(a, stream));
+    enqueue();
+    MS_CUDA_CHECK(cudaEventRecord(b, stream));
+    MS_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    MS_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Median wall seconds of `repeats` runs of f() (which must end synchronised), after one warm-up.
+template <class F>
+double time_host(int repeats, F&& f) {
+  f();
+  std::vector<double> t;
+  for (int r = 0; r < repeats; ++r) {
+    const auto begin = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Random bf16 values (never zeros: they make GEMMs run faster than real data), n of them.
+std::vector<uint16_t> random_bf16(int64_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = f32_to_bf16(float(rng.normal()));
+  return v;
+}
+
+// bf16 GEMM rate (FLOP/s) of C [M,N] = A [M,K] B [K,N] with random operands.
+double gemm_rate(cuda::GemmContext& ctx, int64_t M, int64_t N, int64_t K, int repeats, cudaStream_t stream) {
+  uint16_t *A, *B, *C;
+  MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&A), size_t(M * K) * 2));
+  MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&B), size_t(K * N) * 2));
+  MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&C), size_t(M * N) * 2));
+  const std::vector<uint16_t> tile = random_bf16(1 << 22, 7);
+  for (auto [p, n] : {std::pair{A, M * K}, std::pair{B, K * N}})
+    for (int64_t off = 0; off < n; off += int64_t(tile.size()))
+      MS_CUDA_CHECK(cudaMemcpy(p + off, tile.data(), size_t(std::min<int64_t>(n - off, int64_t(tile.size()))) * 2,
+                               cudaMemcpyHostToDevice));
+  const double s = time_events(stream, repeats, [&] {
+    ctx.gemm<uint16_t>(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, stream);
+  });
+  cudaFree(A);
+  cudaFree(B);
+  cudaFree(C);
+  return 2.0 * double(M) * double(N) * double(K) / s;
+}
+
+void bench_cuda(const BenchCudaArgs& a) {
+  const cuda::DeviceInfo dev = cuda::device_info();
+  const size_t bytes = size_t(a.copy_mib) << 20;
+  MS_CHECK(a.copy_mib > 0 && a.repeats > 0, "--copy-mib and --repeats must be positive");
+  cudaStream_t up, down;
+  MS_CUDA_CHECK(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking));
+  MS_CUDA_CHECK(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking));
+  void *host_a, *host_b, *dev_a, *dev_b;
+  MS_CUDA_CHECK(cudaHostAlloc(&host_a, bytes, cudaHostAllocDefault));
+  MS_CUDA_CHECK(cudaHostAlloc(&host_b, bytes, cudaHostAllocDefault));
+  MS_CUDA_CHECK(cudaMalloc(&dev_a, bytes));
+  MS_CUDA_CHECK(cudaMalloc(&dev_b, bytes));
+  // The pinned-copy ceiling: one cudaMemcpyAsync per direction, and both directions at once.
+  const double h2d = time_events(up, a.repeats, [&] {
+    MS_CUDA_CHECK(cudaMemcpyAsync(dev_a, host_a, bytes, cudaMemcpyHostToDevice, up));
+  });
+  const double d2h = time_events(down, a.repeats, [&] {
+    MS_CUDA_CHECK(cudaMemcpyAsync(host_b, dev_b, bytes, cudaMemcpyDeviceToHost, down));
+  });
+  const double both = time_host(a.repeats, [&] {
+    MS_CUDA_CHECK(cudaMemcpyAsync(dev_a, host_a, bytes, cudaMemcpyHostToDevice, up));
+    MS_CUDA_CHECK(cudaMemcpyAsync(host_b, dev_b, bytes, cudaMemcpyDeviceToHost, down));
+    MS_CUDA_CHECK(cudaDeviceSynchronize());
+  });
+  const double d2d = time_events(up, a.repeats, [&] {
+    MS_CUDA_CHECK(cudaMemcpyAsync(dev_b, dev_a, bytes, cudaMemcpyDeviceToDevice, up));
+  });
+  // The runtime's path: pools from page_alloc pinned in place, stage-sized copies on the backend's streams.
+  double rt_h2d = 0, rt_d2h = 0, rt_both = 0;
+  {
+    CudaBackend be;
+    AlignedBuffer<uint16_t> weights(bytes / 2);
+    AlignedBuffer<float> grads(bytes / 4);
+    be.pin_host(weights.data(), bytes);
+    be.pin_host(grads.data(), bytes);
+    const int h2d_stream = be.create_stream("h2d", StreamKind::device);
+    const int d2h_stream = be.create_stream("d2h", StreamKind::device);
+    const int64_t stage = 64 << 20, n_up = int64_t(bytes / 2);  // 128 MiB stages of bf16
+    auto upload = [&] {
+      for (int64_t off = 0; off < n_up; off += stage)
+        be.upload_weights(h2d_stream, static_cast<uint16_t*>(dev_a) + off, weights.data() + off,
+                          std::min(stage, n_up - off), "weights");
+    };
+    auto download = [&] {
+      for (size_t off = 0; off < bytes; off += size_t(stage) * 2)
+        be.copy_d2h(d2h_stream, reinterpret_cast<char*>(grads.data()) + off, static_cast<char*>(dev_b) + off,
+                    std::min(size_t(stage) * 2, bytes - off), "grads");
+    };
+    rt_h2d = time_host(a.repeats, [&] { upload(), be.sync_all(); });
+    rt_d2h = time_host(a.repeats, [&] { download(), be.sync_all(); });
+    rt_both = time_host(a.repeats, [&] { upload(), download(), be.sync_all(); });
+  }
+  cudaFreeHost(host_a);
+  cudaFreeHost(host_b);
+  cudaFree(dev_a);
+  cudaFree(dev_b);
+  cuda::GemmContext ctx;
+  struct Shape {
+    const char* what;
+    int64_t M, N, K;
+  };
+  const Shape shapes[] = {{"square 8192", 8192, 8192, 8192},
+                          {"Wan-14B q/k/v/o, 32760 tokens", 32760, 5120, 5120},
+                          {"Wan-14B ffn.0, 32760 tokens", 32760, 13824, 5120},
+                          {"Wan-14B ffn.2, 32760 tokens", 32760, 5120, 13824}};
+  nlohmann::json r{{"device", dev.name},
+                   {"multiprocessors", dev.multiprocessors},
+                   {"memory_bytes", dev.memory_bytes},
+                   {"copy_bytes", bytes},
+                   {"pinned_h2d_gbps", double(bytes) / h2d / 1e9},
+                   {"pinned_d2h_gbps", double(bytes) / d2h / 1e9},
+                   {"pinned_both_gbps", 2.0 * double(bytes) / both / 1e9},
+                   {"device_copy_gbps", 2.0 * double(bytes) / d2d / 1e9},
+                   {"runtime_h2d_gbps", double(bytes) / rt_h2d / 1e9},
+                   {"runtime_d2h_gbps", double(bytes) / rt_d2h / 1e9},
+                   {"runtime_both_gbps", 2.0 * double(bytes) / rt_both / 1e9}};
+  for (const Shape& s : shapes)
+    r["gemm_tflops"][s.what] = gemm_rate(ctx, s.M, s.N, s.K, a.repeats, up) / 1e12;
+  cudaStreamDestroy(up);
+  cudaStreamDestroy(down);
+  if (a.json) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return;
+  }
+  std::printf("bench cuda: %s, %d SMs, %.1f GiB; copies of %lld MiB, median of %d\n", dev.name.c_str(),
+              dev.multiprocessors, double(dev.memory_bytes) / double(1 << 30), static_cast<long long>(a.copy_mib),
+              a.repeats);
+  auto row = [&](const char* what, const char* key, const char* ceiling) {
+    std::printf("  %-28s %8.1f GB/s", what, r[key].get<double>());
+    if (ceiling) std::printf("  %.3f of the pinned ceiling", r[key].get<double>() / r[ceiling].get<double>());
+    std::printf("\n");
+  };
+  row("pinned H2D (ceiling)", "pinned_h2d_gbps", nullptr);
+  row("pinned D2H (ceiling)", "pinned_d2h_gbps", nullptr);
+  row("pinned both at once", "pinned_both_gbps", nullptr);
+  row("runtime H2D (weights)", "runtime_h2d_gbps", "pinned_h2d_gbps");
+  row("runtime D2H (grads)", "runtime_d2h_gbps", "pinned_d2h_gbps");
+  row("runtime both at once", "runtime_both_gbps", "pinned_both_gbps");
+  row("device-to-device (r+w)", "device_copy_gbps", nullptr);
+  for (const Shape& s : shapes) std::printf("  bf16 GEMM %-30s %7.1f TFLOP/s\n", s.what, r["gemm_tflops"][s.what].get<double>());
+}
+
+#else
+
+void bench_cuda(const BenchCudaArgs&) { resolve_backend("cuda"); }  // says this build has none
+
+#endif
+
+}  // namespace
+
+void add_bench_cuda(CLI::App& bench) {
+  auto a = std::make_shared<BenchCudaArgs>();
+  CLI::App* cmd = bench.add_subcommand("cuda", "GPU ceilings (pinned copies, HBM, bf16 GEMM) and the runtime's copies");
+  cmd->add_option("--copy-mib", a->copy_mib, "MiB per copy measurement")->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "Timed repeats (the median is reported)")->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print one JSON object");
+  cmd->callback([a] { bench_cuda(*a); });
+}
+
+}  // namespace ms::cli

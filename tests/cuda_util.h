@@ -1,0 +1,70 @@
+// Helpers for the CUDA tests: a skip when no GPU can be used (reported as skipped, never as passed),
+// device buffers, and bf16 inputs with their exact float64 values for the CPU reference.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/device.h"
+#include "core/dtype.h"
+#include "test_util.h"
+
+#define MS_REQUIRE_GPU()                                                                                \
+  do {                                                                                                  \
+    if (const std::string why = ::ms::cuda::unusable_reason(); !why.empty())                            \
+      GTEST_SKIP() << "no usable CUDA GPU (" << why << "): this test needs one; tools/device-check.sh"; \
+  } while (0)
+
+namespace ms::test {
+
+template <class T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(const std::vector<T>& host) : n_(host.size()) {
+    MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n_ * sizeof(T)));
+    MS_CUDA_CHECK(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceBuffer() { cudaFree(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  T* get() { return p_; }
+  std::vector<T> read() const {
+    std::vector<T> host(n_);
+    MS_CUDA_CHECK(cudaDeviceSynchronize());
+    MS_CUDA_CHECK(cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  size_t n_;
+  T* p_ = nullptr;
+};
+
+// Random values rounded to bf16: bits for the device, the same values exactly in float64 for the reference.
+struct Bf16Input {
+  std::vector<uint16_t> bits;
+  std::vector<double> values;
+};
+inline Bf16Input random_bf16(size_t n, uint64_t seed, double scale = 1.0) {
+  Bf16Input r;
+  for (double v : randn(n, seed, scale)) {
+    r.bits.push_back(f32_to_bf16(float(v)));
+    r.values.push_back(double(bf16_to_f32(r.bits.back())));
+  }
+  return r;
+}
+
+inline std::vector<double> widen(const std::vector<uint16_t>& bf16) {
+  std::vector<double> v;
+  for (uint16_t b : bf16) v.push_back(double(bf16_to_f32(b)));
+  return v;
+}
+
+// A bf16 result against the float64 reference: one rounding to bf16 (2^-9 relative) on top of fp32
+// arithmetic gives an rms relative error near 1.5e-3; 6e-3 leaves margin and still catches a wrong term.
+constexpr double kBf16Tol = 6e-3;
+// fp32 results (statistics, weight gradients) from bf16 inputs: fp32 sums, a few ulps each.
+constexpr double kDeviceF32Tol = 1e-4;
+
+}  // namespace ms::test

@@ -1,0 +1,125 @@
+// The CUDA kernels against the CPU reference in float64, run on the same bf16-rounded inputs, on odd shapes
+// (rows longer than a block's threads, sizes off every power of two). Skipped without a GPU.
+#include "backend/cuda/gemm.h"
+#include "backend/cpu/gemm.h"
+#include "cuda_util.h"
+#include "ops/activation.h"
+#include "ops/layernorm.h"
+#include "ops/rmsnorm.h"
+
+namespace ms::test {
+namespace {
+
+constexpr double kEps = 1e-6;
+
+TEST(CudaOps, RmsNormMatchesCpuReference) {
+  MS_REQUIRE_GPU();
+  const int64_t N = 37, C = 1029;
+  auto x = random_bf16(static_cast<size_t>(N * C), 1, 3.0), w = random_bf16(static_cast<size_t>(C), 2), dy = random_bf16(static_cast<size_t>(N * C), 3),
+       dx0 = random_bf16(static_cast<size_t>(N * C), 4);  // backward accumulates: start from non-zero gradients
+  const std::vector<double> dw0 = randn(static_cast<size_t>(C), 5);
+  std::vector<double> y(static_cast<size_t>(N * C)), rstd(static_cast<size_t>(N)), dx = dx0.values, dw = dw0;
+  cpu::rmsnorm_forward(x.values.data(), w.values.data(), y.data(), rstd.data(), N, C, kEps);
+  cpu::rmsnorm_backward(x.values.data(), w.values.data(), rstd.data(), dy.values.data(), dx.data(), dw.data(), N, C);
+
+  DeviceBuffer<uint16_t> dx_(x.bits), dw_x(w.bits), dy_(dy.bits), gx(dx0.bits), gy(std::vector<uint16_t>(static_cast<size_t>(N * C), 0));
+  DeviceBuffer<float> rs(std::vector<float>(static_cast<size_t>(N), 0.f)), gw(to_f32(dw0)),
+      scratch(std::vector<float>(static_cast<size_t>(cuda::rmsnorm_backward_scratch(N, C), 0.f)));
+  cuda::rmsnorm_forward(dx_.get(), dw_x.get(), gy.get(), rs.get(), N, C, kEps, nullptr);
+  cuda::rmsnorm_backward(dx_.get(), dw_x.get(), rs.get(), dy_.get(), gx.get(), gw.get(), scratch.get(), N, C, nullptr);
+  EXPECT_LT(rel_l2(widen(gy.read()), y), kBf16Tol);
+  EXPECT_LT(rel_l2(rs.read(), rstd), kDeviceF32Tol);
+  EXPECT_LT(rel_l2(widen(gx.read()), dx), kBf16Tol);
+  EXPECT_LT(rel_l2(gw.read(), dw), kDeviceF32Tol);
+}
+
+void check_layernorm(bool affine) {
+  const int64_t N = 41, C = 777;
+  auto x = random_bf16(static_cast<size_t>(N * C), 11, 2.0), w = random_bf16(static_cast<size_t>(C), 12), b = random_bf16(static_cast<size_t>(C), 13),
+       dy = random_bf16(static_cast<size_t>(N * C), 14), dx0 = random_bf16(static_cast<size_t>(N * C), 15);
+  const std::vector<double> dw0 = randn(static_cast<size_t>(C), 16), db0 = randn(static_cast<size_t>(C), 17);
+  std::vector<double> y(static_cast<size_t>(N * C)), mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N)), dx = dx0.values, dw = dw0, db = db0;
+  const double* wp = affine ? w.values.data() : nullptr;
+  const double* bp = affine ? b.values.data() : nullptr;
+  cpu::layernorm_forward(x.values.data(), wp, bp, y.data(), mean.data(), rstd.data(), N, C, kEps);
+  cpu::layernorm_backward(x.values.data(), wp, mean.data(), rstd.data(), dy.values.data(), dx.data(),
+                          affine ? dw.data() : nullptr, affine ? db.data() : nullptr, N, C);
+
+  DeviceBuffer<uint16_t> gx_in(x.bits), gw_in(w.bits), gb_in(b.bits), gdy(dy.bits), gdx(dx0.bits),
+      gy(std::vector<uint16_t>(static_cast<size_t>(N * C), 0));
+  DeviceBuffer<float> gmean(std::vector<float>(static_cast<size_t>(N), 0.f)), grstd(std::vector<float>(static_cast<size_t>(N), 0.f)), gdw(to_f32(dw0)),
+      gdb(to_f32(db0)), scratch(std::vector<float>(static_cast<size_t>(cuda::layernorm_backward_scratch(N, C), 0.f)));
+  const uint16_t* gwp = affine ? gw_in.get() : nullptr;
+  cuda::layernorm_forward(gx_in.get(), gwp, affine ? gb_in.get() : nullptr, gy.get(), gmean.get(), grstd.get(), N, C,
+                          kEps, nullptr);
+  cuda::layernorm_backward(gx_in.get(), gwp, gmean.get(), grstd.get(), gdy.get(), gdx.get(), gdw.get(), gdb.get(),
+                           scratch.get(), N, C, nullptr);
+  EXPECT_LT(rel_l2(widen(gy.read()), y), kBf16Tol);
+  EXPECT_LT(rel_l2(gmean.read(), mean), kDeviceF32Tol);
+  EXPECT_LT(rel_l2(grstd.read(), rstd), kDeviceF32Tol);
+  EXPECT_LT(rel_l2(widen(gdx.read()), dx), kBf16Tol);
+  EXPECT_LT(rel_l2(gdw.read(), dw), kDeviceF32Tol);  // unchanged without affine
+  EXPECT_LT(rel_l2(gdb.read(), db), kDeviceF32Tol);
+}
+
+TEST(CudaOps, LayerNormAffineMatchesCpuReference) {
+  MS_REQUIRE_GPU();
+  check_layernorm(true);
+}
+
+TEST(CudaOps, LayerNormPlainMatchesCpuReference) {
+  MS_REQUIRE_GPU();
+  check_layernorm(false);
+}
+
+// forward_gpu / backward_gpu against forward_cpu / backward_cpu on n elements.
+template <class FG, class BG, class FC, class BC>
+void check_pointwise(FG forward_gpu, BG backward_gpu, FC forward_cpu, BC backward_cpu) {
+  const int64_t n = 100003;
+  auto x = random_bf16(static_cast<size_t>(n), 21, 3.0), dy = random_bf16(static_cast<size_t>(n), 22), dx0 = random_bf16(static_cast<size_t>(n), 23);
+  std::vector<double> y(static_cast<size_t>(n)), dx = dx0.values;
+  forward_cpu(x.values.data(), y.data(), n);
+  backward_cpu(x.values.data(), dy.values.data(), dx.data(), n);
+  DeviceBuffer<uint16_t> gx(x.bits), gdy(dy.bits), gdx(dx0.bits), gy(std::vector<uint16_t>(static_cast<size_t>(n), 0));
+  forward_gpu(gx.get(), gy.get(), n, nullptr);
+  backward_gpu(gx.get(), gdy.get(), gdx.get(), n, nullptr);
+  EXPECT_LT(rel_l2(widen(gy.read()), y), kBf16Tol);
+  EXPECT_LT(rel_l2(widen(gdx.read()), dx), kBf16Tol);
+}
+
+TEST(CudaOps, GeluTanhMatchesCpuReference) {
+  MS_REQUIRE_GPU();
+  check_pointwise(cuda::gelu_tanh_forward, cuda::gelu_tanh_backward, cpu::gelu_tanh_forward<double>,
+                  cpu::gelu_tanh_backward<double>);
+}
+
+TEST(CudaOps, SiluMatchesCpuReference) {
+  MS_REQUIRE_GPU();
+  check_pointwise(cuda::silu_forward, cuda::silu_backward, cpu::silu_forward<double>, cpu::silu_backward<double>);
+}
+
+// Every transpose case, odd sizes, beta = 1 (gradient accumulation) into fp32 and beta = 0 into bf16.
+TEST(CudaOps, GemmMatchesCpuReferenceForEveryTranspose) {
+  MS_REQUIRE_GPU();
+  const int64_t M = 67, N = 45, K = 131;
+  cuda::GemmContext ctx;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "ta " << ta << " tb " << tb);
+      auto a = random_bf16(static_cast<size_t>(M * K), 31), b = random_bf16(static_cast<size_t>(K * N), 32);
+      const std::vector<double> c0 = randn(static_cast<size_t>(M * N), 33);
+      const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+      std::vector<double> acc = c0, fresh(static_cast<size_t>(M * N));
+      cpu::gemm(ta, tb, M, N, K, 0.5, a.values.data(), lda, b.values.data(), ldb, 1.0, acc.data(), N);
+      cpu::gemm(ta, tb, M, N, K, 1.0, a.values.data(), lda, b.values.data(), ldb, 0.0, fresh.data(), N);
+      DeviceBuffer<uint16_t> ga(a.bits), gb(b.bits), gc16(std::vector<uint16_t>(static_cast<size_t>(M * N), 0x7fc0));  // NaN poison
+      DeviceBuffer<float> gc32(to_f32(c0));
+      ctx.gemm<float>(ta, tb, M, N, K, 0.5f, ga.get(), lda, gb.get(), ldb, 1.f, gc32.get(), N, nullptr);
+      ctx.gemm<uint16_t>(ta, tb, M, N, K, 1.f, ga.get(), lda, gb.get(), ldb, 0.f, gc16.get(), N, nullptr);
+      EXPECT_LT(rel_l2(gc32.read(), acc), kDeviceF32Tol);
+      EXPECT_LT(rel_l2(widen(gc16.read()), fresh), kBf16Tol);
+    }
+}
+
+}  // namespace
+}  // namespace ms::test
