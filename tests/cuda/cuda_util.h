@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -66,5 +68,16 @@ inline std::vector<double> widen(const std::vector<uint16_t>& bf16) {
 constexpr double kBf16Tol = 6e-3;
 // fp32 results (statistics, weight gradients) from bf16 inputs: fp32 sums, a few ulps each.
 constexpr double kDeviceF32Tol = 1e-4;
+
+// Expects rel_l2(got, ref) < tol and records the error as the test property `what` (tools/device-check.sh
+// reads it from the JSON report into its table).
+template <class A, class B>
+void expect_close(const std::string& what, const A& got, const B& ref, double tol) {
+  const double e = rel_l2(got, ref);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", e);
+  testing::Test::RecordProperty(what, text);
+  EXPECT_LT(e, tol) << what;
+}
 
 }  // namespace ms::test

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tools/device-check.sh DIR — on a machine with one H100/H200: the CUDA tests against the CPU reference and
+# the GPU benchmarks; the full log and a JSON summary go into DIR, a short table is printed last.
+# Uses the binaries that tools/device-bundle.sh carried in .device/ when present, else builds for sm_90 here
+# (which needs megaslide's build dependencies). Finishes in a minute or two on an H200.
+set -uo pipefail
+out=${1:?usage: tools/device-check.sh DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."
+exec > >(tee "$out/device-check.log") 2>&1
+
+if [ -x .device/bin/megaslide_device ]; then
+  bin=.device/bin
+  export LD_LIBRARY_PATH="$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  echo "== building for sm_90 (no .device/ bundle) =="
+  cmake --preset device >/dev/null && cmake --build --preset device -j"$(nproc)" --target megaslide_device megaslide_cuda_tests || exit 1
+  bin=build-device
+fi
+# cuBLASLt: the toolkit's, else the one in Python's nvidia-cublas package.
+if ! ldconfig -p | grep -q libcublasLt.so.13; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+    $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas")))' 2>/dev/null); do
+    [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" && break
+  done
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || true
+
+echo "== CUDA tests (against the CPU reference) =="
+"$bin/megaslide_cuda_tests" --gtest_output="json:$out/cuda_tests.json"
+tests_rc=$?
+echo "== bench cuda =="
+"$bin/megaslide_device" bench cuda --json > "$out/bench_cuda.json"
+bench_rc=$?
+[ $bench_rc -eq 0 ] && cat "$out/bench_cuda.json"
+
+python3 - "$out" "$tests_rc" "$bench_rc" <<'PY'
+import json, os, sys
+out, tests_rc, bench_rc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def load(name):
+    try:
+        return json.load(open(os.path.join(out, name)))
+    except (OSError, ValueError):
+        return None
+tests, bench = load("cuda_tests.json"), load("bench_cuda.json")
+rows, summary = [], {"tests_rc": tests_rc, "bench_rc": bench_rc, "tests": [], "bench": bench}
+for suite in (tests or {}).get("testsuites", []):
+    for t in suite.get("testsuite", []):
+        status = "FAILED" if t.get("failures") else ("skipped" if t.get("result") == "SKIPPED" else "ok")
+        errs = {k: v for k, v in t.items() if k not in ("name", "file", "line", "status", "result", "timestamp",
+                                                           "time", "classname", "failures")}
+        summary["tests"].append({"name": suite["name"] + "." + t["name"], "status": status, "errors": errs})
+        rows.append((suite["name"] + "." + t["name"], status, " ".join(f"{k}={v}" for k, v in errs.items())))
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
+print("\n== device-check summary ==")
+print(f"{'test':55s} {'status':8s} rel. error vs CPU reference")
+for name, status, errs in rows:
+    print(f"{name:55s} {status:8s} {errs}")
+if bench:
+    print(f"\n{bench['device']}: copies of {bench['copy_bytes'] >> 20} MiB")
+    for what, key, ceiling in [("pinned H2D (ceiling)", "pinned_h2d_gbps", None), ("pinned D2H (ceiling)", "pinned_d2h_gbps", None),
+                               ("pinned both at once", "pinned_both_gbps", None),
+                               ("runtime H2D", "runtime_h2d_gbps", "pinned_h2d_gbps"), ("runtime D2H", "runtime_d2h_gbps", "pinned_d2h_gbps"),
+                               ("runtime both at once", "runtime_both_gbps", "pinned_both_gbps"), ("device copy (r+w)", "device_copy_gbps", None)]:
+        ratio = f"  {bench[key] / bench[ceiling]:.3f} of ceiling" if ceiling else ""
+        print(f"  {what:24s} {bench[key]:8.1f} GB/s{ratio}")
+    for shape, tflops in bench["gemm_tflops"].items():
+        print(f"  bf16 GEMM {shape:34s} {tflops:7.1f} TFLOP/s")
+else:
+    print(f"bench cuda failed (exit {bench_rc}); see device-check.log")
+print("  step time / MFU with prefetch on and off, peak HBM: not measured (the model's stages do not run on the GPU yet)")
+PY
+[ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ]
