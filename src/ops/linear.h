@@ -2,6 +2,11 @@
 #pragma once
 #include <cstdint>
 
+struct CUstream_st;
+namespace ms::cuda {
+class GemmContext;
+}
+
 namespace ms::cpu {
 
 // x [N, in], w [out, in], b [out] or null -> y [N, out] (overwritten).
@@ -14,3 +19,16 @@ template <class T>
 void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t N, int64_t in, int64_t out);
 
 }  // namespace ms::cpu
+
+// The CUDA version (backend/cuda/linear.cu) on cuBLASLt, enqueued on `stream`: x, w, b, y, dy, dx bf16
+// (the bias added in the GEMM's epilogue); dw, db fp32, accumulated; db summed in a fixed order through
+// scratch [linear_backward_scratch(N, out)].
+namespace ms::cuda {
+
+void linear_forward(GemmContext& g, const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t N,
+                    int64_t in, int64_t out, CUstream_st* stream);
+int64_t linear_backward_scratch(int64_t N, int64_t out);
+void linear_backward(GemmContext& g, const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw,
+                     float* db, float* scratch, int64_t N, int64_t in, int64_t out, CUstream_st* stream);
+
+}  // namespace ms::cuda

@@ -80,4 +80,16 @@ void expect_close(const std::string& what, const A& got, const B& ref, double to
   EXPECT_LT(e, tol) << what;
 }
 
+// C [M,N] = alpha op(A) op(B) + beta C in plain loops: the GEMM's independent reference.
+inline void reference_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const std::vector<double>& A,
+                    int64_t lda, const std::vector<double>& B, int64_t ldb, double beta, std::vector<double>& C) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += A[size_t(ta ? k * lda + m : m * lda + k)] * B[size_t(tb ? n * ldb + k : k * ldb + n)];
+      C[size_t(m * N + n)] = alpha * s + beta * C[size_t(m * N + n)];
+    }
+}
+
 }  // namespace ms::test

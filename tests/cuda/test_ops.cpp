@@ -97,18 +97,6 @@ TEST(CudaOps, SiluMatchesCpuReference) {
   check_pointwise(cuda::silu_forward, cuda::silu_backward, cpu::silu_forward<double>, cpu::silu_backward<double>);
 }
 
-// C [M,N] = alpha op(A) op(B) + beta C in plain loops: the GEMM's independent reference.
-void reference_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const std::vector<double>& A,
-                    int64_t lda, const std::vector<double>& B, int64_t ldb, double beta, std::vector<double>& C) {
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      double s = 0;
-      for (int64_t k = 0; k < K; ++k)
-        s += A[size_t(ta ? k * lda + m : m * lda + k)] * B[size_t(tb ? n * ldb + k : k * ldb + n)];
-      C[size_t(m * N + n)] = alpha * s + beta * C[size_t(m * N + n)];
-    }
-}
-
 // Every transpose case, odd sizes, beta = 1 (gradient accumulation) into fp32 and beta = 0 into bf16.
 TEST(CudaOps, GemmMatchesCpuReferenceForEveryTranspose) {
   MS_REQUIRE_GPU();

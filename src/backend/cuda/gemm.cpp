@@ -43,7 +43,8 @@ GemmContext::~GemmContext() {
 
 template <class T>
 void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
-                       const uint16_t* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream) {
+                       const uint16_t* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream,
+                       const uint16_t* bias) {
   static_assert(std::is_same_v<T, uint16_t> || std::is_same_v<T, float>);
   MS_CHECK(M > 0 && N > 0 && K > 0, "gemm of ", M, "x", N, "x", K);
   // Row-major C [M,N] is column-major C^T [N,M] = op(B)^T [N,K] * op(A)^T [K,M]: B is the first operand.
@@ -53,6 +54,16 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   const cublasOperation_t opx = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opy = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &opx, sizeof(opx)));
   MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &opy, sizeof(opy)));
+  if (bias) {  // column-major C^T has N rows: the epilogue's bias runs along them
+    MS_CHECK((std::is_same_v<T, uint16_t>), "gemm: a bias needs a bf16 output");
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const cudaDataType_t bias_type = CUDA_R_16BF;
+    MS_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    MS_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
   Layout x, y, c;
   make_layout(x, CUDA_R_16BF, tb ? K : N, tb ? N : K, ldb);
   make_layout(y, CUDA_R_16BF, ta ? M : K, ta ? K : M, lda);
@@ -72,8 +83,9 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
 }
 
 template void GemmContext::gemm<uint16_t>(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
-                                          const uint16_t*, int64_t, float, uint16_t*, int64_t, Stream);
+                                          const uint16_t*, int64_t, float, uint16_t*, int64_t, Stream,
+                                          const uint16_t*);
 template void GemmContext::gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
-                                       const uint16_t*, int64_t, float, float*, int64_t, Stream);
+                                       const uint16_t*, int64_t, float, float*, int64_t, Stream, const uint16_t*);
 
 }  // namespace ms::cuda

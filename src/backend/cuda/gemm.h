@@ -16,10 +16,12 @@ class GemmContext {
   GemmContext(const GemmContext&) = delete;
   GemmContext& operator=(const GemmContext&) = delete;
 
-  // T: uint16_t (bf16) or float. Enqueued on `stream`.
+  // T: uint16_t (bf16) or float. Enqueued on `stream`. bias [N] (bf16, bf16 C only, or null) is added to
+  // every row of the product in cuBLASLt's epilogue: a linear layer's bias costs no pass of its own.
   template <class T>
   void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
-            const uint16_t* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream);
+            const uint16_t* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream,
+            const uint16_t* bias = nullptr);
 
  private:
   void* handle_ = nullptr;     // cublasLtHandle_t

@@ -1,0 +1,70 @@
+#include "backend/cuda/kernel_util.cuh"
+#include "ops/modulate.h"
+
+namespace ms::cuda {
+namespace {
+
+// Calls f(i, b, c) for every element i = (b * L + l) * C + c of a [B, L, C] tensor.
+template <class F>
+__global__ void for_each_token_channel(int64_t B, int64_t L, int64_t C, F f) {
+  const int64_t n = B * L * C;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    f(i, i / (L * C), i % C);
+}
+
+template <class F>
+void launch(int64_t B, int64_t L, int64_t C, Stream stream, F f) {
+  for_each_token_channel<<<elementwise_blocks(B * L * C), 256, 0, stream>>>(B, L, C, f);
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void modulate_forward(const uint16_t* x, const float* shift, const float* scale, uint16_t* y, int64_t B, int64_t L,
+                      int64_t C, int64_t stride, Stream stream) {
+  launch(B, L, C, stream, [=] __device__(int64_t i, int64_t b, int64_t c) {
+    store(y, i, load(x, i) * (1.f + scale[b * stride + c]) + shift[b * stride + c]);
+  });
+}
+
+int64_t modulate_backward_scratch(int64_t L, int64_t C) { return column_scratch(L, C); }
+
+void modulate_backward(const uint16_t* x, const float* scale, const uint16_t* dy, uint16_t* dx, float* dshift,
+                       float* dscale, float* scratch, int64_t B, int64_t L, int64_t C, int64_t stride, Stream stream) {
+  if (dx)
+    launch(B, L, C, stream, [=] __device__(int64_t i, int64_t b, int64_t c) {
+      store(dx, i, load(dx, i) + load(dy, i) * (1.f + scale[b * stride + c]));
+    });
+  for (int64_t b = 0; b < B; ++b) {  // per sample: dshift [C] += sum_l dy, dscale [C] += sum_l dy x
+    const uint16_t *xb = x + b * L * C, *dyb = dy + b * L * C;  // [L, C]
+    column_sum([=] __device__(int64_t l, int64_t c) { return load(dyb, l * C + c); }, dshift + b * stride, scratch, L,
+               C, stream);
+    column_sum([=] __device__(int64_t l, int64_t c) { return load(dyb, l * C + c) * load(xb, l * C + c); },
+               dscale + b * stride, scratch, L, C, stream);
+  }
+}
+
+void gate_residual_forward(const uint16_t* x, const uint16_t* y, const float* gate, uint16_t* out, int64_t B, int64_t L,
+                           int64_t C, int64_t stride, Stream stream) {
+  launch(B, L, C, stream, [=] __device__(int64_t i, int64_t b, int64_t c) {
+    store(out, i, load(x, i) + load(y, i) * (gate ? gate[b * stride + c] : 1.f));
+  });
+}
+
+void gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t* dout, uint16_t* dx, uint16_t* dy,
+                            float* dgate, float* scratch, int64_t B, int64_t L, int64_t C, int64_t stride,
+                            Stream stream) {
+  launch(B, L, C, stream, [=] __device__(int64_t i, int64_t b, int64_t c) {
+    const float g = load(dout, i);
+    if (dx) store(dx, i, load(dx, i) + g);
+    store(dy, i, load(dy, i) + g * (gate ? gate[b * stride + c] : 1.f));
+  });
+  if (!gate) return;
+  for (int64_t b = 0; b < B; ++b) {  // dgate [C] += sum_l dout y, per sample
+    const uint16_t *yb = y + b * L * C, *db = dout + b * L * C;  // [L, C]
+    column_sum([=] __device__(int64_t l, int64_t c) { return load(db, l * C + c) * load(yb, l * C + c); },
+               dgate + b * stride, scratch, L, C, stream);
+  }
+}
+
+}  // namespace ms::cuda

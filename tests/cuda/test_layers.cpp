@@ -1,0 +1,177 @@
+// The CUDA layers around the norms: linear (cuBLASLt + epilogue bias), modulation and gated residuals,
+// RoPE, patchify / unpatchify, the embeddings and the loss, against float64 references on odd shapes.
+// Skipped without a GPU.
+#include "backend/cuda/gemm.h"
+#include "cuda_util.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/modulate.h"
+#include "ops/mse_loss.h"
+#include "ops/patchify.h"
+#include "ops/rope.h"
+
+namespace ms::test {
+namespace {
+
+// fp32 values exactly representable in float64 and on the device.
+std::vector<float> randf(size_t n, uint64_t seed, double scale = 1.0) { return to_f32(randn(n, seed, scale)); }
+std::vector<double> wide(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// Against plain loops: y = x w^T + b; dx += dy w; dw += dy^T x; db += sum_n dy.
+TEST(CudaLayers, LinearMatchesPlainLoops) {
+  MS_REQUIRE_GPU();
+  const int64_t N = 77, in = 45, out = 39;
+  cuda::GemmContext g;
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "bias" : "no bias");
+    auto x = random_bf16(static_cast<size_t>(N * in), 1), w = random_bf16(static_cast<size_t>(out * in), 2), b = random_bf16(static_cast<size_t>(out), 3),
+         dy = random_bf16(static_cast<size_t>(N * out), 4), dx0 = random_bf16(static_cast<size_t>(N * in), 5);
+    const std::vector<float> dw0 = randf(static_cast<size_t>(out * in), 6), db0 = randf(static_cast<size_t>(out), 7);
+    std::vector<double> y(static_cast<size_t>(N * out), 0.0), dx = dx0.values, dw = wide(dw0), db = wide(db0);
+    reference_gemm(false, true, N, out, in, 1.0, x.values, in, w.values, in, 0.0, y);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < out; ++o) {
+        if (bias) y[static_cast<size_t>(n * out + o)] += b.values[static_cast<size_t>(o)];
+        db[static_cast<size_t>(o)] += bias ? dy.values[static_cast<size_t>(n * out + o)] : 0.0;
+      }
+    reference_gemm(false, false, N, in, out, 1.0, dy.values, out, w.values, in, 1.0, dx);
+    reference_gemm(true, false, out, in, N, 1.0, dy.values, out, x.values, in, 1.0, dw);
+
+    DeviceBuffer<uint16_t> gx(x.bits), gw(w.bits), gb(b.bits), gdy(dy.bits), gdx(dx0.bits),
+        gy(std::vector<uint16_t>(static_cast<size_t>(N * out), 0x7fc0));  // NaN poison: every element must be written
+    DeviceBuffer<float> gdw(dw0), gdb(db0), scratch(std::vector<float>(static_cast<size_t>(cuda::linear_backward_scratch(N, out)), 0.f));
+    cuda::linear_forward(g, gx.get(), gw.get(), bias ? gb.get() : nullptr, gy.get(), N, in, out, nullptr);
+    cuda::linear_backward(g, gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), bias ? gdb.get() : nullptr,
+                          scratch.get(), N, in, out, nullptr);
+    expect_close("y", widen(gy.read()), y, kBf16Tol);
+    expect_close("dx", widen(gdx.read()), dx, kBf16Tol);
+    expect_close("dw", gdw.read(), dw, kDeviceF32Tol);
+    expect_close("db", gdb.read(), db, kDeviceF32Tol);
+  }
+}
+
+// The block's use: shift, scale and gate are chunks of e0 [B, 6, C] (stride 6 C).
+TEST(CudaLayers, ModulateAndGateResidualMatchCpuReference) {
+  MS_REQUIRE_GPU();
+  const int64_t B = 2, L = 101, C = 67, stride = 6 * C;
+  auto x = random_bf16(static_cast<size_t>(B * L * C), 11), y = random_bf16(static_cast<size_t>(B * L * C), 12),
+       dy = random_bf16(static_cast<size_t>(B * L * C), 13), dx0 = random_bf16(static_cast<size_t>(B * L * C), 14),
+       dres0 = random_bf16(static_cast<size_t>(B * L * C), 15);
+  const std::vector<float> e0 = randf(static_cast<size_t>(B * stride), 16, 0.5), de00 = randf(static_cast<size_t>(B * stride), 17);
+  const std::vector<double> e0d = wide(e0);
+  const double *shift = e0d.data(), *scale = e0d.data() + C, *gate = e0d.data() + 2 * C;
+  std::vector<double> mod(static_cast<size_t>(B * L * C)), out(static_cast<size_t>(B * L * C)), dx = dx0.values, dres = dres0.values,
+      de0 = wide(de00);
+  cpu::modulate_forward(x.values.data(), shift, scale, mod.data(), B, L, C, stride);
+  cpu::modulate_backward(x.values.data(), scale, dy.values.data(), dx.data(), de0.data(), de0.data() + C, B, L, C,
+                         stride);
+  cpu::gate_residual_forward(x.values.data(), y.values.data(), gate, out.data(), B, L, C, stride);
+  std::vector<double> dx_gate = dx0.values;
+  cpu::gate_residual_backward(y.values.data(), gate, dy.values.data(), dx_gate.data(), dres.data(), de0.data() + 2 * C,
+                              B, L, C, stride);
+
+  DeviceBuffer<uint16_t> gx(x.bits), gy(y.bits), gdy(dy.bits), gdx(dx0.bits), gdx_gate(dx0.bits), gdres(dres0.bits),
+      gmod(std::vector<uint16_t>(static_cast<size_t>(B * L * C), 0x7fc0)), gout(std::vector<uint16_t>(static_cast<size_t>(B * L * C), 0x7fc0));
+  DeviceBuffer<float> ge0(e0), gde0(de00),
+      scratch(std::vector<float>(static_cast<size_t>(cuda::modulate_backward_scratch(L, C)), 0.f));
+  const float* ge = ge0.get();
+  cuda::modulate_forward(gx.get(), ge, ge + C, gmod.get(), B, L, C, stride, nullptr);
+  cuda::modulate_backward(gx.get(), ge + C, gdy.get(), gdx.get(), gde0.get(), gde0.get() + C, scratch.get(), B, L, C,
+                          stride, nullptr);
+  cuda::gate_residual_forward(gx.get(), gy.get(), ge + 2 * C, gout.get(), B, L, C, stride, nullptr);
+  cuda::gate_residual_backward(gy.get(), ge + 2 * C, gdy.get(), gdx_gate.get(), gdres.get(), gde0.get() + 2 * C,
+                               scratch.get(), B, L, C, stride, nullptr);
+  expect_close("modulate_y", widen(gmod.read()), mod, kBf16Tol);
+  expect_close("modulate_dx", widen(gdx.read()), dx, kBf16Tol);
+  expect_close("gate_out", widen(gout.read()), out, kBf16Tol);
+  expect_close("gate_dx", widen(gdx_gate.read()), dx_gate, kBf16Tol);
+  expect_close("gate_dy", widen(gdres.read()), dres, kBf16Tol);
+  expect_close("de0", gde0.read(), de0, kDeviceF32Tol);  // dshift, dscale, dgate and the untouched chunks
+}
+
+// d = 38: 19 pairs split 7 / 6 / 6, so no axis part is a multiple of 2 pairs of another.
+TEST(CudaLayers, RopeMatchesCpuReferenceAndInvertsItself) {
+  MS_REQUIRE_GPU();
+  const int64_t B = 2, F = 3, H = 5, W = 7, nh = 3, d = 38, n = B * F * H * W * nh * d;
+  auto x = random_bf16(static_cast<size_t>(n), 21);
+  std::vector<double> y(static_cast<size_t>(n)), back(static_cast<size_t>(n));
+  cpu::rope_forward(x.values.data(), y.data(), B, F, H, W, nh, d);
+  cpu::rope_backward(x.values.data(), back.data(), B, F, H, W, nh, d);
+  DeviceBuffer<uint16_t> gx(x.bits), gy(std::vector<uint16_t>(static_cast<size_t>(n), 0x7fc0)), gb(x.bits);
+  cuda::rope_forward(gx.get(), gy.get(), B, F, H, W, nh, d, nullptr);
+  cuda::rope_backward(gb.get(), gb.get(), B, F, H, W, nh, d, nullptr);  // in place, as the block uses it
+  expect_close("forward", widen(gy.read()), y, kBf16Tol);
+  expect_close("backward", widen(gb.read()), back, kBf16Tol);
+}
+
+// Re-layouts are exact: bf16 of the reference's element, or the bf16 value widened.
+TEST(CudaLayers, PatchifyAndUnpatchifyMoveEveryElementExactly) {
+  MS_REQUIRE_GPU();
+  for (const cpu::PatchDims d : {cpu::PatchDims{2, 5, 4, 6, 10, 1, 2, 2}, cpu::PatchDims{1, 3, 6, 4, 6, 2, 2, 3}}) {
+    const int64_t video = d.B * d.C * d.F * d.H * d.W;
+    const std::vector<float> lat = randf(static_cast<size_t>(video), 31);
+    std::vector<float> patches(static_cast<size_t>(video)), dlat(static_cast<size_t>(video));
+    cpu::patchify_forward(lat.data(), patches.data(), d);
+    auto tok = random_bf16(static_cast<size_t>(video), 32);
+    std::vector<double> vid(static_cast<size_t>(video)), dtok(static_cast<size_t>(video));
+    cpu::unpatchify_forward(tok.values.data(), vid.data(), d);
+    cpu::unpatchify_backward(wide(lat).data(), dtok.data(), d);
+    DeviceBuffer<float> glat(lat), gvid(std::vector<float>(static_cast<size_t>(video), -1.f)), gdlat(std::vector<float>(static_cast<size_t>(video), -1.f));
+    DeviceBuffer<uint16_t> gpatch(std::vector<uint16_t>(static_cast<size_t>(video), 0x7fc0)), gtok(tok.bits),
+        gdtok(std::vector<uint16_t>(static_cast<size_t>(video), 0x7fc0));
+    cuda::patchify_forward(glat.get(), gpatch.get(), d, nullptr);
+    cuda::patchify_backward(gpatch.get(), gdlat.get(), d, nullptr);
+    cuda::unpatchify_forward(gtok.get(), gvid.get(), d, nullptr);
+    cuda::unpatchify_backward(glat.get(), gdtok.get(), d, nullptr);
+    std::vector<uint16_t> want_patch, want_dtok;
+    for (float v : patches) want_patch.push_back(f32_to_bf16(v));
+    for (double v : dtok) want_dtok.push_back(f32_to_bf16(float(v)));
+    std::vector<float> want_dlat;  // patchify_backward of bf16(patches): the latents rounded to bf16
+    for (float v : lat) want_dlat.push_back(bf16_to_f32(f32_to_bf16(v)));
+    EXPECT_EQ(gpatch.read(), want_patch);
+    EXPECT_EQ(gdlat.read(), want_dlat);
+    EXPECT_EQ(gvid.read(), to_f32(vid));
+    EXPECT_EQ(gdtok.read(), want_dtok);
+  }
+}
+
+TEST(CudaLayers, EmbeddingsMatchCpuReference) {
+  MS_REQUIRE_GPU();
+  const int64_t B = 3, dim = 250, Lc = 7, Lt = 11, C = 37;
+  std::vector<float> t = randf(static_cast<size_t>(B), 41);
+  for (float& v : t) v = std::fabs(v) * 400.f;  // t * 1000 lies in [0, 1000]
+  std::vector<double> emb(static_cast<size_t>(B * dim));
+  cpu::sinusoidal_embedding(wide(t).data(), emb.data(), B, dim);
+  const std::vector<float> ctx = randf(static_cast<size_t>(B * Lc * C), 42);
+  std::vector<float> padded(static_cast<size_t>(B * Lt * C));
+  cpu::pad_context_forward(ctx.data(), padded.data(), B, Lc, Lt, C);
+  DeviceBuffer<float> gt(t), gemb(std::vector<float>(static_cast<size_t>(B * dim), -1.f)), gctx(ctx),
+      gdctx(std::vector<float>(static_cast<size_t>(B * Lc * C), -1.f));
+  DeviceBuffer<uint16_t> gpad(std::vector<uint16_t>(static_cast<size_t>(B * Lt * C), 0x7fc0));
+  cuda::sinusoidal_embedding(gt.get(), gemb.get(), B, dim, nullptr);
+  cuda::pad_context_forward(gctx.get(), gpad.get(), B, Lc, Lt, C, nullptr);
+  cuda::pad_context_backward(gpad.get(), gdctx.get(), B, Lc, Lt, C, nullptr);
+  expect_close("sinusoidal", gemb.read(), emb, 1e-6);  // float64 angles, one fp32 rounding
+  std::vector<uint16_t> want_pad;
+  for (float v : padded) want_pad.push_back(f32_to_bf16(v));
+  std::vector<float> want_dctx;  // the context through bf16 and back
+  for (float v : ctx) want_dctx.push_back(bf16_to_f32(f32_to_bf16(v)));
+  EXPECT_EQ(gpad.read(), want_pad);
+  EXPECT_EQ(gdctx.read(), want_dctx);
+}
+
+TEST(CudaLayers, MseLossMatchesCpuReference) {
+  MS_REQUIRE_GPU();
+  const int64_t n = 100003;
+  const std::vector<float> pred = randf(static_cast<size_t>(n), 51), target = randf(static_cast<size_t>(n), 52);
+  std::vector<float> dpred(static_cast<size_t>(n));
+  const double loss = cpu::mse_loss(pred.data(), target.data(), dpred.data(), n, 0.5);
+  DeviceBuffer<float> gp(pred), gt(target), gd(std::vector<float>(static_cast<size_t>(n), -1.f));
+  DeviceBuffer<double> gl(std::vector<double>(1, -1.0)), scratch(std::vector<double>(static_cast<size_t>(cuda::mse_loss_scratch(n)), 0.0));
+  cuda::mse_loss(gp.get(), gt.get(), gd.get(), gl.get(), scratch.get(), n, 0.5, nullptr);
+  EXPECT_NEAR(gl.read()[0], loss, 1e-12 * loss);  // float64 sums in another order
+  expect_close("dpred", gd.read(), dpred, 1e-7);   // the same float64 expression, one fp32 rounding
+}
+
+}  // namespace
+}  // namespace ms::test
