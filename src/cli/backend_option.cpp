@@ -20,11 +20,13 @@ std::string resolve_backend(const std::string& requested) {
 #ifdef MEGASLIDE_HAVE_CUDA
   if (const std::string why = cuda::unusable_reason(); !why.empty())
     MS_FAIL("--backend cuda: no usable CUDA GPU on this machine (", why, "); use --backend cpu");
-  MS_FAIL("--backend cuda: this build's CUDA backend runs `megaslide bench cuda` and the CUDA op tests, but the "
-          "model's stages do not run on the GPU yet; use --backend cpu");
+  MS_FAIL(
+      "--backend cuda: this build's CUDA backend runs `megaslide bench cuda` and the CUDA op tests, but the "
+      "model's stages do not run on the GPU yet; use --backend cpu");
 #else
-  MS_FAIL("--backend cuda: this build of megaslide has no CUDA backend (configure with nvcc on the PATH, or "
-          "-DMEGASLIDE_CUDA=ON); use --backend cpu");
+  MS_FAIL(
+      "--backend cuda: this build of megaslide has no CUDA backend (configure with nvcc on the PATH, or "
+      "-DMEGASLIDE_CUDA=ON); use --backend cpu");
 #endif
 }
 

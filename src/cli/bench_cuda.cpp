@@ -90,9 +90,8 @@ double gemm_rate(cuda::GemmContext& ctx, int64_t M, int64_t N, int64_t K, int re
     for (int64_t off = 0; off < n; off += int64_t(tile.size()))
       MS_CUDA_CHECK(cudaMemcpy(p + off, tile.data(), size_t(std::min<int64_t>(n - off, int64_t(tile.size()))) * 2,
                                cudaMemcpyHostToDevice));
-  const double s = time_events(stream, repeats, [&] {
-    ctx.gemm<uint16_t>(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, stream);
-  });
+  const double s = time_events(stream, repeats,
+                               [&] { ctx.gemm<uint16_t>(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, stream); });
   cudaFree(A);
   cudaFree(B);
   cudaFree(C);
@@ -112,20 +111,17 @@ void bench_cuda(const BenchCudaArgs& a) {
   MS_CUDA_CHECK(cudaMalloc(&dev_a, bytes));
   MS_CUDA_CHECK(cudaMalloc(&dev_b, bytes));
   // The pinned-copy ceiling: one cudaMemcpyAsync per direction, and both directions at once.
-  const double h2d = time_events(up, a.repeats, [&] {
-    MS_CUDA_CHECK(cudaMemcpyAsync(dev_a, host_a, bytes, cudaMemcpyHostToDevice, up));
-  });
-  const double d2h = time_events(down, a.repeats, [&] {
-    MS_CUDA_CHECK(cudaMemcpyAsync(host_b, dev_b, bytes, cudaMemcpyDeviceToHost, down));
-  });
+  const double h2d = time_events(
+      up, a.repeats, [&] { MS_CUDA_CHECK(cudaMemcpyAsync(dev_a, host_a, bytes, cudaMemcpyHostToDevice, up)); });
+  const double d2h = time_events(
+      down, a.repeats, [&] { MS_CUDA_CHECK(cudaMemcpyAsync(host_b, dev_b, bytes, cudaMemcpyDeviceToHost, down)); });
   const double both = time_host(a.repeats, [&] {
     MS_CUDA_CHECK(cudaMemcpyAsync(dev_a, host_a, bytes, cudaMemcpyHostToDevice, up));
     MS_CUDA_CHECK(cudaMemcpyAsync(host_b, dev_b, bytes, cudaMemcpyDeviceToHost, down));
     MS_CUDA_CHECK(cudaDeviceSynchronize());
   });
-  const double d2d = time_events(up, a.repeats, [&] {
-    MS_CUDA_CHECK(cudaMemcpyAsync(dev_b, dev_a, bytes, cudaMemcpyDeviceToDevice, up));
-  });
+  const double d2d = time_events(
+      up, a.repeats, [&] { MS_CUDA_CHECK(cudaMemcpyAsync(dev_b, dev_a, bytes, cudaMemcpyDeviceToDevice, up)); });
   // The runtime's path: pools from page_alloc pinned in place, stage-sized copies on the backend's streams.
   double rt_h2d = 0, rt_d2h = 0, rt_both = 0;
   {
@@ -175,8 +171,7 @@ void bench_cuda(const BenchCudaArgs& a) {
                    {"runtime_h2d_gbps", double(bytes) / rt_h2d / 1e9},
                    {"runtime_d2h_gbps", double(bytes) / rt_d2h / 1e9},
                    {"runtime_both_gbps", 2.0 * double(bytes) / rt_both / 1e9}};
-  for (const Shape& s : shapes)
-    r["gemm_tflops"][s.what] = gemm_rate(ctx, s.M, s.N, s.K, a.repeats, up) / 1e12;
+  for (const Shape& s : shapes) r["gemm_tflops"][s.what] = gemm_rate(ctx, s.M, s.N, s.K, a.repeats, up) / 1e12;
   cudaStreamDestroy(up);
   cudaStreamDestroy(down);
   if (a.json) {
@@ -198,7 +193,8 @@ void bench_cuda(const BenchCudaArgs& a) {
   row("runtime D2H (grads)", "runtime_d2h_gbps", "pinned_d2h_gbps");
   row("runtime both at once", "runtime_both_gbps", "pinned_both_gbps");
   row("device-to-device (r+w)", "device_copy_gbps", nullptr);
-  for (const Shape& s : shapes) std::printf("  bf16 GEMM %-30s %7.1f TFLOP/s\n", s.what, r["gemm_tflops"][s.what].get<double>());
+  for (const Shape& s : shapes)
+    std::printf("  bf16 GEMM %-30s %7.1f TFLOP/s\n", s.what, r["gemm_tflops"][s.what].get<double>());
 }
 
 #else

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+struct CUstream_st;
+
 namespace ms::cpu {
 
 struct AttentionDims {
@@ -42,3 +44,19 @@ void attention_backward_head(const T* q, const T* k, const T* v, const T* out, c
                              T* dk, T* dv, int64_t Lq, int64_t Lk, int64_t d, int64_t ld);
 
 }  // namespace ms::cpu
+
+// The CUDA kernels (backend/cuda/attention.cu), enqueued on `stream`: q, k, v, out, dout, dq, dk, dv bf16,
+// lse fp32. A plain kernel, correct rather than fast (one block per query row, the scores recomputed in
+// each pass; the flash-style kernels are issue 6); deterministic: the backward writes dq per query row and
+// dk, dv per key row, no atomics. Head dims up to 256. scratch holds attention_backward_scratch(a) floats.
+namespace ms::cuda {
+
+using cpu::AttentionDims;
+void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                       const AttentionDims& a, CUstream_st* stream);
+int64_t attention_backward_scratch(const AttentionDims& a);
+void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
+                        const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch,
+                        const AttentionDims& a, CUstream_st* stream);
+
+}  // namespace ms::cuda

@@ -7,9 +7,9 @@ struct CUstream_st;
 namespace ms::cpu {
 
 struct PatchDims {
-  int64_t B, C;         // batch, channels
-  int64_t F, H, W;      // latent extents (multiples of the patch)
-  int64_t pt, ph, pw;   // patch size
+  int64_t B, C;        // batch, channels
+  int64_t F, H, W;     // latent extents (multiples of the patch)
+  int64_t pt, ph, pw;  // patch size
   int64_t f() const { return F / pt; }
   int64_t h() const { return H / ph; }
   int64_t w() const { return W / pw; }

@@ -63,6 +63,10 @@ inline std::vector<double> widen(const std::vector<uint16_t>& bf16) {
   return v;
 }
 
+// Initial gradients: non-zero, since the kernels accumulate, but small beside what they add, so that an
+// error in the added part is not hidden under them.
+constexpr double kAccumulateScale = 0.05;
+
 // A bf16 result against the float64 reference: one rounding to bf16 (2^-9 relative) on top of fp32
 // arithmetic gives an rms relative error near 1.5e-3; 6e-3 leaves margin and still catches a wrong term.
 constexpr double kBf16Tol = 6e-3;
@@ -81,8 +85,9 @@ void expect_close(const std::string& what, const A& got, const B& ref, double to
 }
 
 // C [M,N] = alpha op(A) op(B) + beta C in plain loops: the GEMM's independent reference.
-inline void reference_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const std::vector<double>& A,
-                    int64_t lda, const std::vector<double>& B, int64_t ldb, double beta, std::vector<double>& C) {
+inline void reference_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                           const std::vector<double>& A, int64_t lda, const std::vector<double>& B, int64_t ldb,
+                           double beta, std::vector<double>& C) {
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       double s = 0;

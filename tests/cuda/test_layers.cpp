@@ -24,8 +24,9 @@ TEST(CudaLayers, LinearMatchesPlainLoops) {
   cuda::GemmContext g;
   for (bool bias : {true, false}) {
     SCOPED_TRACE(bias ? "bias" : "no bias");
-    auto x = random_bf16(static_cast<size_t>(N * in), 1), w = random_bf16(static_cast<size_t>(out * in), 2), b = random_bf16(static_cast<size_t>(out), 3),
-         dy = random_bf16(static_cast<size_t>(N * out), 4), dx0 = random_bf16(static_cast<size_t>(N * in), 5);
+    auto x = random_bf16(static_cast<size_t>(N * in), 1), w = random_bf16(static_cast<size_t>(out * in), 2),
+         b = random_bf16(static_cast<size_t>(out), 3), dy = random_bf16(static_cast<size_t>(N * out), 4),
+         dx0 = random_bf16(static_cast<size_t>(N * in), 5, kAccumulateScale);
     const std::vector<float> dw0 = randf(static_cast<size_t>(out * in), 6), db0 = randf(static_cast<size_t>(out), 7);
     std::vector<double> y(static_cast<size_t>(N * out), 0.0), dx = dx0.values, dw = wide(dw0), db = wide(db0);
     reference_gemm(false, true, N, out, in, 1.0, x.values, in, w.values, in, 0.0, y);
@@ -39,7 +40,8 @@ TEST(CudaLayers, LinearMatchesPlainLoops) {
 
     DeviceBuffer<uint16_t> gx(x.bits), gw(w.bits), gb(b.bits), gdy(dy.bits), gdx(dx0.bits),
         gy(std::vector<uint16_t>(static_cast<size_t>(N * out), 0x7fc0));  // NaN poison: every element must be written
-    DeviceBuffer<float> gdw(dw0), gdb(db0), scratch(std::vector<float>(static_cast<size_t>(cuda::linear_backward_scratch(N, out)), 0.f));
+    DeviceBuffer<float> gdw(dw0), gdb(db0),
+        scratch(std::vector<float>(static_cast<size_t>(cuda::linear_backward_scratch(N, out)), 0.f));
     cuda::linear_forward(g, gx.get(), gw.get(), bias ? gb.get() : nullptr, gy.get(), N, in, out, nullptr);
     cuda::linear_backward(g, gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), bias ? gdb.get() : nullptr,
                           scratch.get(), N, in, out, nullptr);
@@ -55,13 +57,15 @@ TEST(CudaLayers, ModulateAndGateResidualMatchCpuReference) {
   MS_REQUIRE_GPU();
   const int64_t B = 2, L = 101, C = 67, stride = 6 * C;
   auto x = random_bf16(static_cast<size_t>(B * L * C), 11), y = random_bf16(static_cast<size_t>(B * L * C), 12),
-       dy = random_bf16(static_cast<size_t>(B * L * C), 13), dx0 = random_bf16(static_cast<size_t>(B * L * C), 14),
-       dres0 = random_bf16(static_cast<size_t>(B * L * C), 15);
-  const std::vector<float> e0 = randf(static_cast<size_t>(B * stride), 16, 0.5), de00 = randf(static_cast<size_t>(B * stride), 17);
+       dy = random_bf16(static_cast<size_t>(B * L * C), 13),
+       dx0 = random_bf16(static_cast<size_t>(B * L * C), 14, kAccumulateScale),
+       dres0 = random_bf16(static_cast<size_t>(B * L * C), 15, kAccumulateScale);
+  const std::vector<float> e0 = randf(static_cast<size_t>(B * stride), 16, 0.5),
+                           de00 = randf(static_cast<size_t>(B * stride), 17);
   const std::vector<double> e0d = wide(e0);
   const double *shift = e0d.data(), *scale = e0d.data() + C, *gate = e0d.data() + 2 * C;
-  std::vector<double> mod(static_cast<size_t>(B * L * C)), out(static_cast<size_t>(B * L * C)), dx = dx0.values, dres = dres0.values,
-      de0 = wide(de00);
+  std::vector<double> mod(static_cast<size_t>(B * L * C)), out(static_cast<size_t>(B * L * C)),
+      dx = dx0.values, dres = dres0.values, de0 = wide(de00);
   cpu::modulate_forward(x.values.data(), shift, scale, mod.data(), B, L, C, stride);
   cpu::modulate_backward(x.values.data(), scale, dy.values.data(), dx.data(), de0.data(), de0.data() + C, B, L, C,
                          stride);
@@ -71,7 +75,8 @@ TEST(CudaLayers, ModulateAndGateResidualMatchCpuReference) {
                               B, L, C, stride);
 
   DeviceBuffer<uint16_t> gx(x.bits), gy(y.bits), gdy(dy.bits), gdx(dx0.bits), gdx_gate(dx0.bits), gdres(dres0.bits),
-      gmod(std::vector<uint16_t>(static_cast<size_t>(B * L * C), 0x7fc0)), gout(std::vector<uint16_t>(static_cast<size_t>(B * L * C), 0x7fc0));
+      gmod(std::vector<uint16_t>(static_cast<size_t>(B * L * C), 0x7fc0)),
+      gout(std::vector<uint16_t>(static_cast<size_t>(B * L * C), 0x7fc0));
   DeviceBuffer<float> ge0(e0), gde0(de00),
       scratch(std::vector<float>(static_cast<size_t>(cuda::modulate_backward_scratch(L, C)), 0.f));
   const float* ge = ge0.get();
@@ -116,7 +121,8 @@ TEST(CudaLayers, PatchifyAndUnpatchifyMoveEveryElementExactly) {
     std::vector<double> vid(static_cast<size_t>(video)), dtok(static_cast<size_t>(video));
     cpu::unpatchify_forward(tok.values.data(), vid.data(), d);
     cpu::unpatchify_backward(wide(lat).data(), dtok.data(), d);
-    DeviceBuffer<float> glat(lat), gvid(std::vector<float>(static_cast<size_t>(video), -1.f)), gdlat(std::vector<float>(static_cast<size_t>(video), -1.f));
+    DeviceBuffer<float> glat(lat), gvid(std::vector<float>(static_cast<size_t>(video), -1.f)),
+        gdlat(std::vector<float>(static_cast<size_t>(video), -1.f));
     DeviceBuffer<uint16_t> gpatch(std::vector<uint16_t>(static_cast<size_t>(video), 0x7fc0)), gtok(tok.bits),
         gdtok(std::vector<uint16_t>(static_cast<size_t>(video), 0x7fc0));
     cuda::patchify_forward(glat.get(), gpatch.get(), d, nullptr);
@@ -167,10 +173,11 @@ TEST(CudaLayers, MseLossMatchesCpuReference) {
   std::vector<float> dpred(static_cast<size_t>(n));
   const double loss = cpu::mse_loss(pred.data(), target.data(), dpred.data(), n, 0.5);
   DeviceBuffer<float> gp(pred), gt(target), gd(std::vector<float>(static_cast<size_t>(n), -1.f));
-  DeviceBuffer<double> gl(std::vector<double>(1, -1.0)), scratch(std::vector<double>(static_cast<size_t>(cuda::mse_loss_scratch(n)), 0.0));
+  DeviceBuffer<double> gl(std::vector<double>(1, -1.0)),
+      scratch(std::vector<double>(static_cast<size_t>(cuda::mse_loss_scratch(n)), 0.0));
   cuda::mse_loss(gp.get(), gt.get(), gd.get(), gl.get(), scratch.get(), n, 0.5, nullptr);
   EXPECT_NEAR(gl.read()[0], loss, 1e-12 * loss);  // float64 sums in another order
-  expect_close("dpred", gd.read(), dpred, 1e-7);   // the same float64 expression, one fp32 rounding
+  expect_close("dpred", gd.read(), dpred, 1e-7);  // the same float64 expression, one fp32 rounding
 }
 
 }  // namespace

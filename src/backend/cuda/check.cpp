@@ -3,8 +3,8 @@
 namespace ms::cuda {
 
 void fail_cuda(cudaError_t e, const char* call, const char* file, int line) {
-  throw Error(cat("CUDA error ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ") in ", call, " at ", file, ":",
-                  line));
+  throw Error(
+      cat("CUDA error ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ") in ", call, " at ", file, ":", line));
 }
 
 void fail_cublas(cublasStatus_t s, const char* call, const char* file, int line) {

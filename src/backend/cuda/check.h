@@ -13,15 +13,15 @@ namespace ms::cuda {
 
 }  // namespace ms::cuda
 
-#define MS_CUDA_CHECK(call)                                                       \
-  do {                                                                            \
-    const cudaError_t ms_cuda_e = (call);                                         \
+#define MS_CUDA_CHECK(call)                                                                    \
+  do {                                                                                         \
+    const cudaError_t ms_cuda_e = (call);                                                      \
     if (ms_cuda_e != cudaSuccess) ::ms::cuda::fail_cuda(ms_cuda_e, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define MS_CUBLAS_CHECK(call)                                                              \
-  do {                                                                                     \
-    const cublasStatus_t ms_cublas_s = (call);                                             \
+#define MS_CUBLAS_CHECK(call)                                                                                  \
+  do {                                                                                                         \
+    const cublasStatus_t ms_cublas_s = (call);                                                                 \
     if (ms_cublas_s != CUBLAS_STATUS_SUCCESS) ::ms::cuda::fail_cublas(ms_cublas_s, #call, __FILE__, __LINE__); \
   } while (0)
 

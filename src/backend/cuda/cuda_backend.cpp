@@ -18,7 +18,8 @@ CudaBackend::CudaBackend(Trace* trace) : host_(0, trace) {
   cuda::device_info();  // throws, naming the reason, without a usable GPU
   MS_CUDA_CHECK(cudaSetDevice(0));
   cudaDriverEntryPointQueryResult found{};
-  MS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &wait_value_, 11070, cudaEnableDefault, &found));
+  MS_CUDA_CHECK(
+      cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &wait_value_, 11070, cudaEnableDefault, &found));
   MS_CHECK(found == cudaDriverEntryPointSuccess && wait_value_, "the CUDA driver has no cuStreamWaitValue32");
 }
 
@@ -142,7 +143,7 @@ void CudaBackend::wait(int stream, Event e) {
     void* counter = nullptr;
     MS_CUDA_CHECK(cudaHostGetDevicePointer(&counter, from.signal, 0));
     const CUresult r = reinterpret_cast<WaitValue32>(wait_value_)(s.cuda, CUdeviceptr(counter), cuuint32_t(e.seq),
-                                                                   CU_STREAM_WAIT_VALUE_GEQ);
+                                                                  CU_STREAM_WAIT_VALUE_GEQ);
     MS_CHECK(r == CUDA_SUCCESS, "cuStreamWaitValue32 failed with CUresult ", int(r));
     return;
   }

@@ -49,12 +49,12 @@ class CudaBackend final : public Backend {
  private:
   struct StreamState {
     StreamKind kind;
-    cuda::Stream cuda = nullptr;           // device
-    std::vector<CUevent_st*> events;       // device: events[seq - 1 - retired]
-    int64_t retired = 0;                   // device: events up to this seq are known complete
-    int host = -1;                         // host: the worker stream in host_
-    uint32_t* signal = nullptr;            // host: mapped counter, the last signalled seq
-    std::vector<Event> signalled;          // host: signalled[seq - 1], the host_ event of that signal
+    cuda::Stream cuda = nullptr;      // device
+    std::vector<CUevent_st*> events;  // device: events[seq - 1 - retired]
+    int64_t retired = 0;              // device: events up to this seq are known complete
+    int host = -1;                    // host: the worker stream in host_
+    uint32_t* signal = nullptr;       // host: mapped counter, the last signalled seq
+    std::vector<Event> signalled;     // host: signalled[seq - 1], the host_ event of that signal
   };
   StreamState& state(int id);
   const StreamState& state(int id) const;

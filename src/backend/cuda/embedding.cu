@@ -18,7 +18,8 @@ __global__ void sinusoidal_kernel(const float* t, float* out, int64_t B, int64_t
 
 // padded [B, Lt, C] from context [B, Lc, C], rows Lc.. zero.
 __global__ void pad_kernel(const float* context, uint16_t* padded, int64_t B, int64_t Lc, int64_t Lt, int64_t C) {
-  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < B * Lt * C; k += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < B * Lt * C;
+       k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = k % C, l = (k / C) % Lt, b = k / (Lt * C);
     store(padded, k, l < Lc ? context[(b * Lc + l) * C + c] : 0.f);
   }
@@ -26,7 +27,8 @@ __global__ void pad_kernel(const float* context, uint16_t* padded, int64_t B, in
 
 // dcontext [B, Lc, C] = the first Lc rows of dpadded [B, Lt, C].
 __global__ void unpad_kernel(const uint16_t* dpadded, float* dcontext, int64_t B, int64_t Lc, int64_t Lt, int64_t C) {
-  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < B * Lc * C; k += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < B * Lc * C;
+       k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = k % C, l = (k / C) % Lc, b = k / (Lc * C);
     dcontext[k] = load(dpadded, (b * Lt + l) * C + c);
   }

@@ -58,8 +58,7 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
     MS_CHECK((std::is_same_v<T, uint16_t>), "gemm: a bias needs a bf16 output");
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     const cudaDataType_t bias_type = CUDA_R_16BF;
-    MS_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     MS_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
@@ -71,8 +70,8 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
   MS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.d));
   const uint64_t ws = kWorkspaceBytes;
-  MS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                       sizeof(ws)));
+  MS_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   cublasLtMatmulHeuristicResult_t algo{};
   int found = 0;
   auto* h = static_cast<cublasLtHandle_t>(handle_);
@@ -83,8 +82,7 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
 }
 
 template void GemmContext::gemm<uint16_t>(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
-                                          const uint16_t*, int64_t, float, uint16_t*, int64_t, Stream,
-                                          const uint16_t*);
+                                          const uint16_t*, int64_t, float, uint16_t*, int64_t, Stream, const uint16_t*);
 template void GemmContext::gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
                                        const uint16_t*, int64_t, float, float*, int64_t, Stream, const uint16_t*);
 

@@ -65,8 +65,9 @@ void layernorm_backward(const uint16_t* x, const uint16_t* w, const float* mean,
   MS_CUDA_CHECK_LAUNCH();
   if (!w) return;
   // dw [C] += sum_n dy xhat; db [C] += sum_n dy (the scratch is reused: the stream orders the two sums)
-  column_sum([=] __device__(int64_t n, int64_t c) { return load(dy, n * C + c) * (load(x, n * C + c) - mean[n]) * rstd[n]; },
-             dw, scratch, N, C, stream);
+  column_sum(
+      [=] __device__(int64_t n, int64_t c) { return load(dy, n * C + c) * (load(x, n * C + c) - mean[n]) * rstd[n]; },
+      dw, scratch, N, C, stream);
   column_sum([=] __device__(int64_t n, int64_t c) { return load(dy, n * C + c); }, db, scratch, N, C, stream);
 }
 

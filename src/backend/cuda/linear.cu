@@ -19,7 +19,8 @@ void linear_backward(GemmContext& g, const uint16_t* x, const uint16_t* w, const
   // dw [out, in] += dy^T [out, N] x [N, in]
   g.gemm<float>(true, false, out, in, N, 1.f, dy, out, x, in, 1.f, dw, in, stream);
   // db [out] += sum_n dy
-  if (db) column_sum([=] __device__(int64_t n, int64_t c) { return load(dy, n * out + c); }, db, scratch, N, out, stream);
+  if (db)
+    column_sum([=] __device__(int64_t n, int64_t c) { return load(dy, n * out + c); }, db, scratch, N, out, stream);
 }
 
 }  // namespace ms::cuda

@@ -60,7 +60,7 @@ void gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t
     store(dy, i, load(dy, i) + g * (gate ? gate[b * stride + c] : 1.f));
   });
   if (!gate) return;
-  for (int64_t b = 0; b < B; ++b) {  // dgate [C] += sum_l dout y, per sample
+  for (int64_t b = 0; b < B; ++b) {                              // dgate [C] += sum_l dout y, per sample
     const uint16_t *yb = y + b * L * C, *db = dout + b * L * C;  // [L, C]
     column_sum([=] __device__(int64_t l, int64_t c) { return load(db, l * C + c) * load(yb, l * C + c); },
                dgate + b * stride, scratch, L, C, stream);

@@ -1,0 +1,193 @@
+#include <cfloat>
+
+#include "backend/cuda/kernel_util.cuh"
+#include "ops/attention.h"
+
+namespace ms::cuda {
+namespace {
+
+constexpr int kThreads = 128;     // threads per row block; also the rows of one chunk of scores
+constexpr int kMaxHeadDim = 256;  // two channels per thread at most
+constexpr int kChannels = kMaxHeadDim / kThreads;
+
+// Row r of a [B, L, nh, d] tensor for sample b, token i, head h.
+__device__ inline int64_t row(int64_t b, int64_t i, int64_t h, int64_t L, int64_t nh, int64_t d) {
+  return ((b * L + i) * nh + h) * d;
+}
+
+__device__ inline float dot_bf16(const float* a, const uint16_t* b, int64_t d) {
+  float s = 0;
+  for (int64_t c = 0; c < d; ++c) s += a[c] * load(b, c);
+  return s;
+}
+
+__device__ inline float block_max(float v, float* smem) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = v;
+  __syncthreads();
+  float m = -FLT_MAX;
+  for (int w = 0; w < kThreads / 32; ++w) m = fmaxf(m, smem[w]);
+  __syncthreads();
+  return m;
+}
+
+__device__ inline float block_total(float v, float* smem) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = v;
+  __syncthreads();
+  float s = 0;
+  for (int w = 0; w < kThreads / 32; ++w) s += smem[w];  // same order in every thread
+  __syncthreads();
+  return s;
+}
+
+// Block (b, h, i): out[i] = sum_j p_ij v_j, lse[i]; the max, the sum and the output are three passes.
+__global__ void forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                               AttentionDims a, float scale) {
+  __shared__ float qs[kMaxHeadDim], p[kThreads], red[kThreads / 32];
+  const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, d = a.d;
+  for (int64_t c = threadIdx.x; c < d; c += kThreads) qs[c] = load(q + row(b, i, h, a.Lq, a.nh, d), c) * scale;
+  __syncthreads();
+  float m = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < a.Lk; j += kThreads) m = fmaxf(m, dot_bf16(qs, k + row(b, j, h, a.Lk, a.nh, d), d));
+  m = block_max(m, red);
+  float l = 0;
+  for (int64_t j = threadIdx.x; j < a.Lk; j += kThreads)
+    l += __expf(dot_bf16(qs, k + row(b, j, h, a.Lk, a.nh, d), d) - m);
+  l = block_total(l, red);
+  float acc[kChannels] = {};
+  for (int64_t j0 = 0; j0 < a.Lk; j0 += kThreads) {
+    const int64_t j = j0 + threadIdx.x;
+    p[threadIdx.x] = j < a.Lk ? __expf(dot_bf16(qs, k + row(b, j, h, a.Lk, a.nh, d), d) - m) / l : 0.f;
+    __syncthreads();
+    const int64_t n = min(int64_t(kThreads), a.Lk - j0);
+    for (int t = 0; t < kChannels; ++t) {
+      const int64_t c = threadIdx.x + t * kThreads;
+      if (c < d)
+        for (int64_t jj = 0; jj < n; ++jj) acc[t] += p[jj] * load(v + row(b, j0 + jj, h, a.Lk, a.nh, d), c);
+    }
+    __syncthreads();
+  }
+  for (int t = 0; t < kChannels; ++t) {
+    const int64_t c = threadIdx.x + t * kThreads;
+    if (c < d) store(out + row(b, i, h, a.Lq, a.nh, d), c, acc[t]);
+  }
+  if (threadIdx.x == 0) lse[(b * a.nh + h) * a.Lq + i] = m + logf(l);
+}
+
+// delta[b, h, i] = dout_i . out_i (the softmax backward's row term).
+__global__ void delta_kernel(const uint16_t* out, const uint16_t* dout, float* delta, AttentionDims a) {
+  __shared__ float red[kThreads / 32];
+  const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, r = row(b, i, h, a.Lq, a.nh, a.d);
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < a.d; c += kThreads) s += load(out + r, c) * load(dout + r, c);
+  s = block_total(s, red);
+  if (threadIdx.x == 0) delta[(b * a.nh + h) * a.Lq + i] = s;
+}
+
+// Block (b, h, i): dq_i += scale sum_j p_ij (dout_i . v_j - delta_i) k_j.
+__global__ void dq_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse,
+                          const uint16_t* dout, const float* delta, uint16_t* dq, AttentionDims a, float scale) {
+  __shared__ float qs[kMaxHeadDim], gs[kMaxHeadDim], ds[kThreads];
+  const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, d = a.d, r = row(b, i, h, a.Lq, a.nh, d);
+  for (int64_t c = threadIdx.x; c < d; c += kThreads) qs[c] = load(q + r, c) * scale, gs[c] = load(dout + r, c);
+  __syncthreads();
+  const float li = lse[(b * a.nh + h) * a.Lq + i], di = delta[(b * a.nh + h) * a.Lq + i];
+  float acc[kChannels] = {};
+  for (int64_t j0 = 0; j0 < a.Lk; j0 += kThreads) {
+    const int64_t j = j0 + threadIdx.x;
+    float g = 0;
+    if (j < a.Lk) {
+      const int64_t rk = row(b, j, h, a.Lk, a.nh, d);
+      g = __expf(dot_bf16(qs, k + rk, d) - li) * (dot_bf16(gs, v + rk, d) - di);
+    }
+    ds[threadIdx.x] = g;
+    __syncthreads();
+    const int64_t n = min(int64_t(kThreads), a.Lk - j0);
+    for (int t = 0; t < kChannels; ++t) {
+      const int64_t c = threadIdx.x + t * kThreads;
+      if (c < d)
+        for (int64_t jj = 0; jj < n; ++jj) acc[t] += ds[jj] * load(k + row(b, j0 + jj, h, a.Lk, a.nh, d), c);
+    }
+    __syncthreads();
+  }
+  for (int t = 0; t < kChannels; ++t) {
+    const int64_t c = threadIdx.x + t * kThreads;
+    if (c < d) store(dq + r, c, load(dq + r, c) + scale * acc[t]);
+  }
+}
+
+// Block (b, h, j): dk_j += scale sum_i p_ij (dout_i . v_j - delta_i) q_i, dv_j += sum_i p_ij dout_i.
+__global__ void dkv_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse,
+                           const uint16_t* dout, const float* delta, uint16_t* dk, uint16_t* dv, AttentionDims a,
+                           float scale) {
+  __shared__ float ks[kMaxHeadDim], vs[kMaxHeadDim], ps[kThreads], ds[kThreads];
+  const int64_t j = blockIdx.x, h = blockIdx.y, b = blockIdx.z, d = a.d, rk = row(b, j, h, a.Lk, a.nh, d);
+  for (int64_t c = threadIdx.x; c < d; c += kThreads) ks[c] = load(k + rk, c) * scale, vs[c] = load(v + rk, c);
+  __syncthreads();
+  float gk[kChannels] = {}, gv[kChannels] = {};
+  for (int64_t i0 = 0; i0 < a.Lq; i0 += kThreads) {
+    const int64_t i = i0 + threadIdx.x;
+    float p = 0, g = 0;
+    if (i < a.Lq) {
+      const int64_t r = row(b, i, h, a.Lq, a.nh, d), s = (b * a.nh + h) * a.Lq + i;
+      p = __expf(dot_bf16(ks, q + r, d) - lse[s]);
+      g = p * (dot_bf16(vs, dout + r, d) - delta[s]);
+    }
+    ps[threadIdx.x] = p, ds[threadIdx.x] = g;
+    __syncthreads();
+    const int64_t n = min(int64_t(kThreads), a.Lq - i0);
+    for (int t = 0; t < kChannels; ++t) {
+      const int64_t c = threadIdx.x + t * kThreads;
+      if (c < d)
+        for (int64_t ii = 0; ii < n; ++ii) {
+          const int64_t r = row(b, i0 + ii, h, a.Lq, a.nh, d);
+          gk[t] += ds[ii] * load(q + r, c);
+          gv[t] += ps[ii] * load(dout + r, c);
+        }
+    }
+    __syncthreads();
+  }
+  for (int t = 0; t < kChannels; ++t) {
+    const int64_t c = threadIdx.x + t * kThreads;
+    if (c < d) {
+      store(dk + rk, c, load(dk + rk, c) + scale * gk[t]);
+      store(dv + rk, c, load(dv + rk, c) + gv[t]);
+    }
+  }
+}
+
+void check_dims(const AttentionDims& a) {
+  MS_CHECK(a.d > 0 && a.d <= kMaxHeadDim, "cuda attention: head dim ", a.d, " must be in 1..", kMaxHeadDim);
+  MS_CHECK(a.Lq > 0 && a.Lk > 0 && a.nh > 0 && a.B > 0, "cuda attention: empty dims");
+  MS_CHECK(a.nh <= 65535 && a.B <= 65535, "cuda attention: at most 65535 heads and samples");
+}
+
+}  // namespace
+
+void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                       const AttentionDims& a, Stream stream) {
+  check_dims(a);
+  forward_kernel<<<dim3(unsigned(a.Lq), unsigned(a.nh), unsigned(a.B)), kThreads, 0, stream>>>(q, k, v, out, lse, a,
+                                                                                               1.f / sqrtf(float(a.d)));
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+int64_t attention_backward_scratch(const AttentionDims& a) { return a.B * a.nh * a.Lq; }
+
+void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
+                        const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch,
+                        const AttentionDims& a, Stream stream) {
+  check_dims(a);
+  const float scale = 1.f / sqrtf(float(a.d));
+  const dim3 queries(unsigned(a.Lq), unsigned(a.nh), unsigned(a.B)),
+      keys(unsigned(a.Lk), unsigned(a.nh), unsigned(a.B));
+  delta_kernel<<<queries, kThreads, 0, stream>>>(out, dout, scratch, a);
+  MS_CUDA_CHECK_LAUNCH();
+  dq_kernel<<<queries, kThreads, 0, stream>>>(q, k, v, lse, dout, scratch, dq, a, scale);
+  MS_CUDA_CHECK_LAUNCH();
+  dkv_kernel<<<keys, kThreads, 0, stream>>>(q, k, v, lse, dout, scratch, dk, dv, a, scale);
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ms::cuda
