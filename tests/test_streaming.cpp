@@ -8,8 +8,11 @@
 
 #include "core/log.h"
 #include "io/atomic_file.h"
+#include "model/config.h"
 #include "model/param_table.h"
+#include "plan/plan.h"
 #include "runtime/cpu_backend.h"
+#include "runtime/streamed_model.h"
 #include "temp_dir.h"
 #include "train/trainer.h"
 #include "train_util.h"
@@ -64,6 +67,40 @@ TEST(CpuBackend, CopiesAndErrorsReachTheHost) {
   EXPECT_THROW(be.sync_all(), Error);
 }
 
+// The backward starts with the head and the last K - 1 blocks still in their slots whatever K is, as the plan
+// counts (step_traffic), and every upload can run K - 1 uses ahead of its compute.
+TEST(Streaming, SlotScheduleKeepsTheLastKStagesForTheBackward) {
+  ModelConfig c = preset_config("tiny");
+  c.num_layers = 5;
+  const ParamTable table(c);
+  const int S = int(table.stages().size());
+  for (int K : {2, 3, 4, 9}) {
+    SCOPED_TRACE("K " + std::to_string(K));
+    const std::vector<SlotUse> uses = slot_schedule(S, K);
+    ASSERT_EQ(int(uses.size()), 2 * S - 1);
+    int resident = 0;
+    int64_t uploaded = 0;
+    std::vector<int> held(size_t(K), -1);
+    for (int i = 0; i < int(uses.size()); ++i) {
+      const SlotUse& u = uses[size_t(i)];
+      EXPECT_EQ(u.stage, i < S ? i : 2 * S - 2 - i);
+      ASSERT_TRUE(u.slot >= 0 && u.slot < K);
+      if (u.resident) {
+        EXPECT_EQ(held[size_t(u.slot)], u.stage);  // really still there
+        ++resident;
+      } else {
+        uploaded += table.stages()[size_t(u.stage)].numel;
+        EXPECT_LE(u.previous, i - std::min(K, i + 1));  // the slot's last user is K uses back (or none)
+      }
+      held[size_t(u.slot)] = u.stage;
+    }
+    EXPECT_EQ(resident, std::min(K, S) - 1);
+    ArenaOptions ao;
+    ao.prefetch = K;
+    EXPECT_EQ(uploaded * 2, step_traffic(table, DevicePlan{}, ao).h2d_weights);
+  }
+}
+
 // small_run: 1 frame of 8x8 (16 tokens per clip), so the arena is mostly weight slots and the budget
 // can be made smaller than the model's weights.
 TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
@@ -93,6 +130,10 @@ TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
       train(o);
       expect_same_checkpoint(resident.out, o.out);
       auto summary = nlohmann::json::parse(read_file(o.out + "/summary.json"));
+      ArenaOptions ao;
+      ao.prefetch = k;
+      EXPECT_EQ(summary["h2d_weight_bytes_per_step"].get<int64_t>(),
+                step_traffic(ParamTable(deep), DevicePlan{}, ao).h2d_weights);
       if (k == 2) {
         EXPECT_LT(summary["device_arena_bytes"].get<int64_t>(), weights_f32);  // holds less than the model
       }

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "io/atomic_file.h"
 #include "model/param_table.h"
+#include "plan/plan.h"
 #include "train/trainer.h"
 
 namespace ms::cli {
@@ -54,17 +55,13 @@ double step_seconds(TrainOptions o) {
   return secs[secs.size() / 2];
 }
 
-// Bytes over the link per step in each direction: bf16 weights up twice for every stage but the head
-// (forward and backward; with K = 2 the last block's backward finds its weights still in place), fp32
-// gradients down once. The link, like PCIe, carries both directions at once.
-struct LinkBytes {
-  double h2d, d2h;
-};
-LinkBytes link_bytes(const ModelConfig& c, int prefetch) {
-  const ParamTable t(c);
-  const auto& st = t.stages();
-  const double once = double(st.back().numel) + (prefetch == 2 ? double(st[st.size() - 2].numel) : 0.0);
-  return {2.0 * (2.0 * double(t.total()) - once), 4.0 * double(t.total())};
+// Bytes over the link per step in each direction, as the plan counts them (step_traffic: bf16 weights up for
+// every use but those still in their slot at the turn, fp32 gradients down once). The link, like PCIe,
+// carries both directions at once.
+Traffic link_bytes(const ModelConfig& c, int prefetch) {
+  ArenaOptions ao;
+  ao.prefetch = prefetch;  // bf16 weights on the link (the CPU backend widens them on arrival)
+  return step_traffic(ParamTable(c), DevicePlan{}, ao);
 }
 
 void bench_stream(const BenchStreamArgs& a) {
@@ -82,8 +79,8 @@ void bench_stream(const BenchStreamArgs& a) {
     base.config = config_path;
   }
   const double compute = step_seconds(base);  // unthrottled link: memcpy, far faster than compute
-  const LinkBytes bytes = link_bytes(cfg, base.prefetch);
-  const double busiest = std::max(bytes.h2d, bytes.d2h);  // the direction that sets the transfer time
+  const Traffic bytes = link_bytes(cfg, base.prefetch);
+  const double busiest = double(std::max(bytes.h2d(), bytes.d2h()));  // the direction that sets the transfer time
   std::vector<double> rates;
   if (a.link_gbps > 0)
     rates = {a.link_gbps};
@@ -116,8 +113,8 @@ void bench_stream(const BenchStreamArgs& a) {
   std::filesystem::remove(config_path);
   nlohmann::json r{{"model", base.model},
                    {"layers", cfg.num_layers},
-                   {"h2d_bytes_per_step", bytes.h2d},
-                   {"d2h_bytes_per_step", bytes.d2h},
+                   {"h2d_bytes_per_step", bytes.h2d()},
+                   {"d2h_bytes_per_step", bytes.d2h()},
                    {"prefetch", base.prefetch},
                    {"runs", runs}};
   if (a.json) {
@@ -126,7 +123,7 @@ void bench_stream(const BenchStreamArgs& a) {
   }
   std::printf(
       "bench stream: default job (%lld blocks) streamed on the CPU backend, K=%d, per step %.2f MB up, %.2f MB down\n",
-      static_cast<long long>(cfg.num_layers), base.prefetch, bytes.h2d / 1e6, bytes.d2h / 1e6);
+      static_cast<long long>(cfg.num_layers), base.prefetch, double(bytes.h2d()) / 1e6, double(bytes.d2h()) / 1e6);
   std::printf("  %10s %8s %10s %10s %10s %11s %11s %10s %8s\n", "link GB/s", "bound", "compute s", "transfer s",
               "boundary s", "overlapped", "serialised", "efficiency", "ceiling");
   for (const auto& x : runs) {

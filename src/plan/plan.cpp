@@ -20,23 +20,6 @@ HostPools host_pools(const ParamTable& t, const DevicePlan& dev, bool deferred) 
   return h;
 }
 
-Traffic step_traffic(const ParamTable& t, const DevicePlan& dev, const ArenaOptions& o) {
-  Traffic tr;
-  const int64_t P = t.total();
-  if (o.resident) {
-    tr.h2d_weights = P * o.weight_bytes;  // the optimizer's new weights, uploaded once per step
-  } else {
-    // The backward starts with the last K forward stages still in their slots.
-    int64_t kept = 0;
-    const auto& st = t.stages();
-    for (size_t i = st.size() - std::min(st.size(), size_t(o.prefetch)); i < st.size(); ++i) kept += st[i].numel;
-    tr.h2d_weights = (2 * P - kept) * o.weight_bytes;
-  }
-  tr.d2h_grads = o.grad_slots ? 4 * P : 0;
-  tr.d2h_activations = tr.h2d_activations = dev.checkpoints_host;
-  return tr;
-}
-
 // Everything but the suggestion.
 Plan evaluate(const PlanInputs& in) {
   Plan p;
@@ -189,6 +172,23 @@ std::string suggest(const PlanInputs& in, const Plan& p) {
 }
 
 }  // namespace
+
+Traffic step_traffic(const ParamTable& t, const DevicePlan& dev, const ArenaOptions& o) {
+  Traffic tr;
+  const int64_t P = t.total();
+  if (o.resident) {
+    tr.h2d_weights = P * o.weight_bytes;  // the optimizer's new weights, uploaded once per step
+  } else {
+    // The backward starts with the last K forward stages still in their slots.
+    int64_t kept = 0;
+    const auto& st = t.stages();
+    for (size_t i = st.size() - std::min(st.size(), size_t(o.prefetch)); i < st.size(); ++i) kept += st[i].numel;
+    tr.h2d_weights = (2 * P - kept) * o.weight_bytes;
+  }
+  tr.d2h_grads = o.grad_slots ? 4 * P : 0;
+  tr.d2h_activations = tr.h2d_activations = dev.checkpoints_host;
+  return tr;
+}
 
 Plan make_plan(const PlanInputs& in) {
   Plan p = evaluate(in);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/param_table.h"
 #include "plan/device_plan.h"
 #include "plan/flops.h"
 #include "plan/hardware.h"
@@ -48,6 +49,10 @@ struct Traffic {
   int64_t h2d() const { return h2d_weights + h2d_activations; }
   int64_t d2h() const { return d2h_grads + d2h_activations; }
 };
+
+// One step's link traffic: weights up (the backward starts with the last K forward stages still in their
+// slots, as slot_schedule in src/runtime keeps them), gradients and offloaded checkpoints.
+Traffic step_traffic(const ParamTable& t, const DevicePlan& dev, const ArenaOptions& o);
 
 struct Bounds {            // seconds per step
   double compute = 0;      // executed FLOPs (recompute included) at the profile's dense rate

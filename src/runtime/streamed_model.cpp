@@ -7,6 +7,33 @@
 #include "ops/mse_loss.h"
 
 namespace ms {
+namespace {
+
+// Stage uses in order: forward 0 .. S-1 (the head also runs its backward), then backward S-2 .. 0.
+std::vector<int> stage_uses(int S) {
+  std::vector<int> uses;
+  for (int s = 0; s < S; ++s) uses.push_back(s);
+  for (int s = S - 2; s >= 0; --s) uses.push_back(s);
+  return uses;
+}
+
+}  // namespace
+
+std::vector<SlotUse> slot_schedule(int stages, int K) {
+  std::vector<SlotUse> out;
+  std::vector<int> held(size_t(K), -1), last(size_t(K), -1);  // per slot: its stage, its latest use
+  const std::vector<int> uses = stage_uses(stages);
+  for (int i = 0; i < int(uses.size()); ++i) {
+    const int s = uses[size_t(i)];
+    int slot = int(std::find(held.begin(), held.end(), s) - held.begin());
+    const bool resident = slot < K;
+    if (!resident) slot = int(std::min_element(last.begin(), last.end()) - last.begin());
+    out.push_back({s, slot, last[size_t(slot)], resident});
+    held[size_t(slot)] = s;
+    last[size_t(slot)] = i;
+  }
+  return out;
+}
 
 StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& backend, const StreamOptions& o)
     : cfg_(c), dims_(d), table_(c), be_(backend), opts_(o) {
@@ -49,6 +76,7 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
   velocity_ = take(video * c.out_dim);
   dvelocity_ = take(video * c.out_dim);
   MS_CHECK(p == arena_ + plan_.peak(), "arena carved ", p - arena_, " of ", plan_.peak(), " bytes");
+  schedule_ = slot_schedule(int(table_.stages().size()), o.prefetch);
   st_ = {be_.create_stream("compute", StreamKind::device), be_.create_stream("h2d", StreamKind::device),
          be_.create_stream("d2h", StreamKind::device)};
 }
@@ -79,7 +107,7 @@ void StreamedModel::enqueue_inputs(const float* xt, const float* t, const float*
 void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route,
                                  const std::function<Event(int)>& ready) {
   const auto& stages = table_.stages();
-  const int S = int(stages.size()), K = opts_.prefetch, L = int(cfg_.num_layers);
+  const int S = int(stages.size()), L = int(cfg_.num_layers);
   const int64_t ND = dims_.N() * cfg_.dim, video = dims_.B * dims_.F * dims_.H * dims_.W;
   Inputs& in = inputs_[current_];
   be_.wait(st_.compute, in.landed);
@@ -87,25 +115,20 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
   auto compute = [&](const char* name, std::function<void()> fn) {
     be_.launch(st_.compute, name, opts_.skip_compute ? std::function<void()>([] {}) : std::move(fn));
   };
-  // Stage uses in order: forward 0 .. S-1 (the head also runs its backward), then backward S-2 .. 0.
-  std::vector<int> uses;
-  for (int s = 0; s < S; ++s) uses.push_back(s);
-  for (int s = S - 2; s >= 0; --s) uses.push_back(s);
-  std::vector<Event> slot_free(uses.size()), grads_sent(uses.size());
+  std::vector<Event> slot_free(schedule_.size()), grads_sent(schedule_.size());
   const bool offload = opts_.offload_activations;
   // offload: checkpoint k saved on the host; block b's backward done (index L: the head's)
   std::vector<Event> saved(size_t(L + 1)), backward_done(size_t(L + 1));
   int backward_index = 0;
-  for (size_t i = 0; i < uses.size(); ++i) {
-    const int s = uses[i];
+  for (size_t i = 0; i < schedule_.size(); ++i) {
+    const SlotUse& use = schedule_[i];
+    const int s = use.stage;
     const StageInfo& info = stages[size_t(s)];
-    float* w = slots_[i % size_t(K)];
-    // H2D: the slot must be free (its previous stage widened out) and, on first use, the stage updated.
-    // A slot that still holds this stage from earlier in the step keeps it: with K = 2 the last block's
-    // backward finds its forward's weights in place, which saves one upload at the turn.
-    const bool resident = i >= size_t(K) && uses[i - size_t(K)] == s;
-    if (!resident) {
-      if (i >= size_t(K)) be_.wait(st_.h2d, slot_free[i - size_t(K)]);
+    float* w = slots_[size_t(use.slot)];
+    // H2D: the slot must be free (its previous user finished) and, on first use, the stage updated. A slot
+    // that still holds this stage from earlier in the step keeps it (slot_schedule).
+    if (!use.resident) {
+      if (use.previous >= 0) be_.wait(st_.h2d, slot_free[size_t(use.previous)]);
       if (opts_.serialize && i > 0) {
         be_.wait(st_.h2d, slot_free[i - 1]);
         be_.wait(st_.h2d, be_.record(st_.d2h));
@@ -188,6 +211,13 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
     }
   }
   in.free = be_.record(st_.compute);
+}
+
+int64_t StreamedModel::uploaded_weights() const {
+  int64_t n = 0;
+  for (const SlotUse& u : schedule_)
+    if (!u.resident) n += table_.stages()[size_t(u.stage)].numel;
+  return n;
 }
 
 double StreamedModel::finish() {

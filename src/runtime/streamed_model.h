@@ -31,6 +31,18 @@ struct GradRoute {
   std::function<void(int j, int s, float* host, Event landed)> landed;
 };
 
+// One stage use of a step and the weight slot it computes from. Uses run forward 0 .. S-1 (the head also
+// runs its backward), then backward S-2 .. 0. A use whose stage is still in a slot from earlier in the step
+// is resident (no upload): the backward starts with the last K forward stages in place, the accounting of
+// step_traffic (src/plan). Otherwise it takes the slot used longest ago, so its upload can run K-1 uses ahead.
+struct SlotUse {
+  int stage;
+  int slot;
+  int previous;  // the use that last computed from the slot (-1: none this step)
+  bool resident;
+};
+std::vector<SlotUse> slot_schedule(int stages, int K);
+
 class StreamedModel {
  public:
   // Plans and carves the arena; throws ms::Error when it exceeds the budget, naming the minimum.
@@ -55,6 +67,8 @@ class StreamedModel {
   void set_probe(StageProbe<float> probe) { probe_ = std::move(probe); }
 
   const DevicePlan& plan() const { return plan_; }
+  // Weight elements uploaded per step (bf16 over the link).
+  int64_t uploaded_weights() const;
   int64_t arena_bytes() const { return plan_.peak(); }
   const ParamTable& table() const { return table_; }
 
@@ -68,6 +82,7 @@ class StreamedModel {
   Backend& be_;
   StreamOptions opts_;
   DevicePlan plan_;
+  std::vector<SlotUse> schedule_;
   Streams st_;
   char* arena_ = nullptr;
   std::vector<float*> slots_;       // K x [max stage] weights as the device computes with them

@@ -139,16 +139,18 @@ class Run {
       MS_FAIL("cannot create run directory '", opts_.out, "': ", ec ? ec.message() : "not a directory");
     remove_stale_temporaries(opts_.out);
     trim_metrics(state.step);
-    write_file_atomic((out / "summary.json").string(), nlohmann::json{{"param_count", table_.total()},
-                                                                      {"weights_bytes", table_.total() * 2},
-                                                                      {"host_state_bytes", host_.bytes()},
-                                                                      {"device_budget_bytes", opts_.device_memory},
-                                                                      {"device_arena_bytes", device_peak_bytes()},
-                                                                      {"prefetch", opts_.prefetch},
-                                                                      {"offload", opts_.offload},
-                                                                      {"backend", "cpu"}}
-                                                               .dump(2) +
-                                                           "\n");
+    write_file_atomic((out / "summary.json").string(),
+                      nlohmann::json{{"param_count", table_.total()},
+                                     {"weights_bytes", table_.total() * 2},
+                                     {"host_state_bytes", host_.bytes()},
+                                     {"device_budget_bytes", opts_.device_memory},
+                                     {"device_arena_bytes", device_peak_bytes()},
+                                     {"h2d_weight_bytes_per_step", streamed_ ? streamed_->uploaded_weights() * 2 : 0},
+                                     {"prefetch", opts_.prefetch},
+                                     {"offload", opts_.offload},
+                                     {"backend", "cpu"}}
+                              .dump(2) +
+                          "\n");
     std::ofstream metrics(out / "metrics.jsonl", std::ios::app);
     if (!metrics) MS_FAIL("cannot write '", (out / "metrics.jsonl").string(), "'; check the run directory is writable");
     log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ", dims_.N(),
