@@ -67,6 +67,24 @@ TEST(CpuBackend, CopiesAndErrorsReachTheHost) {
   EXPECT_THROW(be.sync_all(), Error);
 }
 
+// After a failure the stream drops its work but still runs what launch_always enqueued (the CUDA backend's
+// signals to device streams), in order.
+TEST(CpuBackend, AfterAFailureOnlyAlwaysTasksRun) {
+  std::vector<int> ran;
+  {
+    CpuBackend be;
+    const int s = be.create_stream("optimizer", StreamKind::host);
+    be.launch(s, "ok", [&] { ran.push_back(1); });
+    be.launch(s, "fails", [] { throw Error("boom"); });
+    be.launch(s, "dropped", [&] { ran.push_back(3); });
+    be.launch_always(s, "signal", [&] { ran.push_back(4); });
+    EXPECT_THROW(be.sync(be.record(s)), Error);
+    be.launch(s, "dropped", [&] { ran.push_back(5); });
+    be.launch_always(s, "signal", [&] { ran.push_back(6); });
+  }  // the destructor drains the stream
+  EXPECT_EQ(ran, (std::vector<int>{1, 4, 6}));
+}
+
 // The backward starts with the head and the last K - 1 blocks still in their slots whatever K is, as the plan
 // counts (step_traffic), and every upload can run K - 1 uses ahead of its compute.
 TEST(Streaming, SlotScheduleKeepsTheLastKStagesForTheBackward) {

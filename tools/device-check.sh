@@ -22,7 +22,7 @@ fi
 if ! ldconfig -p | grep -q libcublasLt.so.13; then
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
     $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas")))' 2>/dev/null); do
-    [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" && break
+    [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" && break
   done
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || true
@@ -71,4 +71,8 @@ else:
     print(f"bench cuda failed (exit {bench_rc}); see device-check.log")
 print("  step time / MFU with prefetch on and off, peak HBM: not measured (the model's stages do not run on the GPU yet)")
 PY
-[ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ]
+status=1
+[ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ] && status=0
+exec >&- 2>&-  # close the pipe to tee and wait for it, so that the log has the table too
+wait
+exit $status

@@ -125,9 +125,9 @@ void bench_cuda(const BenchCudaArgs& a) {
   // The runtime's path: pools from page_alloc pinned in place, stage-sized copies on the backend's streams.
   double rt_h2d = 0, rt_d2h = 0, rt_both = 0;
   {
-    CudaBackend be;
-    AlignedBuffer<uint16_t> weights(bytes / 2);
+    AlignedBuffer<uint16_t> weights(bytes / 2);  // before the backend, which unpins them when it goes
     AlignedBuffer<float> grads(bytes / 4);
+    CudaBackend be;
     be.pin_host(weights.data(), bytes);
     be.pin_host(grads.data(), bytes);
     const int h2d_stream = be.create_stream("h2d", StreamKind::device);

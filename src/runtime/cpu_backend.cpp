@@ -55,6 +55,10 @@ void CpuBackend::launch(int stream, const char* name, std::function<void()> fn) 
   enqueue(stream, {name, std::move(fn), true});
 }
 
+void CpuBackend::launch_always(int stream, const char* name, std::function<void()> fn) {
+  enqueue(stream, {name, std::move(fn), false, true});
+}
+
 void CpuBackend::throttled(int stream, size_t bytes, const char* name, std::function<void()> body) {
   const double seconds = link_bytes_per_second_ > 0 ? double(bytes) / link_bytes_per_second_ : 0;
   enqueue(stream, {name,
@@ -128,7 +132,7 @@ void CpuBackend::run(Stream* s) {
     }
     const auto begin = std::chrono::steady_clock::now();
     try {
-      if (!failed) task.fn();  // after a failure the remaining work is dropped
+      if (!failed || task.always) task.fn();  // after a failure the remaining work is dropped
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_) error_ = std::current_exception();

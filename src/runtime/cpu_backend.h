@@ -27,6 +27,9 @@ class CpuBackend final : public Backend {
   int create_stream(const std::string& name, StreamKind kind) override;
   void pin_host(void*, size_t) override {}
   void launch(int stream, const char* name, std::function<void()> fn) override;
+  // Like launch, but fn runs even after an earlier task failed (the rest are then dropped): for signals
+  // that other work waits on, so that a failure cannot leave it waiting. fn must not throw.
+  void launch_always(int stream, const char* name, std::function<void()> fn);
   void copy_h2d(int stream, void* dst, const void* src, size_t bytes, const char* name) override;
   void copy_d2h(int stream, void* dst, const void* src, size_t bytes, const char* name) override;
   // Widens bf16 to f32 while copying; the link is charged for the bf16 bytes.
@@ -43,6 +46,7 @@ class CpuBackend final : public Backend {
     const char* name;
     std::function<void()> fn;
     bool traced;
+    bool always = false;  // runs after a failure too
   };
   struct Stream {
     std::string name;

@@ -23,6 +23,8 @@ namespace ms::test {
 template <class T>
 class DeviceBuffer {
  public:
+  // n elements, every one `fill` (a poison value where each element must be written).
+  DeviceBuffer(int64_t n, T fill) : DeviceBuffer(std::vector<T>(static_cast<size_t>(n), fill)) {}
   explicit DeviceBuffer(const std::vector<T>& host) : n_(host.size()) {
     MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n_ * sizeof(T)));
     MS_CUDA_CHECK(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));

@@ -70,8 +70,7 @@ void check(const cpu::AttentionDims& a, uint64_t seed) {
       reference_attention(a, q.values, k.values, v.values, dout.values, dq0.values, dk0.values, dv0.values);
   DeviceBuffer<uint16_t> gq(q.bits), gk(k.bits), gv(v.bits), gdout(dout.bits), gdq(dq0.bits), gdk(dk0.bits),
       gdv(dv0.bits), gout(std::vector<uint16_t>(nq, 0x7fc0));
-  DeviceBuffer<float> glse(std::vector<float>(ref.lse.size(), -1.f)),
-      scratch(std::vector<float>(static_cast<size_t>(cuda::attention_backward_scratch(a)), 0.f));
+  DeviceBuffer<float> glse(std::vector<float>(ref.lse.size(), -1.f)), scratch(cuda::attention_backward_scratch(a), 0.f);
   cuda::attention_forward(gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), a, nullptr);
   cuda::attention_backward(gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(),
                            gdv.get(), scratch.get(), a, nullptr);
@@ -93,10 +92,12 @@ TEST(CudaAttention, CrossAttentionMatchesFloat64Loops) {
   check({2, 53, 19, 2, 40}, 71);
 }
 
-// 300 keys: three chunks of the kernel's 128; head dim 200: two channels per thread.
+// 300 keys (or queries): three chunks of the kernel's 128 in the forward and dq (or dk, dv) loops; head dim
+// 200: two channels per thread.
 TEST(CudaAttention, LongKeysAndWideHeadsMatchFloat64Loops) {
   MS_REQUIRE_GPU();
   check({1, 9, 300, 2, 200}, 81);
+  check({1, 300, 9, 2, 200}, 91);
 }
 
 }  // namespace

@@ -12,10 +12,10 @@ namespace {
 
 TEST(CudaBackend, CopiesRoundTripThroughPinnedPools) {
   MS_REQUIRE_GPU();
-  CudaBackend be;
   const int64_t n = 1000003;
-  AlignedBuffer<uint16_t> weights(static_cast<size_t>(n));
+  AlignedBuffer<uint16_t> weights(static_cast<size_t>(n));  // before the backend: unpinned after it goes
   AlignedBuffer<float> back(static_cast<size_t>(n) / 2);
+  CudaBackend be;
   be.pin_host(weights.data(), weights.size() * 2);
   be.pin_host(back.data(), back.size() * 4);
   const Bf16Input w = random_bf16(static_cast<size_t>(n), 41);
@@ -35,8 +35,8 @@ TEST(CudaBackend, CopiesRoundTripThroughPinnedPools) {
 // late it runs; a host stream that waits for a device copy reads the copied bytes.
 TEST(CudaBackend, EventsOrderHostAndDeviceStreams) {
   MS_REQUIRE_GPU();
-  CudaBackend be;
   AlignedBuffer<float> pool(4096), result(4096);
+  CudaBackend be;
   be.pin_host(pool.data(), pool.size() * 4);
   be.pin_host(result.data(), result.size() * 4);
   auto* dev = static_cast<float*>(be.alloc_device(pool.size() * 4));
@@ -61,12 +61,53 @@ TEST(CudaBackend, EventsOrderHostAndDeviceStreams) {
   be.free_device(dev);
 }
 
-TEST(CudaBackend, HostTaskErrorsReachTheHost) {
+// A failing optimizer task must not leave a device stream waiting on it forever: its signal still comes,
+// the device work after it runs, and the error reaches the host.
+TEST(CudaBackend, HostTaskErrorsReachTheHostAndReleaseWaitingStreams) {
   MS_REQUIRE_GPU();
+  AlignedBuffer<float> pool(1024);
   CudaBackend be;
-  const int s = be.create_stream("optimizer", StreamKind::host);
+  be.pin_host(pool.data(), pool.size() * 4);
+  auto* dev = static_cast<float*>(be.alloc_device(pool.size() * 4));
+  const int s = be.create_stream("optimizer", StreamKind::host), up = be.create_stream("h2d", StreamKind::device);
   be.launch(s, "fails", [] { throw Error("boom"); });
+  be.wait(up, be.record(s));
+  be.copy_h2d(up, dev, pool.data(), pool.size() * 4, "weights");
+  be.sync(be.record(up));  // returns: the signal ran although the task before it failed
   EXPECT_THROW(be.sync_all(), Error);
+  be.free_device(dev);
+}
+
+// The arena is zeroed before any stream can write it: a copy enqueued at once lands and stays.
+TEST(CudaBackend, ArenaIsZeroedBeforeStreamsUseIt) {
+  MS_REQUIRE_GPU();
+  const size_t bytes = size_t(1) << 30;
+  AlignedBuffer<float> pattern(1024), back(1024), head(1024);
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = float(i) + 0.5f;
+  CudaBackend be;
+  for (auto* b : {&pattern, &back, &head}) be.pin_host(b->data(), b->size() * 4);
+  char* arena = static_cast<char*>(be.alloc_device(bytes));
+  const int s = be.create_stream("h2d", StreamKind::device);
+  float* tail = reinterpret_cast<float*>(arena + bytes) - pattern.size();
+  be.copy_h2d(s, tail, pattern.data(), pattern.size() * 4, "pattern");
+  be.copy_d2h(s, back.data(), tail, back.size() * 4, "back");
+  be.copy_d2h(s, head.data(), arena, head.size() * 4, "head");
+  be.sync(be.record(s));
+  EXPECT_EQ(std::memcmp(back.data(), pattern.data(), pattern.size() * 4), 0);
+  for (size_t i = 0; i < head.size(); ++i) ASSERT_EQ(head[i], 0.f) << i;
+  be.free_device(arena);
+}
+
+// Copies from memory that is not pinned would run synchronously: refused with a message.
+TEST(CudaBackend, CopiesFromUnpinnedMemoryAreRefused) {
+  MS_REQUIRE_GPU();
+  std::vector<float> pageable(256, 1.f);
+  CudaBackend be;
+  auto* dev = static_cast<float*>(be.alloc_device(pageable.size() * 4));
+  const int s = be.create_stream("h2d", StreamKind::device);
+  const std::string e = error_of([&] { be.copy_h2d(s, dev, pageable.data(), pageable.size() * 4, "x"); });
+  EXPECT_NE(e.find("not pinned"), std::string::npos) << e;
+  be.free_device(dev);
 }
 
 }  // namespace

@@ -39,16 +39,15 @@ TEST(CudaLayers, LinearMatchesPlainLoops) {
     reference_gemm(true, false, out, in, N, 1.0, dy.values, out, x.values, in, 1.0, dw);
 
     DeviceBuffer<uint16_t> gx(x.bits), gw(w.bits), gb(b.bits), gdy(dy.bits), gdx(dx0.bits),
-        gy(std::vector<uint16_t>(static_cast<size_t>(N * out), 0x7fc0));  // NaN poison: every element must be written
-    DeviceBuffer<float> gdw(dw0), gdb(db0),
-        scratch(std::vector<float>(static_cast<size_t>(cuda::linear_backward_scratch(N, out)), 0.f));
+        gy(N * out, 0x7fc0);  // NaN poison: every element must be written
+    DeviceBuffer<float> gdw(dw0), gdb(db0), scratch(cuda::linear_backward_scratch(N, out), 0.f);
     cuda::linear_forward(g, gx.get(), gw.get(), bias ? gb.get() : nullptr, gy.get(), N, in, out, nullptr);
     cuda::linear_backward(g, gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), bias ? gdb.get() : nullptr,
                           scratch.get(), N, in, out, nullptr);
-    expect_close("y", widen(gy.read()), y, kBf16Tol);
-    expect_close("dx", widen(gdx.read()), dx, kBf16Tol);
-    expect_close("dw", gdw.read(), dw, kDeviceF32Tol);
-    expect_close("db", gdb.read(), db, kDeviceF32Tol);
+    expect_close(std::string(bias ? "bias_" : "plain_") + "y", widen(gy.read()), y, kBf16Tol);
+    expect_close(std::string(bias ? "bias_" : "plain_") + "dx", widen(gdx.read()), dx, kBf16Tol);
+    expect_close(std::string(bias ? "bias_" : "plain_") + "dw", gdw.read(), dw, kDeviceF32Tol);
+    expect_close(std::string(bias ? "bias_" : "plain_") + "db", gdb.read(), db, kDeviceF32Tol);
   }
 }
 
@@ -75,10 +74,8 @@ TEST(CudaLayers, ModulateAndGateResidualMatchCpuReference) {
                               B, L, C, stride);
 
   DeviceBuffer<uint16_t> gx(x.bits), gy(y.bits), gdy(dy.bits), gdx(dx0.bits), gdx_gate(dx0.bits), gdres(dres0.bits),
-      gmod(std::vector<uint16_t>(static_cast<size_t>(B * L * C), 0x7fc0)),
-      gout(std::vector<uint16_t>(static_cast<size_t>(B * L * C), 0x7fc0));
-  DeviceBuffer<float> ge0(e0), gde0(de00),
-      scratch(std::vector<float>(static_cast<size_t>(cuda::modulate_backward_scratch(L, C)), 0.f));
+      gmod(B * L * C, 0x7fc0), gout(B * L * C, 0x7fc0);
+  DeviceBuffer<float> ge0(e0), gde0(de00), scratch(cuda::modulate_backward_scratch(L, C), 0.f);
   const float* ge = ge0.get();
   cuda::modulate_forward(gx.get(), ge, ge + C, gmod.get(), B, L, C, stride, nullptr);
   cuda::modulate_backward(gx.get(), ge + C, gdy.get(), gdx.get(), gde0.get(), gde0.get() + C, scratch.get(), B, L, C,
@@ -92,6 +89,17 @@ TEST(CudaLayers, ModulateAndGateResidualMatchCpuReference) {
   expect_close("gate_dx", widen(gdx_gate.read()), dx_gate, kBf16Tol);
   expect_close("gate_dy", widen(gdres.read()), dres, kBf16Tol);
   expect_close("de0", gde0.read(), de0, kDeviceF32Tol);  // dshift, dscale, dgate and the untouched chunks
+  // Without a gate (the cross-attention residual): out = x + y, dy += dout.
+  std::vector<double> plain(static_cast<size_t>(B * L * C)), dres_plain = dres0.values;
+  cpu::gate_residual_forward<double>(x.values.data(), y.values.data(), nullptr, plain.data(), B, L, C, stride);
+  cpu::gate_residual_backward<double>(y.values.data(), nullptr, dy.values.data(), nullptr, dres_plain.data(), nullptr,
+                                      B, L, C, stride);
+  DeviceBuffer<uint16_t> gplain(B * L * C, 0x7fc0), gdres_plain(dres0.bits);
+  cuda::gate_residual_forward(gx.get(), gy.get(), nullptr, gplain.get(), B, L, C, stride, nullptr);
+  cuda::gate_residual_backward(gy.get(), nullptr, gdy.get(), nullptr, gdres_plain.get(), nullptr, scratch.get(), B, L,
+                               C, stride, nullptr);
+  expect_close("residual_out", widen(gplain.read()), plain, kBf16Tol);
+  expect_close("residual_dy", widen(gdres_plain.read()), dres_plain, kBf16Tol);
 }
 
 // d = 38: 19 pairs split 7 / 6 / 6, so no axis part is a multiple of 2 pairs of another.
@@ -102,7 +110,7 @@ TEST(CudaLayers, RopeMatchesCpuReferenceAndInvertsItself) {
   std::vector<double> y(static_cast<size_t>(n)), back(static_cast<size_t>(n));
   cpu::rope_forward(x.values.data(), y.data(), B, F, H, W, nh, d);
   cpu::rope_backward(x.values.data(), back.data(), B, F, H, W, nh, d);
-  DeviceBuffer<uint16_t> gx(x.bits), gy(std::vector<uint16_t>(static_cast<size_t>(n), 0x7fc0)), gb(x.bits);
+  DeviceBuffer<uint16_t> gx(x.bits), gy(n, 0x7fc0), gb(x.bits);
   cuda::rope_forward(gx.get(), gy.get(), B, F, H, W, nh, d, nullptr);
   cuda::rope_backward(gb.get(), gb.get(), B, F, H, W, nh, d, nullptr);  // in place, as the block uses it
   expect_close("forward", widen(gy.read()), y, kBf16Tol);
@@ -121,10 +129,8 @@ TEST(CudaLayers, PatchifyAndUnpatchifyMoveEveryElementExactly) {
     std::vector<double> vid(static_cast<size_t>(video)), dtok(static_cast<size_t>(video));
     cpu::unpatchify_forward(tok.values.data(), vid.data(), d);
     cpu::unpatchify_backward(wide(lat).data(), dtok.data(), d);
-    DeviceBuffer<float> glat(lat), gvid(std::vector<float>(static_cast<size_t>(video), -1.f)),
-        gdlat(std::vector<float>(static_cast<size_t>(video), -1.f));
-    DeviceBuffer<uint16_t> gpatch(std::vector<uint16_t>(static_cast<size_t>(video), 0x7fc0)), gtok(tok.bits),
-        gdtok(std::vector<uint16_t>(static_cast<size_t>(video), 0x7fc0));
+    DeviceBuffer<float> glat(lat), gvid(video, -1.f), gdlat(video, -1.f);
+    DeviceBuffer<uint16_t> gpatch(video, 0x7fc0), gtok(tok.bits), gdtok(video, 0x7fc0);
     cuda::patchify_forward(glat.get(), gpatch.get(), d, nullptr);
     cuda::patchify_backward(gpatch.get(), gdlat.get(), d, nullptr);
     cuda::unpatchify_forward(gtok.get(), gvid.get(), d, nullptr);
@@ -151,9 +157,8 @@ TEST(CudaLayers, EmbeddingsMatchCpuReference) {
   const std::vector<float> ctx = randf(static_cast<size_t>(B * Lc * C), 42);
   std::vector<float> padded(static_cast<size_t>(B * Lt * C));
   cpu::pad_context_forward(ctx.data(), padded.data(), B, Lc, Lt, C);
-  DeviceBuffer<float> gt(t), gemb(std::vector<float>(static_cast<size_t>(B * dim), -1.f)), gctx(ctx),
-      gdctx(std::vector<float>(static_cast<size_t>(B * Lc * C), -1.f));
-  DeviceBuffer<uint16_t> gpad(std::vector<uint16_t>(static_cast<size_t>(B * Lt * C), 0x7fc0));
+  DeviceBuffer<float> gt(t), gemb(B * dim, -1.f), gctx(ctx), gdctx(B * Lc * C, -1.f);
+  DeviceBuffer<uint16_t> gpad(B * Lt * C, 0x7fc0);
   cuda::sinusoidal_embedding(gt.get(), gemb.get(), B, dim, nullptr);
   cuda::pad_context_forward(gctx.get(), gpad.get(), B, Lc, Lt, C, nullptr);
   cuda::pad_context_backward(gpad.get(), gdctx.get(), B, Lc, Lt, C, nullptr);
@@ -172,9 +177,8 @@ TEST(CudaLayers, MseLossMatchesCpuReference) {
   const std::vector<float> pred = randf(static_cast<size_t>(n), 51), target = randf(static_cast<size_t>(n), 52);
   std::vector<float> dpred(static_cast<size_t>(n));
   const double loss = cpu::mse_loss(pred.data(), target.data(), dpred.data(), n, 0.5);
-  DeviceBuffer<float> gp(pred), gt(target), gd(std::vector<float>(static_cast<size_t>(n), -1.f));
-  DeviceBuffer<double> gl(std::vector<double>(1, -1.0)),
-      scratch(std::vector<double>(static_cast<size_t>(cuda::mse_loss_scratch(n)), 0.0));
+  DeviceBuffer<float> gp(pred), gt(target), gd(n, -1.f);
+  DeviceBuffer<double> gl(std::vector<double>(1, -1.0)), scratch(cuda::mse_loss_scratch(n), 0.0);
   cuda::mse_loss(gp.get(), gt.get(), gd.get(), gl.get(), scratch.get(), n, 0.5, nullptr);
   EXPECT_NEAR(gl.read()[0], loss, 1e-12 * loss);  // float64 sums in another order
   expect_close("dpred", gd.read(), dpred, 1e-7);  // the same float64 expression, one fp32 rounding

@@ -13,7 +13,7 @@ constexpr double kEps = 1e-6;
 
 TEST(CudaOps, RmsNormMatchesCpuReference) {
   MS_REQUIRE_GPU();
-  const int64_t N = 37, C = 1029;
+  const int64_t N = 137, C = 1029;  // 137 rows: three chunks of the weight-gradient sum
   auto x = random_bf16(static_cast<size_t>(N * C), 1, 3.0), w = random_bf16(static_cast<size_t>(C), 2),
        dy = random_bf16(static_cast<size_t>(N * C), 3),
        dx0 = random_bf16(static_cast<size_t>(N * C), 4, kAccumulateScale);
@@ -22,10 +22,8 @@ TEST(CudaOps, RmsNormMatchesCpuReference) {
   cpu::rmsnorm_forward(x.values.data(), w.values.data(), y.data(), rstd.data(), N, C, kEps);
   cpu::rmsnorm_backward(x.values.data(), w.values.data(), rstd.data(), dy.values.data(), dx.data(), dw.data(), N, C);
 
-  DeviceBuffer<uint16_t> dx_(x.bits), dw_x(w.bits), dy_(dy.bits), gx(dx0.bits),
-      gy(std::vector<uint16_t>(static_cast<size_t>(N * C), 0));
-  DeviceBuffer<float> rs(std::vector<float>(static_cast<size_t>(N), 0.f)), gw(to_f32(dw0)),
-      scratch(std::vector<float>(static_cast<size_t>(cuda::rmsnorm_backward_scratch(N, C), 0.f)));
+  DeviceBuffer<uint16_t> dx_(x.bits), dw_x(w.bits), dy_(dy.bits), gx(dx0.bits), gy(N * C, 0);
+  DeviceBuffer<float> rs(N, 0.f), gw(to_f32(dw0)), scratch(cuda::rmsnorm_backward_scratch(N, C), 0.f);
   cuda::rmsnorm_forward(dx_.get(), dw_x.get(), gy.get(), rs.get(), N, C, kEps, nullptr);
   cuda::rmsnorm_backward(dx_.get(), dw_x.get(), rs.get(), dy_.get(), gx.get(), gw.get(), scratch.get(), N, C, nullptr);
   expect_close("y", widen(gy.read()), y, kBf16Tol);
@@ -35,7 +33,7 @@ TEST(CudaOps, RmsNormMatchesCpuReference) {
 }
 
 void check_layernorm(bool affine) {
-  const int64_t N = 41, C = 777;
+  const int64_t N = 141, C = 777;
   auto x = random_bf16(static_cast<size_t>(N * C), 11, 2.0), w = random_bf16(static_cast<size_t>(C), 12),
        b = random_bf16(static_cast<size_t>(C), 13), dy = random_bf16(static_cast<size_t>(N * C), 14),
        dx0 = random_bf16(static_cast<size_t>(N * C), 15, kAccumulateScale);
@@ -48,11 +46,9 @@ void check_layernorm(bool affine) {
   cpu::layernorm_backward(x.values.data(), wp, mean.data(), rstd.data(), dy.values.data(), dx.data(),
                           affine ? dw.data() : nullptr, affine ? db.data() : nullptr, N, C);
 
-  DeviceBuffer<uint16_t> gx_in(x.bits), gw_in(w.bits), gb_in(b.bits), gdy(dy.bits), gdx(dx0.bits),
-      gy(std::vector<uint16_t>(static_cast<size_t>(N * C), 0));
-  DeviceBuffer<float> gmean(std::vector<float>(static_cast<size_t>(N), 0.f)),
-      grstd(std::vector<float>(static_cast<size_t>(N), 0.f)), gdw(to_f32(dw0)), gdb(to_f32(db0)),
-      scratch(std::vector<float>(static_cast<size_t>(cuda::layernorm_backward_scratch(N, C), 0.f)));
+  DeviceBuffer<uint16_t> gx_in(x.bits), gw_in(w.bits), gb_in(b.bits), gdy(dy.bits), gdx(dx0.bits), gy(N * C, 0);
+  DeviceBuffer<float> gmean(N, 0.f), grstd(N, 0.f), gdw(to_f32(dw0)), gdb(to_f32(db0)),
+      scratch(cuda::layernorm_backward_scratch(N, C), 0.f);
   const uint16_t* gwp = affine ? gw_in.get() : nullptr;
   cuda::layernorm_forward(gx_in.get(), gwp, affine ? gb_in.get() : nullptr, gy.get(), gmean.get(), grstd.get(), N, C,
                           kEps, nullptr);
@@ -85,7 +81,7 @@ void check_pointwise(FG forward_gpu, BG backward_gpu, FC forward_cpu, BC backwar
   std::vector<double> y(static_cast<size_t>(n)), dx = dx0.values;
   forward_cpu(x.values.data(), y.data(), n);
   backward_cpu(x.values.data(), dy.values.data(), dx.data(), n);
-  DeviceBuffer<uint16_t> gx(x.bits), gdy(dy.bits), gdx(dx0.bits), gy(std::vector<uint16_t>(static_cast<size_t>(n), 0));
+  DeviceBuffer<uint16_t> gx(x.bits), gdy(dy.bits), gdx(dx0.bits), gy(n, 0);
   forward_gpu(gx.get(), gy.get(), n, nullptr);
   backward_gpu(gx.get(), gdy.get(), gdx.get(), n, nullptr);
   expect_close("y", widen(gy.read()), y, kBf16Tol);
@@ -117,8 +113,7 @@ TEST(CudaOps, GemmMatchesCpuReferenceForEveryTranspose) {
       std::vector<double> acc = c0, fresh(static_cast<size_t>(M * N));
       reference_gemm(ta, tb, M, N, K, 0.5, a.values, lda, b.values, ldb, 1.0, acc);
       reference_gemm(ta, tb, M, N, K, 1.0, a.values, lda, b.values, ldb, 0.0, fresh);
-      DeviceBuffer<uint16_t> ga(a.bits), gb(b.bits),
-          gc16(std::vector<uint16_t>(static_cast<size_t>(M * N), 0x7fc0));  // NaN poison
+      DeviceBuffer<uint16_t> ga(a.bits), gb(b.bits), gc16(M * N, 0x7fc0);  // NaN poison
       DeviceBuffer<float> gc32(to_f32(c0));
       ctx.gemm<float>(ta, tb, M, N, K, 0.5f, ga.get(), lda, gb.get(), ldb, 1.f, gc32.get(), N, nullptr);
       ctx.gemm<uint16_t>(ta, tb, M, N, K, 1.f, ga.get(), lda, gb.get(), ldb, 0.f, gc16.get(), N, nullptr);

@@ -41,6 +41,17 @@ __device__ inline float block_total(float v, float* smem) {
   return s;
 }
 
+// acc[t] += sum over jj < n of w[jj] * m[row j0 + jj, channel threadIdx.x + t kThreads], for the rows of
+// sample b, head h of a [B, L, nh, d] tensor: one chunk of a weighted sum of rows, a channel per thread.
+__device__ inline void accumulate_rows(float (&acc)[kChannels], const float* w, const uint16_t* m, int64_t b,
+                                       int64_t j0, int64_t n, int64_t h, int64_t L, int64_t nh, int64_t d) {
+  for (int t = 0; t < kChannels; ++t) {
+    const int64_t c = threadIdx.x + t * kThreads;
+    if (c < d)
+      for (int64_t jj = 0; jj < n; ++jj) acc[t] += w[jj] * load(m + row(b, j0 + jj, h, L, nh, d), c);
+  }
+}
+
 // Block (b, h, i): out[i] = sum_j p_ij v_j, lse[i]; the max, the sum and the output are three passes.
 __global__ void forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
                                AttentionDims a, float scale) {
@@ -60,12 +71,7 @@ __global__ void forward_kernel(const uint16_t* q, const uint16_t* k, const uint1
     const int64_t j = j0 + threadIdx.x;
     p[threadIdx.x] = j < a.Lk ? __expf(dot_bf16(qs, k + row(b, j, h, a.Lk, a.nh, d), d) - m) / l : 0.f;
     __syncthreads();
-    const int64_t n = min(int64_t(kThreads), a.Lk - j0);
-    for (int t = 0; t < kChannels; ++t) {
-      const int64_t c = threadIdx.x + t * kThreads;
-      if (c < d)
-        for (int64_t jj = 0; jj < n; ++jj) acc[t] += p[jj] * load(v + row(b, j0 + jj, h, a.Lk, a.nh, d), c);
-    }
+    accumulate_rows(acc, p, v, b, j0, min(int64_t(kThreads), a.Lk - j0), h, a.Lk, a.nh, d);
     __syncthreads();
   }
   for (int t = 0; t < kChannels; ++t) {
@@ -103,12 +109,7 @@ __global__ void dq_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* 
     }
     ds[threadIdx.x] = g;
     __syncthreads();
-    const int64_t n = min(int64_t(kThreads), a.Lk - j0);
-    for (int t = 0; t < kChannels; ++t) {
-      const int64_t c = threadIdx.x + t * kThreads;
-      if (c < d)
-        for (int64_t jj = 0; jj < n; ++jj) acc[t] += ds[jj] * load(k + row(b, j0 + jj, h, a.Lk, a.nh, d), c);
-    }
+    accumulate_rows(acc, ds, k, b, j0, min(int64_t(kThreads), a.Lk - j0), h, a.Lk, a.nh, d);
     __syncthreads();
   }
   for (int t = 0; t < kChannels; ++t) {
@@ -137,15 +138,8 @@ __global__ void dkv_kernel(const uint16_t* q, const uint16_t* k, const uint16_t*
     ps[threadIdx.x] = p, ds[threadIdx.x] = g;
     __syncthreads();
     const int64_t n = min(int64_t(kThreads), a.Lq - i0);
-    for (int t = 0; t < kChannels; ++t) {
-      const int64_t c = threadIdx.x + t * kThreads;
-      if (c < d)
-        for (int64_t ii = 0; ii < n; ++ii) {
-          const int64_t r = row(b, i0 + ii, h, a.Lq, a.nh, d);
-          gk[t] += ds[ii] * load(q + r, c);
-          gv[t] += ps[ii] * load(dout + r, c);
-        }
-    }
+    accumulate_rows(gk, ds, q, b, i0, n, h, a.Lq, a.nh, d);
+    accumulate_rows(gv, ps, dout, b, i0, n, h, a.Lq, a.nh, d);
     __syncthreads();
   }
   for (int t = 0; t < kChannels; ++t) {

@@ -14,7 +14,7 @@ using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int
 
 }  // namespace
 
-CudaBackend::CudaBackend(Trace* trace) : host_(0, trace) {
+CudaBackend::CudaBackend(Trace* trace) : host_(std::make_unique<CpuBackend>(0, trace)) {
   cuda::device_info();  // throws, naming the reason, without a usable GPU
   MS_CUDA_CHECK(cudaSetDevice(0));
   cudaDriverEntryPointQueryResult found{};
@@ -28,6 +28,10 @@ CudaBackend::~CudaBackend() {
     sync_all();
   } catch (...) {  // the error is already on its way out through an earlier sync
   }
+  // After a failure sync_all returns early: join the host workers (every task has run or been dropped, and
+  // every signal has run, so no device stream still waits on a counter), then let the device drain.
+  host_.reset();
+  cudaDeviceSynchronize();
   for (StreamState& s : streams_) {
     for (CUevent_st* e : s.events) cudaEventDestroy(e);
     if (s.cuda) cudaStreamDestroy(s.cuda);
@@ -56,7 +60,9 @@ void* CudaBackend::alloc_device(size_t bytes) {
             " bytes free; lower --device-memory or use fewer frames, a smaller batch or --prefetch 2");
   }
   MS_CUDA_CHECK(e);
+  // The memset runs on the legacy stream, which the backend's non-blocking streams do not wait for.
   MS_CUDA_CHECK(cudaMemset(p, 0, bytes));
+  MS_CUDA_CHECK(cudaDeviceSynchronize());
   return p;
 }
 
@@ -68,7 +74,7 @@ int CudaBackend::create_stream(const std::string& name, StreamKind kind) {
   if (kind == StreamKind::device) {
     MS_CUDA_CHECK(cudaStreamCreateWithFlags(&s.cuda, cudaStreamNonBlocking));
   } else {
-    s.host = host_.create_stream(name, StreamKind::host);
+    s.host = host_->create_stream(name, StreamKind::host);
     MS_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&s.signal), sizeof(uint32_t), cudaHostAllocMapped));
     *s.signal = 0;
   }
@@ -89,7 +95,7 @@ cuda::Stream CudaBackend::stream(int id) const {
 
 void CudaBackend::launch(int stream, const char* name, std::function<void()> fn) {
   StreamState& s = state(stream);
-  if (s.kind == StreamKind::host) return host_.launch(s.host, name, std::move(fn));
+  if (s.kind == StreamKind::host) return host_->launch(s.host, name, std::move(fn));
   const cuda::Stream before = cuda::current_stream();
   cuda::set_current_stream(s.cuda);
   try {
@@ -102,6 +108,13 @@ void CudaBackend::launch(int stream, const char* name, std::function<void()> fn)
 }
 
 void CudaBackend::copy(int stream, void* dst, const void* src, size_t bytes) {
+  // A pageable host side would make the copy synchronous and silently end every overlap.
+  for (const void* p : {static_cast<const void*>(dst), src}) {
+    cudaPointerAttributes a{};
+    MS_CUDA_CHECK(cudaPointerGetAttributes(&a, p));
+    MS_CHECK(a.type != cudaMemoryTypeUnregistered, "a host buffer of a ", bytes,
+             "-byte copy is not pinned: pin_host() the pool it belongs to");
+  }
   MS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, this->stream(stream)));
 }
 void CudaBackend::copy_h2d(int stream, void* dst, const void* src, size_t bytes, const char*) {
@@ -118,18 +131,21 @@ Event CudaBackend::record(int stream) {
   StreamState& s = state(stream);
   if (s.kind == StreamKind::device) {
     cudaEvent_t e = nullptr;
-    MS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    // Blocking sync: a host waiting on it (sync, a host stream's wait) sleeps instead of spinning a core
+    // that the CPU optimizer needs.
+    MS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync));
     MS_CUDA_CHECK(cudaEventRecord(e, s.cuda));
     s.events.push_back(e);
     return {stream, s.retired + int64_t(s.events.size())};
   }
-  // A host stream signals in order: its counter reaches seq once every task before the signal has run.
+  // A host stream signals in order: its counter reaches seq once every task before the signal has run (or
+  // was dropped after a failure: device streams waiting on it must not hang, the failure is rethrown by sync).
   const int64_t seq = int64_t(s.signalled.size()) + 1;
   MS_CHECK(seq < (int64_t(1) << 31), "host stream ", stream, " signalled too often");
-  host_.launch(s.host, "signal", [counter = s.signal, seq] {
+  host_->launch_always(s.host, "signal", [counter = s.signal, seq] {
     std::atomic_ref<uint32_t>(*counter).store(uint32_t(seq), std::memory_order_release);
   });
-  s.signalled.push_back(host_.record(s.host));
+  s.signalled.push_back(host_->record(s.host));
   return {stream, seq};
 }
 
@@ -139,7 +155,7 @@ void CudaBackend::wait(int stream, Event e) {
   StreamState& from = state(e.stream);
   if (from.kind == StreamKind::host) {
     const Event signalled = from.signalled[size_t(e.seq - 1)];
-    if (s.kind == StreamKind::host) return host_.wait(s.host, signalled);
+    if (s.kind == StreamKind::host) return host_->wait(s.host, signalled);
     void* counter = nullptr;
     MS_CUDA_CHECK(cudaHostGetDevicePointer(&counter, from.signal, 0));
     const CUresult r = reinterpret_cast<WaitValue32>(wait_value_)(s.cuda, CUdeviceptr(counter), cuuint32_t(e.seq),
@@ -153,19 +169,19 @@ void CudaBackend::wait(int stream, Event e) {
     MS_CUDA_CHECK(cudaStreamWaitEvent(s.cuda, ev, 0));
     return;
   }
-  host_.launch(s.host, "wait", [ev] { MS_CUDA_CHECK(cudaEventSynchronize(ev)); });
+  host_->launch(s.host, "wait", [ev] { MS_CUDA_CHECK(cudaEventSynchronize(ev)); });
 }
 
 void CudaBackend::sync(Event e) {
   if (e.stream < 0) return;
   StreamState& s = state(e.stream);
-  if (s.kind == StreamKind::host) return host_.sync(s.signalled[size_t(e.seq - 1)]);
+  if (s.kind == StreamKind::host) return host_->sync(s.signalled[size_t(e.seq - 1)]);
   if (e.seq <= s.retired) return;
   MS_CUDA_CHECK(cudaEventSynchronize(s.events[size_t(e.seq - 1 - s.retired)]));
 }
 
 void CudaBackend::sync_all() {
-  host_.sync_all();  // host tasks wait only on device events, which complete on their own
+  host_->sync_all();  // host tasks wait only on device events, which complete on their own
   MS_CUDA_CHECK(cudaDeviceSynchronize());
   for (StreamState& s : streams_) {
     for (CUevent_st* e : s.events) MS_CUDA_CHECK(cudaEventDestroy(e));

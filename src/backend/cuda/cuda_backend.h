@@ -60,7 +60,7 @@ class CudaBackend final : public Backend {
   const StreamState& state(int id) const;
   void copy(int stream, void* dst, const void* src, size_t bytes);
 
-  CpuBackend host_;
+  std::unique_ptr<CpuBackend> host_;  // the host streams' workers; joined first on destruction
   std::vector<StreamState> streams_;
   std::vector<void*> pinned_;
   void* wait_value_ = nullptr;  // the driver's cuStreamWaitValue32

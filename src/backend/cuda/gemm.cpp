@@ -3,6 +3,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 #include "backend/cuda/check.h"
@@ -30,10 +32,12 @@ void make_layout(Layout& l, cudaDataType_t type, int64_t rows, int64_t cols, int
 }  // namespace
 
 GemmContext::GemmContext() {
-  cublasLtHandle_t h = nullptr;
-  MS_CUBLAS_CHECK(cublasLtCreate(&h));
-  handle_ = h;
   MS_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  cublasLtHandle_t h = nullptr;
+  const cublasStatus_t st = cublasLtCreate(&h);
+  if (st != CUBLAS_STATUS_SUCCESS) cudaFree(workspace_);
+  MS_CUBLAS_CHECK(st);
+  handle_ = h;
 }
 
 GemmContext::~GemmContext() {
@@ -67,17 +71,34 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   make_layout(x, CUDA_R_16BF, tb ? K : N, tb ? N : K, ldb);
   make_layout(y, CUDA_R_16BF, ta ? M : K, ta ? K : M, lda);
   make_layout(c, out, N, M, ldc);
-  Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
-  MS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.d));
-  const uint64_t ws = kWorkspaceBytes;
-  MS_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  cublasLtMatmulHeuristicResult_t algo{};
-  int found = 0;
   auto* h = static_cast<cublasLtHandle_t>(handle_);
-  MS_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(h, desc.d, x.d, y.d, c.d, c.d, pref.d, 1, &algo, &found));
-  MS_CHECK(found > 0, "cuBLASLt has no kernel for a ", M, "x", N, "x", K, " bf16 GEMM");
-  MS_CUBLAS_CHECK(cublasLtMatmul(h, desc.d, &alpha, B, x.d, A, y.d, &beta, C, c.d, C, c.d, &algo.algo, workspace_,
+  // The heuristic's choice is cached per shape and operand alignment (cuBLASLt assumes 256-byte aligned
+  // pointers unless told otherwise; arena sub-buffers and slices can be less).
+  const uintptr_t any = uintptr_t(A) | uintptr_t(B) | uintptr_t(C) | uintptr_t(bias);
+  const uint32_t align = uint32_t(std::min<uintptr_t>(256, any & (~any + 1)));
+  const Key key{ta, tb, M, N, K, lda, ldb, ldc, std::is_same_v<T, float>, bias != nullptr, int(align)};
+  auto it = algos_.find(key);
+  if (it == algos_.end()) {
+    Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
+    MS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.d));
+    const uint64_t ws = kWorkspaceBytes;
+    MS_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      MS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, attr, &align, sizeof(align)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    MS_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(h, desc.d, x.d, y.d, c.d, c.d, pref.d, 1, &result, &found));
+    MS_CHECK(found > 0, "cuBLASLt has no kernel for a ", M, "x", N, "x", K, " bf16 GEMM");
+    static_assert(sizeof(result.algo) == sizeof(Algo));
+    Algo bytes;
+    std::memcpy(bytes.data(), &result.algo, sizeof bytes);
+    it = algos_.emplace(key, bytes).first;
+  }
+  cublasLtMatmulAlgo_t algo;
+  std::memcpy(&algo, it->second.data(), sizeof algo);
+  MS_CUBLAS_CHECK(cublasLtMatmul(h, desc.d, &alpha, B, x.d, A, y.d, &beta, C, c.d, C, c.d, &algo, workspace_,
                                  kWorkspaceBytes, stream));
 }
 

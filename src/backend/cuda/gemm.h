@@ -2,13 +2,18 @@
 // with op(A) [M,K] (A stored [K,M] when ta) and op(B) [K,N] (B stored [N,K] when tb). A and B are bf16,
 // products accumulate in fp32, C is bf16 (activations) or fp32 (weight gradients).
 #pragma once
+#include <array>
 #include <cstdint>
+#include <map>
+#include <tuple>
 
 #include "backend/cuda/device.h"
 
 namespace ms::cuda {
 
-// The cuBLASLt handle and its workspace (one device allocation, made once, before any step).
+// The cuBLASLt handle, its workspace (one device allocation, made once, before any step) and the kernel
+// chosen for each GEMM shape. One context serves one stream at a time: GEMMs running at once on two
+// streams would share the workspace.
 class GemmContext {
  public:
   GemmContext();
@@ -26,6 +31,10 @@ class GemmContext {
  private:
   void* handle_ = nullptr;     // cublasLtHandle_t
   void* workspace_ = nullptr;  // [kWorkspaceBytes] on the device
+  // (ta, tb, M, N, K, lda, ldb, ldc, fp32 C, bias, operand alignment) -> cublasLtMatmulAlgo_t's bytes
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, int>;
+  using Algo = std::array<uint64_t, 8>;
+  std::map<Key, Algo> algos_;
 };
 
 }  // namespace ms::cuda

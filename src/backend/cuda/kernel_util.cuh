@@ -56,6 +56,7 @@ __global__ inline void column_finish(const float* partial, float* out, int64_t c
 
 template <class F>
 void column_sum(F f, float* out, float* scratch, int64_t N, int64_t C, Stream stream) {
+  if (N == 0 || C == 0) return;
   const int64_t chunks = (N + kColumnRows - 1) / kColumnRows;
   MS_CHECK(chunks <= 65535, "column sum over ", N, " rows: at most ", 65535 * kColumnRows);
   const unsigned blocks = unsigned((C + 255) / 256);

@@ -53,6 +53,7 @@ __global__ void layernorm_backward_kernel(const uint16_t* x, const uint16_t* w, 
 void layernorm_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, float* mean, float* rstd,
                        int64_t N, int64_t C, double eps, Stream stream) {
   MS_CHECK((w == nullptr) == (b == nullptr), "layernorm: w and b must both be set or both be null");
+  if (N == 0) return;
   layernorm_forward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, b, y, mean, rstd, C, float(eps));
   MS_CUDA_CHECK_LAUNCH();
 }
@@ -61,6 +62,7 @@ int64_t layernorm_backward_scratch(int64_t N, int64_t C) { return column_scratch
 
 void layernorm_backward(const uint16_t* x, const uint16_t* w, const float* mean, const float* rstd, const uint16_t* dy,
                         uint16_t* dx, float* dw, float* db, float* scratch, int64_t N, int64_t C, Stream stream) {
+  if (N == 0) return;
   layernorm_backward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, mean, rstd, dy, dx, C);
   MS_CUDA_CHECK_LAUNCH();
   if (!w) return;

@@ -37,6 +37,7 @@ __global__ void rmsnorm_backward_kernel(const uint16_t* x, const uint16_t* w, co
 
 void rmsnorm_forward(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t N, int64_t C, double eps,
                      Stream stream) {
+  if (N == 0) return;
   rmsnorm_forward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, y, rstd, C, float(eps));
   MS_CUDA_CHECK_LAUNCH();
 }
@@ -45,6 +46,7 @@ int64_t rmsnorm_backward_scratch(int64_t N, int64_t C) { return column_scratch(N
 
 void rmsnorm_backward(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy, uint16_t* dx,
                       float* dw, float* scratch, int64_t N, int64_t C, Stream stream) {
+  if (N == 0) return;
   rmsnorm_backward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, rstd, dy, dx, C);
   MS_CUDA_CHECK_LAUNCH();
   // dw [C] += sum_n dy xhat
