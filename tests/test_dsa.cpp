@@ -199,6 +199,44 @@ TEST(Dsa, DeterministicAcrossRunsAndThreadCounts) {
   }
 }
 
+// The backward numbers each query's distinct corner tokens over the box they span, one 64-bit word per 64 tokens of
+// a box row: w offsets of 30 to 45 tokens either way spread the corners over more than 64 columns (and clamp some
+// at the borders), and two heads share each group's samples.
+TEST(Dsa, CornersSpreadWiderThan64ColumnsMatchReferenceAndFiniteDifferences) {
+  DsaInputs in({{1, 2, 3, 71, 4, 4}, {{2, 3, 3}, 2}}, 950);
+  in.off_away_from_integers(955);
+  Rng rng(956);
+  for (size_t i = 2; i < in.off.size(); i += 3)
+    in.off[i] = (rng.below(2) ? 1.0 : -1.0) * double(30 + rng.below(16)) + rng.uniform(0.15, 0.85);
+  EXPECT_LT(rel_l2(in.forward(in.off.data()), in.reference()), 1e-12);
+  auto loss = [&] { return dot(in.forward(in.off.data()), in.r); };
+  const DsaGrads g = run_backward<double>(in, true);
+  EXPECT_LT(fd_error(in.q, g.dq, loss), kFdTol);
+  EXPECT_LT(fd_error(in.k, g.dk, loss), kFdTol);
+  EXPECT_LT(fd_error(in.v, g.dv, loss), kFdTol);
+  EXPECT_LT(fd_error(in.off, g.doff, loss, 96), kFdTol);
+}
+
+// Batch 1, so that the backward's second phase (dk, dv) splits the grid rows over the threads, and a window of
+// 8x8x8 slots, so that its scratch holds 16 queries per thread and it takes many passes: bitwise the same results
+// for 1 to 4 threads and run to run.
+TEST(Dsa, RowSplitAndPassesGiveIdenticalResultsForAnyThreadCount) {
+  DsaInputs in({{1, 6, 8, 9, 4, 8}, {{8, 8, 8}, 2}}, 960);
+  in.off = randn(in.off.size(), 965, 1.5);
+  const int keep = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const DsaGrads a = run_backward<float>(in, true);
+  for (int threads : {1, 2, 3, 4}) {
+    omp_set_num_threads(threads);
+    const DsaGrads x = run_backward<float>(in, true);
+    EXPECT_EQ(x.dq, a.dq) << threads << " threads";
+    EXPECT_EQ(x.dk, a.dk) << threads << " threads";
+    EXPECT_EQ(x.dv, a.dv) << threads << " threads";
+    EXPECT_EQ(x.doff, a.doff) << threads << " threads";
+  }
+  omp_set_num_threads(keep);
+}
+
 TEST(DsaOffsets, GradientMatchesFiniteDifferences) {
   const int64_t N = 5, M = 4;
   const std::array<double, 3> range{1.0, 2.0, 0.5};

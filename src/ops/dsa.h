@@ -9,9 +9,11 @@
 // A coordinate with s + j + offset <= 0 or >= E - 1 counts as clamped (the borders themselves included, as in
 // torch's grid_sample with padding "border"): its position gradient is zero.
 //
-// Fused: no sampled keys or values are materialised; the scores are combined from the corner dot products
-// q.k[corner] and the output from the corner rows v[corner]. Extra memory is O(P) per query in the forward; the
-// backward adds a fixed 2^20-element scratch for the per-head position gradients of one chunk of queries.
+// Fused: no sampled keys or values are materialised. The forward scores each sample against the key interpolated from
+// its corners and sums the output from the corner rows v[corner]; extra memory is O(P) per query. The backward works
+// on each query's distinct corner tokens (a token several samples share is read and updated once per head) and adds
+// a scratch for one pass of queries: 4 MiB, or 16 queries' worth per thread if that is more, plus per task a table
+// over the box a query's corners span (5 x 7 x 7 tokens for window 3 and offsets within [1, 2, 2]).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -34,8 +36,9 @@ void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T
 
 // Inverts dsa_forward from its saved out and lse given dout [B, T, H, W, nh, d]. Accumulates dq, dk, dv (shapes of
 // q, k, v) += and doffsets [B, T, H, W, G, P, 3] += (skipped when null; offsets null means zero offsets).
-// Deterministic: dq and the position gradients are owned by their query; dk, dv are scattered by one task per
-// (sample, head) in query order; the heads of a group are summed into doffsets in head order.
+// Deterministic and independent of the thread count: dq and the position gradients are owned by their query (the
+// heads of a group are summed into doffsets in head order); dk, dv rows are owned by one task per (sample, grid rows
+// t * H + h of one residue mod the task count) and updated in query order.
 template <class T>
 void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
                   T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a);

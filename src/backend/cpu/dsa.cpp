@@ -1,6 +1,7 @@
 #include "ops/dsa.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -12,9 +13,9 @@
 namespace ms::cpu {
 namespace {
 
-constexpr int64_t kTileQ = 16;         // forward: queries per task
-constexpr int64_t kColumn = 16;        // query order: width of the column blocks the grid is walked in
-constexpr int64_t kScratch = 1 << 20;  // backward: position-gradient scratch elements (sets the queries per pass)
+constexpr int64_t kTileQ = 16;              // queries per task (forward, backward phase 1)
+constexpr int64_t kColumn = 16;             // query order: width of the column blocks the grid is walked in
+constexpr int64_t kScratchBytes = 4 << 20;  // backward: corner tokens and coefficients of one pass of queries
 
 // Calls f(d) with the head dim as a compile-time constant for the common sizes, so that the per-corner loops
 // over it unroll and reduce without a remainder, and as a run-time value otherwise.
@@ -53,7 +54,7 @@ void axpy(T alpha, const T* x, T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
-// The backward's per-corner work in one pass over the head dim: *ab = a.b and *cd = c.d.
+// The backward's per-token work in one pass over the head dim: *ab = a.b and *cd = c.d.
 template <class T>
 void dot2(const T* a, const T* b, const T* c, const T* d, int64_t n, T* ab, T* cd) {
   T s = 0, t = 0;
@@ -66,12 +67,11 @@ void dot2(const T* a, const T* b, const T* c, const T* d, int64_t n, T* ab, T* c
   *cd = t;
 }
 
-// ... and its scatter: dq += alpha k, dk += alpha q, dv += beta dout.
+// ... and its scatter: dk += alpha q, dv += beta dout.
 template <class T>
-void axpy3(T alpha, T beta, const T* k, const T* q, const T* dout, T* dq, T* dk, T* dv, int64_t n) {
+void axpy2(T alpha, T beta, const T* q, const T* dout, T* dk, T* dv, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    dq[i] += alpha * k[i];
     dk[i] += alpha * q[i];
     dv[i] += beta * dout[i];
   }
@@ -104,17 +104,50 @@ template <class T>
 // One sample slot of one query: its trilinear corners (corners of zero weight and zero use are dropped).
 template <class T>
 struct Sample {
-  int64_t slot;    // p
-  int n;           // corners, 1..8
-  int64_t tok[8];  // corner token index within the sample's grid
+  int32_t slot;    // p
+  int32_t n;       // corners, 1..8
+  int32_t tok[8];  // corner token index within the sample's grid; after Geometry::number, its distinct token number
   T w[8];          // interpolation weight
-  T dw[8][3];      // d w / d offset per axis (zero on clamped axes); filled only when gradients are wanted
+};
+
+// d w / d offset per corner and axis (zero on clamped axes), for the position gradients.
+template <class T>
+using CornerGrad = std::array<std::array<T, 3>, 8>;
+
+// How many distinct tokens and grid-row runs of them Geometry::number found.
+struct Numbered {
+  int32_t u, runs;
+};
+
+// Per-task scratch of one (query, group)'s samples.
+template <class T>
+struct QueryScratch {
+  std::vector<Sample<T>> smp;     // [nv]
+  std::vector<CornerGrad<T>> dw;  // [nv] (backward with position gradients)
+  std::vector<AxisSample<T>> ax;  // [nv, 3]
+  int64_t lo[3], hi[3], wpr;      // the box of the corners per axis; 64-bit words per box row (t, h) in seen
+  std::vector<int32_t> place;     // [nv, 8] each corner's place in the box
+  std::vector<uint64_t> seen;     // [box rows, wpr] the corners present, a bit per w
+  std::vector<int32_t> number;    // [box] the distinct token number per place
+  std::vector<T> prob;            // [nv] per sample: scores, then probabilities (forward)
+  std::vector<T> ks;              // [d] one sample's interpolated key (forward)
+  std::vector<T> qk, dov;         // [8 nv] per distinct token: q.k, dout.v (backward)
+  QueryScratch(int64_t nv, int64_t d)
+      : smp(size_t(nv)),
+        dw(size_t(nv)),
+        ax(size_t(nv * 3)),
+        place(size_t(nv * 8)),
+        prob(size_t(nv)),
+        ks(size_t(d)),
+        qk(size_t(8 * nv)),
+        dov(size_t(8 * nv)) {}
 };
 
 // The fixed part of the geometry: extents, window sizes and clipped window sizes k' = min(k, E).
 struct Geometry {
   int64_t ext[3], win[3], kc[3];
   Geometry(const VideoAttentionDims& d, const DsaArgs& a) : ext{d.T, d.H, d.W} {
+    MS_CHECK(d.L() <= std::numeric_limits<int32_t>::max(), "dsa: ", d.L(), " tokens per sample do not fit int32");
     for (int i = 0; i < 3; ++i) {
       MS_CHECK(a.window[size_t(i)] > 0, "dsa: window entry ", i, " is ", a.window[size_t(i)]);
       win[i] = a.window[size_t(i)];
@@ -122,7 +155,7 @@ struct Geometry {
     }
   }
 
-  size_t valid() const { return size_t(kc[0] * kc[1] * kc[2]); }  // valid slots per query, nv
+  int64_t valid() const { return kc[0] * kc[1] * kc[2]; }  // valid slots per query, nv
 
   // Query order: the grid is cut into column blocks kColumn tokens wide (the last may be narrower) and walked
   // block by block, (t, h, w) inside each, so that the K/V rows which consecutive queries reach (a few frames x
@@ -135,46 +168,254 @@ struct Geometry {
     return (rem / width) * ext[2] + block * cb + rem % width;
   }
 
-  // Fills s[0..nv) with the valid slots of query token `tok` (t-major slot order) and returns nv.
-  // off [P, 3] holds the query's offsets for its group, or is null for zero offsets.
+  // Fills qs.smp[0..nv) with the valid slots of query token `tok` (t-major slot order), when want_grad qs.dw, and
+  // when box (for number) the corners' box and places in it. off [P, 3] holds the query's offsets for its group, or
+  // is null for zero offsets.
   template <class T>
-  int64_t samples(int64_t tok, const T* off, bool want_grad, Sample<T>* s) const {
+  void samples(int64_t tok, const T* off, bool want_grad, bool box, QueryScratch<T>& qs) const {
     const int64_t idx[3] = {tok / (ext[1] * ext[2]), (tok / ext[2]) % ext[1], tok % ext[2]};
     int64_t start[3];
-    for (int i = 0; i < 3; ++i) start[i] = std::clamp(idx[i] - kc[i] / 2, int64_t(0), ext[i] - kc[i]);
+    for (int i = 0; i < 3; ++i) {
+      start[i] = std::clamp(idx[i] - kc[i] / 2, int64_t(0), ext[i] - kc[i]);
+      qs.lo[i] = ext[i] - 1;
+      qs.hi[i] = 0;
+    }
     int64_t nv = 0;
     for (int64_t jt = 0; jt < kc[0]; ++jt)
       for (int64_t jh = 0; jh < kc[1]; ++jh)
-        for (int64_t jw = 0; jw < kc[2]; ++jw) {
+        for (int64_t jw = 0; jw < kc[2]; ++jw, ++nv) {
           const int64_t p = (jt * win[1] + jh) * win[2] + jw, j[3] = {jt, jh, jw};
-          AxisSample<T> ax[3];
-          for (int i = 0; i < 3; ++i)
+          AxisSample<T>* ax = &qs.ax[size_t(nv * 3)];  // [3]
+          for (int i = 0; i < 3; ++i) {
             ax[i] = axis_sample(start[i] + j[i], off ? off[p * 3 + i] : T(0), ext[i], want_grad);
-          Sample<T>& sm = s[nv++];
-          sm.slot = p;
-          sm.n = 0;
-          for (int ct = 0; ct < ax[0].n; ++ct)
-            for (int ch = 0; ch < ax[1].n; ++ch)
-              for (int cw = 0; cw < ax[2].n; ++cw) {
-                const int c[3] = {ct, ch, cw};
-                T wa[3], da[3];  // per-axis weight and its derivative
-                int64_t at[3];   // corner index per axis
-                for (int i = 0; i < 3; ++i) {
-                  wa[i] = c[i] ? ax[i].f : T(1) - ax[i].f;
-                  da[i] = c[i] ? ax[i].g : -ax[i].g;
-                  at[i] = c[i] ? ax[i].i1 : ax[i].i0;
-                }
-                sm.tok[sm.n] = (at[0] * ext[1] + at[1]) * ext[2] + at[2];
-                sm.w[sm.n] = wa[0] * wa[1] * wa[2];
-                if (want_grad) {
-                  sm.dw[sm.n][0] = da[0] * wa[1] * wa[2];
-                  sm.dw[sm.n][1] = wa[0] * da[1] * wa[2];
-                  sm.dw[sm.n][2] = wa[0] * wa[1] * da[2];
-                }
-                ++sm.n;
-              }
+            if (!box) continue;
+            qs.lo[i] = std::min(qs.lo[i], ax[i].i0);
+            qs.hi[i] = std::max(qs.hi[i], ax[i].i1);
+          }
+          qs.smp[size_t(nv)].slot = int32_t(p);
+          if (!box) corners(ax, qs, nv, want_grad, false);
         }
-    return nv;
+    if (!box) return;
+    qs.wpr = (qs.hi[2] - qs.lo[2] + 64) / 64;
+    qs.seen.assign(size_t((qs.hi[0] - qs.lo[0] + 1) * (qs.hi[1] - qs.lo[1] + 1) * qs.wpr), 0);
+    for (int64_t j = 0; j < nv; ++j) corners(&qs.ax[size_t(j * 3)], qs, j, want_grad, true);
+  }
+
+  // Numbers the distinct corner tokens of qs's samples in grid order: toks[0..u) gets them, each corner's tok its
+  // number, runs [runs, 2] the (first number, grid row t * H + h) of each run of tokens in one grid row. A token shared
+  // by several corners (about 100 of the 216 corners for window 3 and offsets up to [1, 2, 2]) is then read and updated
+  // once per head. Grid order does not depend on which corners of zero weight are kept (they are for the position
+  // gradient), so the sums over tokens do not either.
+  template <class T>
+  Numbered number(QueryScratch<T>& qs, int64_t nv, int32_t* toks, int32_t* runs) const {
+    const int64_t bt = qs.hi[0] - qs.lo[0] + 1, bh = qs.hi[1] - qs.lo[1] + 1, bw = qs.hi[2] - qs.lo[2] + 1;
+    if (qs.number.size() < size_t(bt * bh * bw)) qs.number.resize(size_t(bt * bh * bw));
+    const uint64_t* seen = qs.seen.data();  // [bt * bh, wpr]
+    int32_t* number = qs.number.data();     // [bt * bh, bw]
+    Numbered nb{0, 0};
+    for (int64_t bt_i = 0, r = 0; bt_i < bt; ++bt_i)
+      for (int64_t bh_i = 0; bh_i < bh; ++bh_i, ++r) {
+        const int64_t grid_row = (qs.lo[0] + bt_i) * ext[1] + qs.lo[1] + bh_i, first = grid_row * ext[2] + qs.lo[2];
+        const int32_t start = nb.u;
+        for (int64_t e = 0; e < qs.wpr; ++e)
+          for (uint64_t bits = seen[r * qs.wpr + e]; bits; bits &= bits - 1) {
+            const int64_t w = e * 64 + __builtin_ctzll(bits);
+            number[r * bw + w] = nb.u;
+            toks[nb.u++] = int32_t(first + w);
+          }
+        if (nb.u == start) continue;  // no corner in this row
+        runs[2 * nb.runs] = start;
+        runs[2 * nb.runs++ + 1] = int32_t(grid_row);
+      }
+    for (int64_t j = 0; j < nv; ++j) {
+      Sample<T>& sm = qs.smp[size_t(j)];
+      for (int c = 0; c < sm.n; ++c) sm.tok[c] = number[qs.place[size_t(j * 8 + c)]];
+    }
+    return nb;
+  }
+
+  // number for zero offsets without position gradients: each sample is one token of the window, distinct, and
+  // the slots' t-major order is grid order.
+  template <class T>
+  Numbered number_window(QueryScratch<T>& qs, int64_t nv, int32_t* toks, int32_t* runs) const {
+    Numbered nb{int32_t(nv), 0};
+    for (int32_t j = 0; j < nb.u; ++j) {
+      toks[j] = qs.smp[size_t(j)].tok[0];
+      qs.smp[size_t(j)].tok[0] = j;
+      if (j % kc[2]) continue;
+      runs[2 * nb.runs] = j;
+      runs[2 * nb.runs++ + 1] = int32_t(toks[j] / ext[2]);
+    }
+    return nb;
+  }
+
+ private:
+  // The corners of sample j from its axis samples ax [3]; when box, their places in the box and their bits in seen.
+  template <class T>
+  void corners(const AxisSample<T>* ax, QueryScratch<T>& qs, int64_t j, bool want_grad, bool box) const {
+    Sample<T>& sm = qs.smp[size_t(j)];
+    sm.n = 0;
+    for (int ct = 0; ct < ax[0].n; ++ct)
+      for (int ch = 0; ch < ax[1].n; ++ch)
+        for (int cw = 0; cw < ax[2].n; ++cw) {
+          const int c[3] = {ct, ch, cw};
+          T wa[3], da[3];  // per-axis weight and its derivative
+          int64_t at[3];   // corner index per axis
+          for (int i = 0; i < 3; ++i) {
+            wa[i] = c[i] ? ax[i].f : T(1) - ax[i].f;
+            da[i] = c[i] ? ax[i].g : -ax[i].g;
+            at[i] = c[i] ? ax[i].i1 : ax[i].i0;
+          }
+          if (box) {
+            const int64_t r = (at[0] - qs.lo[0]) * (qs.hi[1] - qs.lo[1] + 1) + at[1] - qs.lo[1], w = at[2] - qs.lo[2];
+            qs.place[size_t(j * 8 + sm.n)] = int32_t(r * (qs.hi[2] - qs.lo[2] + 1) + w);
+            qs.seen[size_t(r * qs.wpr + w / 64)] |= uint64_t(1) << (w % 64);
+          }
+          sm.tok[sm.n] = int32_t((at[0] * ext[1] + at[1]) * ext[2] + at[2]);
+          sm.w[sm.n] = wa[0] * wa[1] * wa[2];
+          if (want_grad) {
+            qs.dw[size_t(j)][sm.n][0] = da[0] * wa[1] * wa[2];
+            qs.dw[size_t(j)][sm.n][1] = wa[0] * da[1] * wa[2];
+            qs.dw[size_t(j)][sm.n][2] = wa[0] * wa[1] * da[2];
+          }
+          ++sm.n;
+        }
+  }
+};
+
+// One (query, head) of the forward from its group's samples: o [d] = sum_j softmax_j(scale q.k~_j) v~_j, each score
+// one dot product against the key interpolated from the sample's corners. kb, vb: the head's row of token 0, rows
+// `stride` apart. Returns the log-sum-exp.
+template <class T, class D>
+T forward_head(QueryScratch<T>& qs, int64_t nv, const T* qr, const T* kb, const T* vb, int64_t stride, T scale, D d,
+               T* o) {
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < nv; ++j) {
+    const Sample<T>& sm = qs.smp[size_t(j)];
+    T acc;
+    if (sm.n == 1) {
+      acc = sm.w[0] * dot(qr, kb + sm.tok[0] * stride, d);
+    } else {
+      scaled_copy(sm.w[0], kb + sm.tok[0] * stride, qs.ks.data(), d);
+      for (int c = 1; c < sm.n; ++c) axpy(sm.w[c], kb + sm.tok[c] * stride, qs.ks.data(), d);
+      acc = dot(qr, qs.ks.data(), d);
+    }
+    mx = std::max(mx, qs.prob[size_t(j)] = acc * scale);
+  }
+  T sum = 0;
+  for (int64_t j = 0; j < nv; ++j) sum += (qs.prob[size_t(j)] = std::exp(qs.prob[size_t(j)] - mx));
+  std::fill(o, o + d, T(0));
+  for (int64_t j = 0; j < nv; ++j) {
+    const Sample<T>& sm = qs.smp[size_t(j)];
+    const T p = qs.prob[size_t(j)] / sum;  // probability of sample j
+    for (int c = 0; c < sm.n; ++c) axpy(p * sm.w[c], vb + sm.tok[c] * stride, o, d);
+  }
+  return mx + std::log(sum);
+}
+
+// The backward in passes over chunks of queries (geo.query order), each in two phases. Phase 1, parallel over
+// query tiles: per (query, head) the probability and score gradient of every sample, hence dq and (summed over each
+// group's heads in head order) doffsets, all owned by the query; it keeps each query's distinct corner tokens and
+// per head their two coefficients for phase 2. Phase 2, parallel over (sample, grid rows t * H + h congruent mod
+// `parts`): dk, dv of the rows a task owns += each token's share, queries in order, all heads. (Split by head
+// instead, two threads update neighbouring cache lines of the same tokens: on the 2-core test machine phase 2 then
+// ran 1.5x slower on 2 threads than on 1.) Every sum runs in an order fixed by the shapes and offsets alone: the
+// results do not depend on the thread count or the pass size.
+template <class T>
+struct Backward {
+  const Geometry& geo;
+  const T *q, *k, *v, *offsets, *out, *lse, *dout;
+  T *dq, *dk, *dv, *doffsets;  // doffsets null: no position gradients
+  int64_t B, L, nh, d, P, G, hpg, nv, chunk;
+  T scale;
+  std::vector<int32_t> toks;     // [B, chunk, G, 8 nv] distinct corner tokens of each query of the pass and group
+  std::vector<int32_t> runs;     // [B, chunk, G, 8 nv, 2] their grid-row runs (Geometry::number)
+  std::vector<Numbered> counts;  // [B, chunk, G]
+  std::vector<T> coef;           // [B, chunk, nh, 8 nv, 2] per token: its share in dk (/ q) and in dv (/ dout)
+  int64_t c0 = 0;                // the pass's first query
+
+  int64_t slot(int64_t b, int64_t m) const { return b * chunk + m - c0; }  // a query's place in the pass
+  int64_t at(int64_t b, int64_t tok, int64_t n) const { return ((b * L + tok) * nh + n) * d; }  // a row of q, k...
+
+  // Phase 1 for query m (geo.query order) of sample b; qs and dpos [P, 3] are the task's scratch.
+  template <class D>
+  void query(int64_t b, int64_t m, QueryScratch<T>& qs, T* dpos, D dc) {
+    const int64_t l = geo.query(m);
+    const bool window = !offsets && !doffsets;  // one corner per slot: the window's tokens, each once
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t sg = slot(b, m) * G + g;
+      int32_t* tk = toks.data() + sg * 8 * nv;  // [8 nv]
+      geo.samples(l, offsets ? offsets + ((b * L + l) * G + g) * P * 3 : nullptr, doffsets != nullptr, !window, qs);
+      int32_t* rn = runs.data() + sg * 16 * nv;  // [8 nv, 2]
+      const int32_t u =
+          (counts[size_t(sg)] = window ? geo.number_window(qs, nv, tk, rn) : geo.number(qs, nv, tk, rn)).u;
+      if (doffsets) std::fill(dpos, dpos + P * 3, T(0));
+      for (int64_t n = g * hpg; n < (g + 1) * hpg; ++n) query_head(b, m, n, qs, tk, u, doffsets ? dpos : nullptr, dc);
+      if (!doffsets) continue;
+      T* dst = doffsets + ((b * L + l) * G + g) * P * 3;  // [P, 3]
+      for (int64_t e = 0; e < P * 3; ++e) dst[e] += dpos[e];
+    }
+  }
+
+  // ... of one head: the distinct tokens' q.k and dout.v give each sample's probability p and score gradient ds;
+  // dpos [P, 3] += the head's position gradients (null: none wanted); the tokens' shares go to coef, and dq += them.
+  template <class D>
+  void query_head(int64_t b, int64_t m, int64_t n, QueryScratch<T>& qs, const int32_t* tk, int32_t u, T* dpos, D dc) {
+    const int64_t l = geo.query(m), row = at(b, l, n), k0 = at(b, 0, n), stride = nh * d;
+    const T *qr = q + row, *dor = dout + row;  // [d]
+    const T delta = dot(dor, out + row, dc), lse_l = lse[(b * nh + n) * L + l];
+    for (int32_t t = 0; t < u; ++t)
+      dot2(qr, k + k0 + tk[t] * stride, dor, v + k0 + tk[t] * stride, dc, &qs.qk[size_t(t)], &qs.dov[size_t(t)]);
+    T* cf = coef.data() + (slot(b, m) * nh + n) * 8 * nv * 2;  // [u, 2]
+    std::fill(cf, cf + 2 * u, T(0));
+    for (int64_t j = 0; j < nv; ++j) {
+      const Sample<T>& sm = qs.smp[size_t(j)];
+      T s = 0, dp = 0;
+      for (int c = 0; c < sm.n; ++c) {
+        s += sm.w[c] * qs.qk[size_t(sm.tok[c])];
+        dp += sm.w[c] * qs.dov[size_t(sm.tok[c])];
+      }
+      const T p = std::exp(s * scale - lse_l), ds = p * (dp - delta) * scale;  // probability, d score * scale
+      for (int c = 0; c < sm.n; ++c) {
+        cf[2 * sm.tok[c]] += ds * sm.w[c];
+        cf[2 * sm.tok[c] + 1] += p * sm.w[c];
+      }
+      if (dpos) position_grad(sm, qs.dw[size_t(j)], qs, p, ds, dpos + sm.slot * 3);
+    }
+    T* dqr = dq + row;  // [d]
+    for (int32_t t = 0; t < u; ++t) axpy(cf[2 * t], k + k0 + tk[t] * stride, dqr, dc);
+  }
+
+  // d loss / d position of one sample, added to dp [3]: the weight derivatives times each corner's d score share.
+  static void position_grad(const Sample<T>& sm, const CornerGrad<T>& dw, const QueryScratch<T>& qs, T p, T ds, T* dp) {
+    for (int ax = 0; ax < 3; ++ax) {
+      T acc = 0;
+      for (int c = 0; c < sm.n; ++c) acc += dw[c][ax] * (ds * qs.qk[size_t(sm.tok[c])] + p * qs.dov[size_t(sm.tok[c])]);
+      dp[ax] += acc;
+    }
+  }
+
+  // Phase 2 for the grid rows r = t * H + h with r % parts == part of sample b, over the pass's queries [c0, c1) in
+  // order: dk, dv += the tokens' shares.
+  template <class D>
+  void scatter(int64_t b, int64_t part, int64_t parts, int64_t c1, D dc) {
+    const int64_t stride = nh * d;
+    for (int64_t m = c0; m < c1; ++m) {
+      const int64_t l = geo.query(m);
+      for (int64_t n = 0; n < nh; ++n) {
+        const int64_t sg = slot(b, m) * G + n / hpg, row = at(b, l, n), k0 = at(b, 0, n);
+        const int32_t *tk = toks.data() + sg * 8 * nv, *rn = runs.data() + sg * 16 * nv;  // [u], [runs, 2]
+        const T* cf = coef.data() + (slot(b, m) * nh + n) * 8 * nv * 2;                   // [u, 2]
+        const Numbered nb = counts[size_t(sg)];
+        for (int32_t i = 0; i < nb.runs; ++i) {
+          if (rn[2 * i + 1] % parts != part) continue;
+          const int32_t end = i + 1 < nb.runs ? rn[2 * i + 2] : nb.u;
+          for (int32_t t = rn[2 * i]; t < end; ++t)
+            axpy2(cf[2 * t], cf[2 * t + 1], q + row, dout + row, dk + k0 + tk[t] * stride, dv + k0 + tk[t] * stride,
+                  dc);
+        }
+      }
+    }
   }
 };
 
@@ -185,47 +426,22 @@ void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T
                  const DsaArgs& a) {
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
-  const int64_t L = dims.L(), nh = dims.nh, P = a.P(), G = a.groups, hpg = nh / G;
-  const int64_t ntiles = (L + kTileQ - 1) / kTileQ;
+  const int64_t L = dims.L(), nh = dims.nh, P = a.P(), G = a.groups, hpg = nh / G, nv = geo.valid();
+  const int64_t ntiles = (L + kTileQ - 1) / kTileQ, stride = nh * dims.d;
   const T scale = T(1) / std::sqrt(T(dims.d));
-  const double work = double(dims.B * L * nh * dims.d) * double(geo.valid()) * (offsets ? 16 : 2);  // 8 or 1 corners
+  const double work = double(dims.B * L * nh * dims.d) * double(nv) * (offsets ? 8 : 1);  // corners x 2 rows
   with_head_dim(dims.d, [&](auto d) {
-    auto tile = [&](int64_t task) {  // queries [l0, l1) of sample b in geo.query order, all heads
-      const int64_t b = task / ntiles, l0 = (task % ntiles) * kTileQ, l1 = std::min(L, l0 + kTileQ);
-      std::vector<Sample<T>> smp(geo.valid());  // valid samples of one (query, group) [nv]
-      std::vector<T> s(geo.valid());            // scores, then exp(score - max) [nv]
-      std::vector<T> ks(size_t(dims.d));        // one sample's interpolated key [d]
-      for (int64_t m = l0; m < l1; ++m) {
+    auto tile = [&](int64_t task) {  // queries [m0, m1) of sample b in geo.query order, all heads
+      const int64_t b = task / ntiles, m0 = (task % ntiles) * kTileQ, m1 = std::min(L, m0 + kTileQ);
+      QueryScratch<T> qs(nv, dims.d);
+      for (int64_t m = m0; m < m1; ++m) {
         const int64_t l = geo.query(m), row = b * L + l;  // query token, its row in [B*L]
         for (int64_t g = 0; g < G; ++g) {
-          const int64_t nv = geo.samples(l, offsets ? offsets + (row * G + g) * P * 3 : nullptr, false, smp.data());
+          geo.samples(l, offsets ? offsets + (row * G + g) * P * 3 : nullptr, false, false, qs);
           for (int64_t n = g * hpg; n < (g + 1) * hpg; ++n) {
-            const T* qr = q + (row * nh + n) * d;    // [d]
-            const T* kb = k + (b * L * nh + n) * d;  // row tok of this head at kb + tok * nh * d
-            const T* vb = v + (b * L * nh + n) * d;
-            T mx = -std::numeric_limits<T>::infinity();
-            for (int64_t j = 0; j < nv; ++j) {  // q . (the key interpolated at the sample): one reduction per sample
-              const Sample<T>& sm = smp[j];
-              T acc;
-              if (sm.n == 1) {
-                acc = sm.w[0] * dot(qr, kb + sm.tok[0] * nh * d, d);
-              } else {
-                scaled_copy(sm.w[0], kb + sm.tok[0] * nh * d, ks.data(), d);
-                for (int c = 1; c < sm.n; ++c) axpy(sm.w[c], kb + sm.tok[c] * nh * d, ks.data(), d);
-                acc = dot(qr, ks.data(), d);
-              }
-              s[j] = acc * scale;
-              mx = std::max(mx, s[j]);
-            }
-            T sum = 0;
-            for (int64_t j = 0; j < nv; ++j) sum += (s[j] = std::exp(s[j] - mx));
-            T* o = out + (row * nh + n) * d;  // [d]
-            std::fill(o, o + d, T(0));
-            for (int64_t j = 0; j < nv; ++j) {
-              const T p = s[j] / sum;  // probability of sample j
-              for (int c = 0; c < smp[j].n; ++c) axpy(p * smp[j].w[c], vb + smp[j].tok[c] * nh * d, o, d);
-            }
-            lse[(b * nh + n) * L + l] = mx + std::log(sum);
+            const int64_t k0 = (b * L * nh + n) * dims.d;  // row tok of this head at k0 + tok * stride
+            lse[(b * nh + n) * L + l] = forward_head(qs, nv, q + (row * nh + n) * dims.d, k + k0, v + k0, stride, scale,
+                                                     d, out + (row * nh + n) * dims.d);
           }
         }
       }
@@ -239,72 +455,52 @@ void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T*
                   T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a) {
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
-  const int64_t B = dims.B, L = dims.L(), nh = dims.nh, P = a.P(), G = a.groups, hpg = nh / G;
-  const bool want_grad = doffsets != nullptr;
-  const T scale = T(1) / std::sqrt(T(dims.d));
-  // Queries per pass: all without offset gradients, else as many as kScratch holds (at least one).
-  const int64_t chunk = want_grad ? std::clamp<int64_t>(kScratch / (B * nh * P * 3), 1, L) : L;
-  // Per-head position gradients of one chunk of queries [B, chunk, nh, P, 3], summed over each group's heads
-  // after the chunk's pass.
-  std::vector<T> dpos(want_grad ? size_t(B * chunk * nh * P * 3) : 0);
-  for (int64_t c0 = 0; c0 < L; c0 += chunk) {
-    const int64_t c1 = std::min(L, c0 + chunk);
-    // Queries [c0, c1) (geo.query order) of one (sample, head), in order: this task alone writes dk, dv of that head.
-    auto head = [&](int64_t task, auto d) {
-      const int64_t b = task / nh, n = task % nh, g = n / hpg;
-      std::vector<Sample<T>> smp(geo.valid());    // [nv]
-      const int64_t base = (b * L * nh + n) * d;  // row tok of this head at base + tok * nh * d
-      for (int64_t m = c0; m < c1; ++m) {
-        const int64_t l = geo.query(m), row = b * L + l;
-        const int64_t nv = geo.samples(l, offsets ? offsets + (row * G + g) * P * 3 : nullptr, want_grad, smp.data());
-        const T* qr = q + (row * nh + n) * d;      // [d]
-        const T* dor = dout + (row * nh + n) * d;  // [d]
-        T* dqr = dq + (row * nh + n) * d;          // [d]
-        const T delta = dot(dor, out + (row * nh + n) * d, d), lse_l = lse[(b * nh + n) * L + l];
-        T* dp_l = want_grad ? dpos.data() + ((b * chunk + m - c0) * nh + n) * P * 3 : nullptr;  // [P, 3]
-        if (dp_l) std::fill(dp_l, dp_l + P * 3, T(0));
-        for (int64_t j = 0; j < nv; ++j) {
-          const Sample<T>& sm = smp[j];
-          T qk[8], dov[8], s = 0, dp = 0;  // corner dot products q.k_c, dout.v_c
-          for (int c = 0; c < sm.n; ++c) {
-            dot2(qr, k + base + sm.tok[c] * nh * d, dor, v + base + sm.tok[c] * nh * d, d, &qk[c], &dov[c]);
-            s += sm.w[c] * qk[c];
-            dp += sm.w[c] * dov[c];
-          }
-          const T p = std::exp(s * scale - lse_l), ds = p * (dp - delta);  // probability, d score
-          for (int c = 0; c < sm.n; ++c) {
-            if (sm.w[c] == T(0)) continue;  // a corner kept only for the position gradient
-            const int64_t at = base + sm.tok[c] * nh * d;
-            axpy3(ds * scale * sm.w[c], p * sm.w[c], k + at, qr, dor, dqr, dk + at, dv + at, d);
-          }
-          if (!dp_l) continue;
-          for (int ax = 0; ax < 3; ++ax) {
-            T acc = 0;
-            for (int c = 0; c < sm.n; ++c) acc += sm.dw[c][ax] * (ds * scale * qk[c] + p * dov[c]);
-            dp_l[sm.slot * 3 + ax] = acc;
-          }
-        }
-      }
-    };
-    const double work = double(B * (c1 - c0) * nh * dims.d) * double(geo.valid()) * (want_grad ? 40 : 5);
-    with_head_dim(dims.d, [&](auto d) {
-      parallel_for(
-          B * nh, [&](int64_t task) { head(task, d); }, min_parallel_for_work(B * nh, work));
-    });
-    if (!want_grad) continue;
-    auto reduce = [&](int64_t task) {  // doffsets of one query += the sum of its group's heads, in head order
-      const int64_t b = task / (c1 - c0), m = c0 + task % (c1 - c0), l = geo.query(m);
-      const T* src = dpos.data() + (b * chunk + m - c0) * nh * P * 3;  // [nh, P, 3]
-      T* dst = doffsets + (b * L + l) * G * P * 3;                     // [G, P, 3]
-      for (int64_t g = 0; g < G; ++g)
-        for (int64_t e = 0; e < P * 3; ++e) {
-          T acc = 0;
-          for (int64_t r = 0; r < hpg; ++r) acc += src[(g * hpg + r) * P * 3 + e];
-          dst[g * P * 3 + e] += acc;
-        }
-    };
-    parallel_for(B * (c1 - c0), reduce, min_parallel_for_work(B * (c1 - c0), double(B * (c1 - c0) * nh * P * 3)));
-  }
+  const int64_t B = dims.B, L = dims.L(), nh = dims.nh, G = a.groups, nv = geo.valid();
+  // Queries per pass: as many as kScratchBytes holds, but at least a tile per thread.
+  const int64_t per_query = B * 8 * nv * (G * 3 * int64_t(sizeof(int32_t)) + nh * 2 * int64_t(sizeof(T)));
+  const int64_t chunk = std::min(L, std::max(kScratchBytes / per_query, kTileQ * num_threads()));
+  const int64_t parts = std::max<int64_t>(1, num_threads() / B);  // phase 2 tasks per sample
+  Backward<T> bw{geo,
+                 q,
+                 k,
+                 v,
+                 offsets,
+                 out,
+                 lse,
+                 dout,
+                 dq,
+                 dk,
+                 dv,
+                 doffsets,
+                 B,
+                 L,
+                 nh,
+                 dims.d,
+                 a.P(),
+                 G,
+                 nh / G,
+                 nv,
+                 chunk,
+                 T(1) / std::sqrt(T(dims.d)),
+                 std::vector<int32_t>(size_t(B * chunk * G * 8 * nv)),
+                 std::vector<int32_t>(size_t(B * chunk * G * 16 * nv)),
+                 std::vector<Numbered>(size_t(B * chunk * G)),
+                 std::vector<T>(size_t(B * chunk * nh * 8 * nv * 2))};
+  const double work = double(B * nh * dims.d * nv * (offsets ? 8 : 1));  // per query: corners x head dim
+  with_head_dim(dims.d, [&](auto d) {
+    for (bw.c0 = 0; bw.c0 < L; bw.c0 += chunk) {
+      const int64_t c1 = std::min(L, bw.c0 + chunk), ntiles = (c1 - bw.c0 + kTileQ - 1) / kTileQ;
+      auto tile = [&](int64_t task) {  // phase 1: queries [m0, m1) of sample b
+        const int64_t b = task / ntiles, m0 = bw.c0 + (task % ntiles) * kTileQ, m1 = std::min(c1, m0 + kTileQ);
+        QueryScratch<T> qs(nv, dims.d);
+        std::vector<T> dpos(size_t(a.P() * 3));  // [P, 3] one (query, group)'s position gradients
+        for (int64_t m = m0; m < m1; ++m) bw.query(b, m, qs, dpos.data(), d);
+      };
+      parallel_for(B * ntiles, tile, min_parallel_for_work(B * ntiles, 3 * work * double(c1 - bw.c0)));
+      auto rows = [&](int64_t task) { bw.scatter(task / parts, task % parts, parts, c1, d); };  // phase 2
+      parallel_for(B * parts, rows, min_parallel_for_work(B * parts, 2 * work * double(c1 - bw.c0)));
+    }
+  });
 }
 
 template <class T>
