@@ -81,17 +81,27 @@ TEST(Dsa, ForwardMatchesTrilinearReference) {
   }
 }
 
+namespace {
+
+// The float64 backward against central differences of <forward, r> for q, k, v and the offsets; returns it.
+DsaGrads expect_gradients_match_finite_differences(DsaInputs& in, const std::string& what = "") {
+  auto loss = [&] { return dot(in.forward(in.off.data()), in.r); };
+  DsaGrads g = run_backward<double>(in, true);
+  EXPECT_LT(fd_error(in.q, g.dq, loss), kFdTol) << what;
+  EXPECT_LT(fd_error(in.k, g.dk, loss), kFdTol) << what;
+  EXPECT_LT(fd_error(in.v, g.dv, loss), kFdTol) << what;
+  EXPECT_LT(fd_error(in.off, g.doff, loss, 96), kFdTol) << what;
+  return g;
+}
+
+}  // namespace
+
 TEST(Dsa, GradientsMatchFiniteDifferences) {
   uint64_t seed = 200;
   for (const auto& cs : kCases) {
     DsaInputs in(cs, seed += 10);
     in.off_away_from_integers(seed + 5);
-    auto loss = [&] { return dot(in.forward(in.off.data()), in.r); };
-    const DsaGrads g = run_backward<double>(in, true);
-    EXPECT_LT(fd_error(in.q, g.dq, loss), kFdTol);
-    EXPECT_LT(fd_error(in.k, g.dk, loss), kFdTol);
-    EXPECT_LT(fd_error(in.v, g.dv, loss), kFdTol);
-    EXPECT_LT(fd_error(in.off, g.doff, loss, 96), kFdTol);
+    expect_gradients_match_finite_differences(in);
   }
 }
 
@@ -103,12 +113,8 @@ TEST(Dsa, SpecialisedHeadDimsMatchReferenceAndFiniteDifferences) {
     in.off = randn(in.off.size(), seed + 5, 1.5);
     EXPECT_LT(rel_l2(in.forward(in.off.data()), in.reference()), 1e-12) << "head dim " << d;
     in.off_away_from_integers(seed + 6);
-    auto loss = [&] { return dot(in.forward(in.off.data()), in.r); };
-    const DsaGrads g = run_backward<double>(in, true), f = run_backward<float>(in, true);
-    EXPECT_LT(fd_error(in.q, g.dq, loss), kFdTol) << "head dim " << d;
-    EXPECT_LT(fd_error(in.k, g.dk, loss), kFdTol) << "head dim " << d;
-    EXPECT_LT(fd_error(in.v, g.dv, loss), kFdTol) << "head dim " << d;
-    EXPECT_LT(fd_error(in.off, g.doff, loss, 96), kFdTol) << "head dim " << d;
+    const DsaGrads g = expect_gradients_match_finite_differences(in, "head dim " + std::to_string(d)),
+                   f = run_backward<float>(in, true);
     EXPECT_LT(rel_l2(f.dq, g.dq), kF32Tol) << "head dim " << d;
     EXPECT_LT(rel_l2(f.doff, g.doff), kF32Tol) << "head dim " << d;
   }
@@ -209,12 +215,7 @@ TEST(Dsa, CornersSpreadWiderThan64ColumnsMatchReferenceAndFiniteDifferences) {
   for (size_t i = 2; i < in.off.size(); i += 3)
     in.off[i] = (rng.below(2) ? 1.0 : -1.0) * double(30 + rng.below(16)) + rng.uniform(0.15, 0.85);
   EXPECT_LT(rel_l2(in.forward(in.off.data()), in.reference()), 1e-12);
-  auto loss = [&] { return dot(in.forward(in.off.data()), in.r); };
-  const DsaGrads g = run_backward<double>(in, true);
-  EXPECT_LT(fd_error(in.q, g.dq, loss), kFdTol);
-  EXPECT_LT(fd_error(in.k, g.dk, loss), kFdTol);
-  EXPECT_LT(fd_error(in.v, g.dv, loss), kFdTol);
-  EXPECT_LT(fd_error(in.off, g.doff, loss, 96), kFdTol);
+  expect_gradients_match_finite_differences(in);
 }
 
 // Batch 1, so that the backward's second phase (dk, dv) splits the grid rows over the threads, and a window of
