@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -208,10 +209,16 @@ namespace ms::test {
 
 TEST(Faults, HostAllocationFailureNamesTheBytes) {
   const pid_t pid = fork();
-  if (pid == 0) {  // a child with 1 GiB of address space tries to hold wan2.1-1.3b's host state (25 GB)
-    struct rlimit limit {
-      1ull << 30, 1ull << 30
-    };
+  if (pid == 0) {  // a child with 1 GiB of address space to spare tries to hold wan2.1-1.3b's host state (25 GB)
+    // Above what is mapped already (thread stacks, and in a CUDA build cuBLASLt's 0.5 GB library), which
+    // /proc/self/statm gives in pages.
+    unsigned long long pages = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    const rlim_t room = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (1ull << 30);
+    const struct rlimit limit { room, room };
     setrlimit(RLIMIT_AS, &limit);
     try {
       HostState host(ParamTable(preset_config("wan2.1-1.3b")), 0);
