@@ -4,6 +4,8 @@
 #include "backend/cuda/gemm.h"
 #include "cuda_util.h"
 #include "ops/embedding.h"
+#include "ops/layernorm.h"
+#include "ops/layernorm_modulate.h"
 #include "ops/linear.h"
 #include "ops/modulate.h"
 #include "ops/mse_loss.h"
@@ -100,6 +102,39 @@ TEST(CudaLayers, ModulateAndGateResidualMatchCpuReference) {
                                C, stride, nullptr);
   expect_close("residual_out", widen(gplain.read()), plain, kBf16Tol);
   expect_close("residual_dy", widen(gdres_plain.read()), dres_plain, kBf16Tol);
+}
+
+// The fused norm + modulation against the CPU's two ops (the FFN's chunks 3 and 4 of e0), 389 channels: more than
+// a row block's threads; 73 rows per sample: two chunks of the per-sample sums.
+TEST(CudaLayers, LayerNormModulateMatchesTheCpuOpsComposed) {
+  MS_REQUIRE_GPU();
+  const int64_t B = 2, L = 73, C = 389, stride = 6 * C, N = B * L;
+  auto x = random_bf16(static_cast<size_t>(N * C), 71, 2.0), dy = random_bf16(static_cast<size_t>(N * C), 72),
+       dx0 = random_bf16(static_cast<size_t>(N * C), 73, kAccumulateScale);
+  const std::vector<float> e0 = randf(static_cast<size_t>(B * stride), 74, 0.5),
+                           de00 = randf(static_cast<size_t>(B * stride), 75, kAccumulateScale);
+  const std::vector<double> e0d = wide(e0);
+  const double *shift = e0d.data() + 3 * C, *scale = e0d.data() + 4 * C;
+  std::vector<double> ln(static_cast<size_t>(N * C)), mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N)),
+      y(static_cast<size_t>(N * C)), dln(static_cast<size_t>(N * C), 0.0), dx = dx0.values, de0 = wide(de00);
+  cpu::layernorm_forward<double>(x.values.data(), nullptr, nullptr, ln.data(), mean.data(), rstd.data(), N, C, 1e-6);
+  cpu::modulate_forward(ln.data(), shift, scale, y.data(), B, L, C, stride);
+  cpu::modulate_backward(ln.data(), scale, dy.values.data(), dln.data(), de0.data() + 3 * C, de0.data() + 4 * C, B, L,
+                         C, stride);
+  cpu::layernorm_backward<double>(x.values.data(), nullptr, mean.data(), rstd.data(), dln.data(), dx.data(), nullptr,
+                                  nullptr, N, C);
+  DeviceBuffer<uint16_t> gx(x.bits), gdy(dy.bits), gdx(dx0.bits), gy(N * C, 0x7fc0);
+  DeviceBuffer<float> ge0(e0), gde0(de00), gmean(N, -1.f), grstd(N, -1.f),
+      scratch(cuda::layernorm_modulate_backward_scratch(L, C), 0.f);
+  cuda::layernorm_modulate_forward(gx.get(), ge0.get() + 3 * C, ge0.get() + 4 * C, gy.get(), gmean.get(), grstd.get(),
+                                   B, L, C, stride, 1e-6, nullptr);
+  cuda::layernorm_modulate_backward(gx.get(), gmean.get(), grstd.get(), ge0.get() + 4 * C, gdy.get(), gdx.get(),
+                                    gde0.get() + 3 * C, gde0.get() + 4 * C, scratch.get(), B, L, C, stride, nullptr);
+  expect_close("y", widen(gy.read()), y, kBf16Tol);
+  expect_close("mean", gmean.read(), mean, kDeviceF32Tol);
+  expect_close("rstd", grstd.read(), rstd, kDeviceF32Tol);
+  expect_close("dx", widen(gdx.read()), dx, kBf16Tol);
+  expect_close("de0", gde0.read(), de0, kDeviceF32Tol);
 }
 
 // d = 38: 19 pairs split 7 / 6 / 6, so no axis part is a multiple of 2 pairs of another.

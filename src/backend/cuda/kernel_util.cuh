@@ -32,6 +32,35 @@ __device__ inline float block_sum(float v, float* smem) {
   return s;
 }
 
+// One block's row xr [C]: its mean and 1 / sqrt(biased variance + eps), the variance taken around the mean in a
+// second pass (no cancellation). Every thread gets both.
+__device__ inline void row_moments(const uint16_t* xr, int64_t C, float eps, float* smem, float* mu, float* rs) {
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) s += load(xr, c);
+  *mu = block_sum(s, smem) / float(C);
+  __syncthreads();
+  float v = 0;
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) v += (load(xr, c) - *mu) * (load(xr, c) - *mu);
+  *rs = rsqrtf(block_sum(v, smem) / float(C) + eps);
+}
+
+// The LayerNorm backward of one block's row xr [C] for upstream gradients g(c):
+// dxr[c] += rstd (g - mean(g) - xhat mean(g xhat)), xhat = (x - mu) rstd.
+template <class G>
+__device__ void layernorm_row_backward(const uint16_t* xr, float mu, float rs, G g, uint16_t* dxr, int64_t C,
+                                       float* smem) {
+  float sg = 0, sgx = 0;
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) {
+    sg += g(c);
+    sgx += g(c) * (load(xr, c) - mu) * rs;
+  }
+  const float mean_g = block_sum(sg, smem) / float(C);
+  __syncthreads();
+  const float mean_gx = block_sum(sgx, smem) / float(C);
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads)
+    store(dxr, c, load(dxr, c) + rs * (g(c) - mean_g - (load(xr, c) - mu) * rs * mean_gx));
+}
+
 // Column sums in a fixed order: partial[chunk, c] = sum over the chunk's rows of f(n, c), then
 // out[c] += sum over chunks. scratch holds column_scratch(N, C) floats.
 inline int64_t column_scratch(int64_t N, int64_t C) { return (N + kColumnRows - 1) / kColumnRows * C; }

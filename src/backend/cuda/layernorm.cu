@@ -5,19 +5,13 @@ namespace ms::cuda {
 namespace {
 
 // One block per row n: x [N, C] -> y [N, C], mean [N], rstd [N]; w, b [C] both null or both set.
-// The variance is taken around the mean in a second pass over the row (no cancellation).
 __global__ void layernorm_forward_kernel(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y,
                                          float* mean, float* rstd, int64_t C, float eps) {
   __shared__ float smem[kRowThreads / 32];
   const int64_t n = blockIdx.x;
   const uint16_t* xr = x + n * C;  // [C]
-  float s = 0;
-  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) s += load(xr, c);
-  const float mu = block_sum(s, smem) / float(C);
-  __syncthreads();
-  float v = 0;
-  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) v += (load(xr, c) - mu) * (load(xr, c) - mu);
-  const float rs = rsqrtf(block_sum(v, smem) / float(C) + eps);
+  float mu, rs;
+  row_moments(xr, C, eps, smem, &mu, &rs);
   for (int64_t c = threadIdx.x; c < C; c += kRowThreads) {
     const float xh = (load(xr, c) - mu) * rs;
     store(y + n * C, c, w ? xh * load(w, c) + load(b, c) : xh);
@@ -25,27 +19,15 @@ __global__ void layernorm_forward_kernel(const uint16_t* x, const uint16_t* w, c
   if (threadIdx.x == 0) mean[n] = mu, rstd[n] = rs;
 }
 
-// dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy [* w]; one block per row.
+// The LayerNorm backward with g = dy [* w]; one block per row.
 __global__ void layernorm_backward_kernel(const uint16_t* x, const uint16_t* w, const float* mean, const float* rstd,
                                           const uint16_t* dy, uint16_t* dx, int64_t C) {
   __shared__ float smem[kRowThreads / 32];
   const int64_t n = blockIdx.x;
-  const uint16_t *xr = x + n * C, *dyr = dy + n * C;  // [C]
-  const float mu = mean[n], rs = rstd[n];
-  float sg = 0, sgx = 0;
-  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) {
-    const float g = w ? load(dyr, c) * load(w, c) : load(dyr, c);
-    sg += g;
-    sgx += g * (load(xr, c) - mu) * rs;
-  }
-  const float mean_g = block_sum(sg, smem) / float(C);
-  __syncthreads();
-  const float mean_gx = block_sum(sgx, smem) / float(C);
-  for (int64_t c = threadIdx.x; c < C; c += kRowThreads) {
-    const float g = w ? load(dyr, c) * load(w, c) : load(dyr, c);
-    const float xh = (load(xr, c) - mu) * rs;
-    store(dx + n * C, c, load(dx + n * C, c) + rs * (g - mean_g - xh * mean_gx));
-  }
+  const uint16_t* dyr = dy + n * C;  // [C]
+  layernorm_row_backward(
+      x + n * C, mean[n], rstd[n], [=](int64_t c) { return w ? load(dyr, c) * load(w, c) : load(dyr, c); }, dx + n * C,
+      C, smem);
 }
 
 }  // namespace

@@ -1,0 +1,60 @@
+#include "backend/cuda/kernel_util.cuh"
+#include "ops/layernorm_modulate.h"
+
+namespace ms::cuda {
+namespace {
+
+// One block per row n = b * L + l.
+__global__ void forward_kernel(const uint16_t* x, const float* shift, const float* scale, uint16_t* y, float* mean,
+                               float* rstd, int64_t L, int64_t C, int64_t stride, float eps) {
+  __shared__ float smem[kRowThreads / 32];
+  const int64_t n = blockIdx.x, b = n / L;
+  const uint16_t* xr = x + n * C;  // [C]
+  float mu, rs;
+  row_moments(xr, C, eps, smem, &mu, &rs);
+  for (int64_t c = threadIdx.x; c < C; c += kRowThreads)
+    store(y + n * C, c, (load(xr, c) - mu) * rs * (1.f + scale[b * stride + c]) + shift[b * stride + c]);
+  if (threadIdx.x == 0) mean[n] = mu, rstd[n] = rs;
+}
+
+// The LayerNorm backward with g = dy (1 + scale); one block per row.
+__global__ void backward_kernel(const uint16_t* x, const float* mean, const float* rstd, const float* scale,
+                                const uint16_t* dy, uint16_t* dx, int64_t L, int64_t C, int64_t stride) {
+  __shared__ float smem[kRowThreads / 32];
+  const int64_t n = blockIdx.x, b = n / L;
+  const uint16_t* dyr = dy + n * C;  // [C]
+  const float* sc = scale + b * stride;
+  layernorm_row_backward(
+      x + n * C, mean[n], rstd[n], [=](int64_t c) { return load(dyr, c) * (1.f + sc[c]); }, dx + n * C, C, smem);
+}
+
+}  // namespace
+
+void layernorm_modulate_forward(const uint16_t* x, const float* shift, const float* scale, uint16_t* y, float* mean,
+                                float* rstd, int64_t B, int64_t L, int64_t C, int64_t stride, double eps,
+                                Stream stream) {
+  if (B * L == 0) return;
+  forward_kernel<<<unsigned(B * L), kRowThreads, 0, stream>>>(x, shift, scale, y, mean, rstd, L, C, stride, float(eps));
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+int64_t layernorm_modulate_backward_scratch(int64_t L, int64_t C) { return column_scratch(L, C); }
+
+void layernorm_modulate_backward(const uint16_t* x, const float* mean, const float* rstd, const float* scale,
+                                 const uint16_t* dy, uint16_t* dx, float* dshift, float* dscale, float* scratch,
+                                 int64_t B, int64_t L, int64_t C, int64_t stride, Stream stream) {
+  if (B * L == 0) return;
+  backward_kernel<<<unsigned(B * L), kRowThreads, 0, stream>>>(x, mean, rstd, scale, dy, dx, L, C, stride);
+  MS_CUDA_CHECK_LAUNCH();
+  for (int64_t b = 0; b < B; ++b) {  // per sample: dshift [C] += sum_l dy, dscale [C] += sum_l dy xhat
+    const uint16_t *xb = x + b * L * C, *dyb = dy + b * L * C;  // [L, C]
+    const float *mb = mean + b * L, *rb = rstd + b * L;         // [L]
+    column_sum([=] __device__(int64_t l, int64_t c) { return load(dyb, l * C + c); }, dshift + b * stride, scratch, L,
+               C, stream);
+    column_sum(
+        [=] __device__(int64_t l, int64_t c) { return load(dyb, l * C + c) * (load(xb, l * C + c) - mb[l]) * rb[l]; },
+        dscale + b * stride, scratch, L, C, stream);
+  }
+}
+
+}  // namespace ms::cuda
