@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -34,6 +35,11 @@ struct BenchCudaArgs {
 
 #ifdef MEGASLIDE_HAVE_CUDA
 
+double median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 // Median seconds of `repeats` runs of enqueue(), timed with CUDA events on `stream` (after one warm-up).
 template <class F>
 double time_events(cudaStream_t stream, int repeats, F&& enqueue) {
@@ -53,8 +59,7 @@ double time_events(cudaStream_t stream, int repeats, F&& enqueue) {
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 // Median wall seconds of `repeats` runs of f() (which must end synchronised), after one warm-up.
@@ -67,8 +72,7 @@ double time_host(int repeats, F&& f) {
     f();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 // Random bf16 values (never zeros: they make GEMMs run faster than real data), n of them.

@@ -90,6 +90,9 @@ class Run {
       if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
       backend_ = std::make_unique<CpuBackend>(opts.link_gbps, trace_.get());
       optimizer_stream_ = backend_->create_stream("optimizer", StreamKind::host);
+      // The pools the link reads and writes: pinned in place where there is a link (a no-op on the CPU backend).
+      backend_->pin_host(host_.weights.data(), host_.weights.size() * 2);
+      if (host_.grads.size()) backend_->pin_host(host_.grads.data(), host_.grads.size() * 4);
       updated_.resize(table_.stages().size());
       streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_,
                                                   StreamOptions{opts.prefetch, opts.device_memory, opts.serialize,

@@ -21,22 +21,16 @@ __device__ inline float dot_bf16(const float* a, const uint16_t* b, int64_t d) {
   return s;
 }
 
+// The block's max and sum (kernel_util.cuh), each followed by the barrier that frees smem for the next.
 __device__ inline float block_max(float v, float* smem) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = v;
-  __syncthreads();
-  float m = -FLT_MAX;
-  for (int w = 0; w < kThreads / 32; ++w) m = fmaxf(m, smem[w]);
+  const float m = block_reduce<kThreads>(
+      v, smem, [](float a, float b) { return fmaxf(a, b); }, -FLT_MAX);
   __syncthreads();
   return m;
 }
 
 __device__ inline float block_total(float v, float* smem) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = v;
-  __syncthreads();
-  float s = 0;
-  for (int w = 0; w < kThreads / 32; ++w) s += smem[w];  // same order in every thread
+  const float s = block_sum<kThreads>(v, smem);
   __syncthreads();
   return s;
 }

@@ -20,16 +20,23 @@ __device__ inline void store(uint16_t* p, int64_t i, float v) {
   reinterpret_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(v);
 }
 
-// The sum of v over the block's kRowThreads threads, returned to every thread. Needs kRowThreads / 32 floats
-// of shared memory at `smem`, and a __syncthreads() before smem is reused.
-__device__ inline float block_sum(float v, float* smem) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) smem[warp] = v;
+// op-reduction of v over a block of Threads threads, returned to every thread (the warps' results combined in
+// the same order by every thread: deterministic). Needs Threads / 32 floats of shared memory at `smem`, and a
+// __syncthreads() before smem is reused.
+template <int Threads, class Op>
+__device__ float block_reduce(float v, float* smem, Op op, float init) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = v;
   __syncthreads();
-  float s = 0;
-  for (int w = 0; w < kRowThreads / 32; ++w) s += smem[w];  // every thread in the same order
-  return s;
+  float r = init;
+  for (int w = 0; w < Threads / 32; ++w) r = op(r, smem[w]);
+  return r;
+}
+
+template <int Threads = kRowThreads>
+__device__ float block_sum(float v, float* smem) {
+  return block_reduce<Threads>(
+      v, smem, [](float a, float b) { return a + b; }, 0.f);
 }
 
 // One block's row xr [C]: its mean and 1 / sqrt(biased variance + eps), the variance taken around the mean in a
