@@ -168,15 +168,34 @@ struct Geometry {
     return (rem / width) * ext[2] + block * cb + rem % width;
   }
 
-  // Fills qs.smp[0..nv) with the valid slots of query token `tok` (t-major slot order), when want_grad qs.dw, and
-  // when box (for number) the corners' box and places in it. off [P, 3] holds the query's offsets for its group, or
-  // is null for zero offsets.
+  // Fills qs.smp[0..nv) with the valid slots of query token `tok` in t-major slot order (the forward's and the
+  // window's samples: no position gradients, corners of zero weight dropped). off [P, 3] holds the query's offsets
+  // for its group, or is null for zero offsets.
   template <class T>
-  void samples(int64_t tok, const T* off, bool want_grad, bool box, QueryScratch<T>& qs) const {
-    const int64_t idx[3] = {tok / (ext[1] * ext[2]), (tok / ext[2]) % ext[1], tok % ext[2]};
+  void samples(int64_t tok, const T* off, QueryScratch<T>& qs) const {
     int64_t start[3];
+    starts(tok, start);
+    int64_t nv = 0;
+    for (int64_t jt = 0; jt < kc[0]; ++jt)
+      for (int64_t jh = 0; jh < kc[1]; ++jh)
+        for (int64_t jw = 0; jw < kc[2]; ++jw, ++nv) {
+          const int64_t p = (jt * win[1] + jh) * win[2] + jw, j[3] = {jt, jh, jw};
+          AxisSample<T> ax[3];
+          for (int i = 0; i < 3; ++i) ax[i] = axis_sample(start[i] + j[i], off ? off[p * 3 + i] : T(0), ext[i], false);
+          qs.smp[size_t(nv)].slot = int32_t(p);
+          corners(ax, qs.smp[size_t(nv)]);
+        }
+  }
+
+  // The backward's samples (the window's aside): as samples, but every sample keeps its 8 corners, with their
+  // weight derivatives in qs.dw, and the corners' box (qs.lo, qs.hi), their places in it (qs.place) and their bits
+  // in qs.seen are filled for number. A corner of zero weight and zero derivative (the second corner on an axis
+  // clamped at an integer position) adds exact zeros: the sums are those without it, and the code has no branches.
+  template <class T>
+  void samples_box(int64_t tok, const T* off, QueryScratch<T>& qs) const {
+    int64_t start[3];
+    starts(tok, start);
     for (int i = 0; i < 3; ++i) {
-      start[i] = std::clamp(idx[i] - kc[i] / 2, int64_t(0), ext[i] - kc[i]);
       qs.lo[i] = ext[i] - 1;
       qs.hi[i] = 0;
     }
@@ -187,18 +206,46 @@ struct Geometry {
           const int64_t p = (jt * win[1] + jh) * win[2] + jw, j[3] = {jt, jh, jw};
           AxisSample<T>* ax = &qs.ax[size_t(nv * 3)];  // [3]
           for (int i = 0; i < 3; ++i) {
-            ax[i] = axis_sample(start[i] + j[i], off ? off[p * 3 + i] : T(0), ext[i], want_grad);
-            if (!box) continue;
+            ax[i] = axis_sample(start[i] + j[i], off ? off[p * 3 + i] : T(0), ext[i], true);
             qs.lo[i] = std::min(qs.lo[i], ax[i].i0);
             qs.hi[i] = std::max(qs.hi[i], ax[i].i1);
           }
           qs.smp[size_t(nv)].slot = int32_t(p);
-          if (!box) corners(ax, qs, nv, want_grad, false);
         }
-    if (!box) return;
-    qs.wpr = (qs.hi[2] - qs.lo[2] + 64) / 64;
-    qs.seen.assign(size_t((qs.hi[0] - qs.lo[0] + 1) * (qs.hi[1] - qs.lo[1] + 1) * qs.wpr), 0);
-    for (int64_t j = 0; j < nv; ++j) corners(&qs.ax[size_t(j * 3)], qs, j, want_grad, true);
+    const int64_t bh = qs.hi[1] - qs.lo[1] + 1, bw = qs.hi[2] - qs.lo[2] + 1;
+    qs.wpr = (bw + 63) / 64;
+    qs.seen.assign(size_t((qs.hi[0] - qs.lo[0] + 1) * bh * qs.wpr), 0);
+    for (int64_t j = 0; j < nv; ++j) {
+      const AxisSample<T>* ax = &qs.ax[size_t(j * 3)];  // [3]
+      Sample<T>& sm = qs.smp[size_t(j)];
+      CornerGrad<T>& dw = qs.dw[size_t(j)];
+      T wa[3][2], da[3][2];  // per axis and corner: weight, its derivative
+      int64_t at[3][2];      // ... the corner's index
+      for (int i = 0; i < 3; ++i) {
+        wa[i][0] = T(1) - ax[i].f;
+        wa[i][1] = ax[i].f;
+        da[i][0] = -ax[i].g;
+        da[i][1] = ax[i].g;
+        at[i][0] = ax[i].i0;
+        at[i][1] = ax[i].i1;
+      }
+      for (int ct = 0; ct < 2; ++ct)
+        for (int ch = 0; ch < 2; ++ch) {
+          const int64_t r = (at[0][ct] - qs.lo[0]) * bh + at[1][ch] - qs.lo[1];  // box row
+          const int64_t grid_row = (at[0][ct] * ext[1] + at[1][ch]) * ext[2];
+          const T w01 = wa[0][ct] * wa[1][ch], dw0 = da[0][ct] * wa[1][ch], dw1 = wa[0][ct] * da[1][ch];
+          for (int cw = 0; cw < 2; ++cw) {
+            const int c = (ct * 2 + ch) * 2 + cw;
+            const int64_t w = at[2][cw] - qs.lo[2];
+            qs.place[size_t(j * 8 + c)] = int32_t(r * bw + w);
+            qs.seen[size_t(r * qs.wpr + w / 64)] |= uint64_t(1) << (w % 64);
+            sm.tok[c] = int32_t(grid_row + at[2][cw]);
+            sm.w[c] = w01 * wa[2][cw];
+            dw[c] = {dw0 * wa[2][cw], dw1 * wa[2][cw], w01 * da[2][cw]};
+          }
+        }
+      sm.n = 8;
+    }
   }
 
   // Numbers the distinct corner tokens of qs's samples in grid order: toks[0..u) gets them, each corner's tok its
@@ -250,35 +297,28 @@ struct Geometry {
   }
 
  private:
-  // The corners of sample j from its axis samples ax [3]; when box, their places in the box and their bits in seen.
+  // The window starts of query token `tok` per axis.
+  void starts(int64_t tok, int64_t* start) const {
+    const int64_t idx[3] = {tok / (ext[1] * ext[2]), (tok / ext[2]) % ext[1], tok % ext[2]};
+    for (int i = 0; i < 3; ++i) start[i] = std::clamp(idx[i] - kc[i] / 2, int64_t(0), ext[i] - kc[i]);
+  }
+
+  // A sample's corners and weights from its axis samples ax [3], those of zero weight dropped.
   template <class T>
-  void corners(const AxisSample<T>* ax, QueryScratch<T>& qs, int64_t j, bool want_grad, bool box) const {
-    Sample<T>& sm = qs.smp[size_t(j)];
+  void corners(const AxisSample<T>* ax, Sample<T>& sm) const {
     sm.n = 0;
     for (int ct = 0; ct < ax[0].n; ++ct)
       for (int ch = 0; ch < ax[1].n; ++ch)
         for (int cw = 0; cw < ax[2].n; ++cw) {
           const int c[3] = {ct, ch, cw};
-          T wa[3], da[3];  // per-axis weight and its derivative
-          int64_t at[3];   // corner index per axis
+          T w = 1;
+          int64_t at[3];  // corner index per axis
           for (int i = 0; i < 3; ++i) {
-            wa[i] = c[i] ? ax[i].f : T(1) - ax[i].f;
-            da[i] = c[i] ? ax[i].g : -ax[i].g;
+            w *= c[i] ? ax[i].f : T(1) - ax[i].f;
             at[i] = c[i] ? ax[i].i1 : ax[i].i0;
           }
-          if (box) {
-            const int64_t r = (at[0] - qs.lo[0]) * (qs.hi[1] - qs.lo[1] + 1) + at[1] - qs.lo[1], w = at[2] - qs.lo[2];
-            qs.place[size_t(j * 8 + sm.n)] = int32_t(r * (qs.hi[2] - qs.lo[2] + 1) + w);
-            qs.seen[size_t(r * qs.wpr + w / 64)] |= uint64_t(1) << (w % 64);
-          }
           sm.tok[sm.n] = int32_t((at[0] * ext[1] + at[1]) * ext[2] + at[2]);
-          sm.w[sm.n] = wa[0] * wa[1] * wa[2];
-          if (want_grad) {
-            qs.dw[size_t(j)][sm.n][0] = da[0] * wa[1] * wa[2];
-            qs.dw[size_t(j)][sm.n][1] = wa[0] * da[1] * wa[2];
-            qs.dw[size_t(j)][sm.n][2] = wa[0] * wa[1] * da[2];
-          }
-          ++sm.n;
+          sm.w[sm.n++] = w;
         }
   }
 };
@@ -344,13 +384,19 @@ struct Backward {
     const bool window = !offsets && !doffsets;  // one corner per slot: the window's tokens, each once
     for (int64_t g = 0; g < G; ++g) {
       const int64_t sg = slot(b, m) * G + g;
-      int32_t* tk = toks.data() + sg * 8 * nv;  // [8 nv]
-      geo.samples(l, offsets ? offsets + ((b * L + l) * G + g) * P * 3 : nullptr, doffsets != nullptr, !window, qs);
+      int32_t* tk = toks.data() + sg * 8 * nv;                                     // [8 nv]
+      const T* off = offsets ? offsets + ((b * L + l) * G + g) * P * 3 : nullptr;  // [P, 3]
+      if (window)
+        geo.samples(l, off, qs);
+      else
+        geo.samples_box(l, off, qs);
       int32_t* rn = runs.data() + sg * 16 * nv;  // [8 nv, 2]
       const int32_t u =
           (counts[size_t(sg)] = window ? geo.number_window(qs, nv, tk, rn) : geo.number(qs, nv, tk, rn)).u;
       if (doffsets) std::fill(dpos, dpos + P * 3, T(0));
-      for (int64_t n = g * hpg; n < (g + 1) * hpg; ++n) query_head(b, m, n, qs, tk, u, doffsets ? dpos : nullptr, dc);
+      T* dp = doffsets ? dpos : nullptr;
+      for (int64_t n = g * hpg; n < (g + 1) * hpg; ++n)
+        window ? query_head<1>(b, m, n, qs, tk, u, dp, dc) : query_head<8>(b, m, n, qs, tk, u, dp, dc);
       if (!doffsets) continue;
       T* dst = doffsets + ((b * L + l) * G + g) * P * 3;  // [P, 3]
       for (int64_t e = 0; e < P * 3; ++e) dst[e] += dpos[e];
@@ -359,40 +405,40 @@ struct Backward {
 
   // ... of one head: the distinct tokens' q.k and dout.v give each sample's probability p and score gradient ds;
   // dpos [P, 3] += the head's position gradients (null: none wanted); the tokens' shares go to coef, and dq += them.
-  template <class D>
+  // Corners: the samples' corners per sample, 8 (samples_box) or 1 (the window's).
+  template <int Corners, class D>
   void query_head(int64_t b, int64_t m, int64_t n, QueryScratch<T>& qs, const int32_t* tk, int32_t u, T* dpos, D dc) {
     const int64_t l = geo.query(m), row = at(b, l, n), k0 = at(b, 0, n), stride = nh * d;
     const T *qr = q + row, *dor = dout + row;  // [d]
     const T delta = dot(dor, out + row, dc), lse_l = lse[(b * nh + n) * L + l];
+    T *qk = qs.qk.data(), *dov = qs.dov.data();  // [u]
     for (int32_t t = 0; t < u; ++t)
-      dot2(qr, k + k0 + tk[t] * stride, dor, v + k0 + tk[t] * stride, dc, &qs.qk[size_t(t)], &qs.dov[size_t(t)]);
+      dot2(qr, k + k0 + tk[t] * stride, dor, v + k0 + tk[t] * stride, dc, qk + t, dov + t);
     T* cf = coef.data() + (slot(b, m) * nh + n) * 8 * nv * 2;  // [u, 2]
     std::fill(cf, cf + 2 * u, T(0));
     for (int64_t j = 0; j < nv; ++j) {
       const Sample<T>& sm = qs.smp[size_t(j)];
       T s = 0, dp = 0;
-      for (int c = 0; c < sm.n; ++c) {
-        s += sm.w[c] * qs.qk[size_t(sm.tok[c])];
-        dp += sm.w[c] * qs.dov[size_t(sm.tok[c])];
+      for (int c = 0; c < Corners; ++c) {
+        s += sm.w[c] * qk[sm.tok[c]];
+        dp += sm.w[c] * dov[sm.tok[c]];
       }
       const T p = std::exp(s * scale - lse_l), ds = p * (dp - delta) * scale;  // probability, d score * scale
-      for (int c = 0; c < sm.n; ++c) {
+      for (int c = 0; c < Corners; ++c) {
         cf[2 * sm.tok[c]] += ds * sm.w[c];
         cf[2 * sm.tok[c] + 1] += p * sm.w[c];
       }
-      if (dpos) position_grad(sm, qs.dw[size_t(j)], qs, p, ds, dpos + sm.slot * 3);
+      if (!dpos) continue;
+      // d loss / d position: the weight derivatives times each corner's d score share.
+      const CornerGrad<T>& dw = qs.dw[size_t(j)];
+      T e[Corners], acc[3] = {0, 0, 0};
+      for (int c = 0; c < Corners; ++c) e[c] = ds * qk[sm.tok[c]] + p * dov[sm.tok[c]];
+      for (int c = 0; c < Corners; ++c)
+        for (int ax = 0; ax < 3; ++ax) acc[ax] += dw[c][ax] * e[c];
+      for (int ax = 0; ax < 3; ++ax) dpos[sm.slot * 3 + ax] += acc[ax];
     }
     T* dqr = dq + row;  // [d]
     for (int32_t t = 0; t < u; ++t) axpy(cf[2 * t], k + k0 + tk[t] * stride, dqr, dc);
-  }
-
-  // d loss / d position of one sample, added to dp [3]: the weight derivatives times each corner's d score share.
-  static void position_grad(const Sample<T>& sm, const CornerGrad<T>& dw, const QueryScratch<T>& qs, T p, T ds, T* dp) {
-    for (int ax = 0; ax < 3; ++ax) {
-      T acc = 0;
-      for (int c = 0; c < sm.n; ++c) acc += dw[c][ax] * (ds * qs.qk[size_t(sm.tok[c])] + p * qs.dov[size_t(sm.tok[c])]);
-      dp[ax] += acc;
-    }
   }
 
   // Phase 2 for the grid rows r = t * H + h with r % parts == part of sample b, over the pass's queries [c0, c1) in
@@ -437,7 +483,7 @@ void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T
       for (int64_t m = m0; m < m1; ++m) {
         const int64_t l = geo.query(m), row = b * L + l;  // query token, its row in [B*L]
         for (int64_t g = 0; g < G; ++g) {
-          geo.samples(l, offsets ? offsets + (row * G + g) * P * 3 : nullptr, false, false, qs);
+          geo.samples(l, offsets ? offsets + (row * G + g) * P * 3 : nullptr, qs);
           for (int64_t n = g * hpg; n < (g + 1) * hpg; ++n) {
             const int64_t k0 = (b * L * nh + n) * dims.d;  // row tok of this head at k0 + tok * stride
             lse[(b * nh + n) * L + l] = forward_head(qs, nv, q + (row * nh + n) * dims.d, k + k0, v + k0, stride, scale,
