@@ -1,4 +1,17 @@
+// The DSA kernels (ops/dsa.h), compiled for every SIMD target by Highway's foreach_target and picked at run time
+// (HWY_DYNAMIC_DISPATCH): the loops are plain C++, which the compiler vectorises for each target. The results are
+// deterministic for a given machine; targets differ in the last bits (FMA contraction, vector widths). AVX-512 is
+// left out: on both machines measured (an AMD EPYC with AVX-512, an Intel Xeon) it was slower than AVX2 or no faster
+// (docs/benchmarks.md).
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_AVX3 | HWY_AVX3_DL)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/dsa.cpp"
 #include "ops/dsa.h"
+
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
 
 #include <algorithm>
 #include <array>
@@ -10,11 +23,12 @@
 #include "core/check.h"
 #include "core/parallel.h"
 
-namespace ms::cpu {
+HWY_BEFORE_NAMESPACE();
+namespace ms::cpu::HWY_NAMESPACE {
 namespace {
 
 constexpr int64_t kTileQ = 16;              // queries per task (forward, backward phase 1)
-constexpr int64_t kColumn = 16;             // query order: width of the column blocks the grid is walked in
+constexpr int64_t kBlock[3] = {4, 8, 8};    // query order: the blocks (t, h, w) the grid is walked in
 constexpr int64_t kScratchBytes = 4 << 20;  // backward: corner tokens and coefficients of one pass of queries
 
 // Calls f(d) with the head dim as a compile-time constant for the common sizes, so that the per-corner loops
@@ -157,15 +171,21 @@ struct Geometry {
 
   int64_t valid() const { return kc[0] * kc[1] * kc[2]; }  // valid slots per query, nv
 
-  // Query order: the grid is cut into column blocks kColumn tokens wide (the last may be narrower) and walked
-  // block by block, (t, h, w) inside each, so that the K/V rows which consecutive queries reach (a few frames x
-  // rows x a block's width plus the halo) stay in cache however wide the video. Returns the token of the m-th
-  // query, m in [0, L).
+  // Query order: the grid is cut into blocks of kBlock tokens (t, h, w; smaller at the far ends), walked in raster
+  // order, (t, h, w) inside each, so that the K/V rows which a pass of queries reaches (the block plus the halo)
+  // stay in cache however large the video. Returns the token of the m-th query, m in [0, L).
   int64_t query(int64_t m) const {
-    const int64_t cb = std::min(kColumn, ext[2]), rows = ext[0] * ext[1], full = ext[2] / cb;
-    const int64_t block = std::min(m / (rows * cb), full), width = block < full ? cb : ext[2] - full * cb;
-    const int64_t rem = m - block * rows * cb;
-    return (rem / width) * ext[2] + block * cb + rem % width;
+    int64_t start[3], size[3];
+    for (int i = 0; i < 3; ++i) {  // m's block along axis i, then m within that slab
+      // queries per unit of axis i in the current slab: the blocks found so far times the axes not yet cut
+      const int64_t inner = i == 0 ? ext[1] * ext[2] : i == 1 ? size[0] * ext[2] : size[0] * size[1];
+      const int64_t bs = std::min(kBlock[i], ext[i]), block = std::min(m / (bs * inner), ext[i] / bs);
+      start[i] = block * bs;
+      size[i] = std::min(bs, ext[i] - start[i]);
+      m -= start[i] * inner;
+    }
+    return ((start[0] + m / (size[1] * size[2])) * ext[1] + start[1] + m / size[2] % size[1]) * ext[2] + start[2] +
+           m % size[2];
   }
 
   // Fills qs.smp[0..nv) with the valid slots of query token `tok` in t-major slot order (the forward's and the
@@ -468,8 +488,8 @@ struct Backward {
 }  // namespace
 
 template <class T>
-void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& dims,
-                 const DsaArgs& a) {
+void forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& dims,
+             const DsaArgs& a) {
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
   const int64_t L = dims.L(), nh = dims.nh, P = a.P(), G = a.groups, hpg = nh / G, nv = geo.valid();
@@ -497,8 +517,8 @@ void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T
 }
 
 template <class T>
-void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
-                  T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a) {
+void backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout, T* dq,
+              T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a) {
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
   const int64_t B = dims.B, L = dims.L(), nh = dims.nh, G = a.groups, nv = geo.valid();
@@ -549,6 +569,53 @@ void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T*
   });
 }
 
+#define MS_TARGET_ENTRIES(T, S)                                                                                        \
+  void DsaForward##S(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse,                             \
+                     const VideoAttentionDims& dims, const DsaArgs& a) {                                               \
+    forward(q, k, v, offsets, out, lse, dims, a);                                                                      \
+  }                                                                                                                    \
+  void DsaBackward##S(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout, \
+                      T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a) {            \
+    backward(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);                                         \
+  }
+MS_TARGET_ENTRIES(float, F)
+MS_TARGET_ENTRIES(double, D)
+#undef MS_TARGET_ENTRIES
+
+}  // namespace ms::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ms::cpu {
+
+HWY_EXPORT(DsaForwardF);
+HWY_EXPORT(DsaForwardD);
+HWY_EXPORT(DsaBackwardF);
+HWY_EXPORT(DsaBackwardD);
+
+template <>
+void dsa_forward<float>(const float* q, const float* k, const float* v, const float* offsets, float* out, float* lse,
+                        const VideoAttentionDims& dims, const DsaArgs& a) {
+  HWY_DYNAMIC_DISPATCH(DsaForwardF)(q, k, v, offsets, out, lse, dims, a);
+}
+template <>
+void dsa_forward<double>(const double* q, const double* k, const double* v, const double* offsets, double* out,
+                         double* lse, const VideoAttentionDims& dims, const DsaArgs& a) {
+  HWY_DYNAMIC_DISPATCH(DsaForwardD)(q, k, v, offsets, out, lse, dims, a);
+}
+template <>
+void dsa_backward<float>(const float* q, const float* k, const float* v, const float* offsets, const float* out,
+                         const float* lse, const float* dout, float* dq, float* dk, float* dv, float* doffsets,
+                         const VideoAttentionDims& dims, const DsaArgs& a) {
+  HWY_DYNAMIC_DISPATCH(DsaBackwardF)(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);
+}
+template <>
+void dsa_backward<double>(const double* q, const double* k, const double* v, const double* offsets, const double* out,
+                          const double* lse, const double* dout, double* dq, double* dk, double* dv, double* doffsets,
+                          const VideoAttentionDims& dims, const DsaArgs& a) {
+  HWY_DYNAMIC_DISPATCH(DsaBackwardD)(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);
+}
+
 template <class T>
 void dsa_offsets_forward(const T* raw, T* offsets, const std::array<double, 3>& range, int64_t N, int64_t M) {
   parallel_for(
@@ -574,15 +641,12 @@ void dsa_offsets_backward(const T* raw, const T* doffsets, T* draw, const std::a
       min_parallel_for_work(N, 20.0 * double(N * M * 3)));
 }
 
-#define MS_INSTANTIATE(T)                                                                                             \
-  template void dsa_forward<T>(const T*, const T*, const T*, const T*, T*, T*, const VideoAttentionDims&,             \
-                               const DsaArgs&);                                                                       \
-  template void dsa_backward<T>(const T*, const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*, T*, \
-                                const VideoAttentionDims&, const DsaArgs&);                                           \
-  template void dsa_offsets_forward<T>(const T*, T*, const std::array<double, 3>&, int64_t, int64_t);                 \
+#define MS_INSTANTIATE(T)                                                                             \
+  template void dsa_offsets_forward<T>(const T*, T*, const std::array<double, 3>&, int64_t, int64_t); \
   template void dsa_offsets_backward<T>(const T*, const T*, T*, const std::array<double, 3>&, int64_t, int64_t);
 MS_INSTANTIATE(float)
 MS_INSTANTIATE(double)
 #undef MS_INSTANTIATE
 
 }  // namespace ms::cpu
+#endif  // HWY_ONCE
