@@ -18,9 +18,7 @@ template <class T>
 void head_forward(const ModelConfig& c, const ModelDims& d, const HeadW<const T*>& w, const T* x, const T* e,
                   const HeadActs<T>& a, T* out) {
   const int64_t N = d.N(), D = c.dim, Po = c.out_dim * c.patch_volume();
-  for (int64_t b = 0; b < d.B; ++b)
-    for (int64_t i = 0; i < 2; ++i)
-      for (int64_t k = 0; k < D; ++k) a.hm[(b * 2 + i) * D + k] = w.modulation[i * D + k] + e[b * D + k];
+  cpu::modulation_forward(w.modulation, e, a.hm, d.B, 2, D, false);
   cpu::layernorm_forward<T>(x, nullptr, nullptr, a.ln, a.mean, a.rstd, N, D, c.eps);
   cpu::modulate_forward(a.ln, a.hm, a.hm + D, a.xm, d.B, d.L, D, 2 * D);
   cpu::linear_forward(a.xm, w.head.w, w.head.b, a.y, N, D, Po);
@@ -40,12 +38,7 @@ void head_backward(const ModelConfig& c, const ModelDims& d, const HeadW<const T
   cpu::modulate_backward(a.ln, a.hm + D, dxm, dln, dhm, dhm + D, d.B, d.L, D, 2 * D);
   std::fill(dx, dx + N * D, T(0));
   cpu::layernorm_backward<T>(x, nullptr, a.mean, a.rstd, dln, dx, nullptr, nullptr, N, D);
-  for (int64_t b = 0; b < d.B; ++b)
-    for (int64_t i = 0; i < 2; ++i)
-      for (int64_t k = 0; k < D; ++k) {
-        gw.modulation[i * D + k] += dhm[(b * 2 + i) * D + k];
-        de[b * D + k] += dhm[(b * 2 + i) * D + k];
-      }
+  cpu::modulation_backward(dhm, gw.modulation, de, d.B, 2, D, false);
 }
 
 #define MS_INSTANTIATE(T)                                                                                         \

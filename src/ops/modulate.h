@@ -30,6 +30,17 @@ template <class T>
 void gate_residual_backward(const T* y, const T* gate, const T* dout, T* dx, T* dy, T* dgate, int64_t B, int64_t L,
                             int64_t C, int64_t stride);
 
+// The stages' AdaLN modulation from the time embedding: mod[b, i, c] = param[i*C + c] + e[b, i, c] for
+// param [K, C] and mod [B, K, C]; e is [B, K, C] when per_chunk (the block's e0), else [B, C] shared by the K chunks
+// (the head's e).
+template <class T>
+void modulation_forward(const T* param, const T* e, T* mod, int64_t B, int64_t K, int64_t C, bool per_chunk);
+
+// Inverts modulation_forward given dmod [B, K, C]: dparam += sum over b, de += dmod (summed over i when shared), in
+// the order b, i.
+template <class T>
+void modulation_backward(const T* dmod, T* dparam, T* de, int64_t B, int64_t K, int64_t C, bool per_chunk);
+
 }  // namespace ms::cpu
 
 // The CUDA kernels (backend/cuda/modulate.cu), enqueued on `stream`: x, y, dy, dx, out, dout bf16 activations;
@@ -48,5 +59,10 @@ void gate_residual_forward(const uint16_t* x, const uint16_t* y, const float* ga
 void gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t* dout, uint16_t* dx, uint16_t* dy,
                             float* dgate, float* scratch, int64_t B, int64_t L, int64_t C, int64_t stride,
                             CUstream_st* stream);
+// The modulation: param bf16 (a weight), e, mod and the gradients fp32; the same sums in the same order as the CPU.
+void modulation_forward(const uint16_t* param, const float* e, float* mod, int64_t B, int64_t K, int64_t C,
+                        bool per_chunk, CUstream_st* stream);
+void modulation_backward(const float* dmod, float* dparam, float* de, int64_t B, int64_t K, int64_t C, bool per_chunk,
+                         CUstream_st* stream);
 
 }  // namespace ms::cuda

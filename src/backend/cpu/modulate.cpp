@@ -27,12 +27,15 @@ void for_batch_channel_blocks(int64_t B, int64_t C, F&& fn) {
 template <class T>
 void modulate_forward(const T* x, const T* shift, const T* scale, T* y, int64_t B, int64_t L, int64_t C,
                       int64_t stride) {
-  parallel_for(B * L, [&](int64_t r) {
-    const int64_t b = r / L;
-    const T* sh = shift + b * stride;  // [C]
-    const T* sc = scale + b * stride;  // [C]
-    for (int64_t c = 0; c < C; ++c) y[r * C + c] = x[r * C + c] * (T(1) + sc[c]) + sh[c];
-  }, 16);
+  parallel_for(
+      B * L,
+      [&](int64_t r) {
+        const int64_t b = r / L;
+        const T* sh = shift + b * stride;  // [C]
+        const T* sc = scale + b * stride;  // [C]
+        for (int64_t c = 0; c < C; ++c) y[r * C + c] = x[r * C + c] * (T(1) + sc[c]) + sh[c];
+      },
+      16);
 }
 
 template <class T>
@@ -60,17 +63,20 @@ void modulate_backward(const T* x, const T* scale, const T* dy, T* dx, T* dshift
 template <class T>
 void gate_residual_forward(const T* x, const T* y, const T* gate, T* out, int64_t B, int64_t L, int64_t C,
                            int64_t stride) {
-  parallel_for(B * L, [&](int64_t r) {
-    const T* g = gate ? gate + (r / L) * stride : nullptr;  // [C] or null
-    for (int64_t c = 0; c < C; ++c) out[r * C + c] = x[r * C + c] + (g ? y[r * C + c] * g[c] : y[r * C + c]);
-  }, 16);
+  parallel_for(
+      B * L,
+      [&](int64_t r) {
+        const T* g = gate ? gate + (r / L) * stride : nullptr;  // [C] or null
+        for (int64_t c = 0; c < C; ++c) out[r * C + c] = x[r * C + c] + (g ? y[r * C + c] * g[c] : y[r * C + c]);
+      },
+      16);
 }
 
 template <class T>
 void gate_residual_backward(const T* y, const T* gate, const T* dout, T* dx, T* dy, T* dgate, int64_t B, int64_t L,
                             int64_t C, int64_t stride) {
   for_batch_channel_blocks(B, C, [&](int64_t b, int64_t c0, int64_t c1) {
-    std::vector<double> sg(c1 - c0, 0.0);           // [c1 - c0]
+    std::vector<double> sg(c1 - c0, 0.0);             // [c1 - c0]
     const T* g = gate ? gate + b * stride : nullptr;  // [C] or null
     for (int64_t l = 0; l < L; ++l) {
       const int64_t r = (b * L + l) * C;
@@ -86,20 +92,43 @@ void gate_residual_backward(const T* y, const T* gate, const T* dout, T* dx, T* 
   });
 }
 
+template <class T>
+void modulation_forward(const T* param, const T* e, T* mod, int64_t B, int64_t K, int64_t C, bool per_chunk) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < K; ++i)
+      for (int64_t c = 0; c < C; ++c)
+        mod[(b * K + i) * C + c] = param[i * C + c] + e[per_chunk ? (b * K + i) * C + c : b * C + c];
+}
+
+template <class T>
+void modulation_backward(const T* dmod, T* dparam, T* de, int64_t B, int64_t K, int64_t C, bool per_chunk) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < K; ++i)
+      for (int64_t c = 0; c < C; ++c) {
+        const T g = dmod[(b * K + i) * C + c];
+        dparam[i * C + c] += g;
+        de[per_chunk ? (b * K + i) * C + c : b * C + c] += g;
+      }
+}
+
+template void modulation_forward<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
+template void modulation_forward<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, bool);
+template void modulation_backward<float>(const float*, float*, float*, int64_t, int64_t, int64_t, bool);
+template void modulation_backward<double>(const double*, double*, double*, int64_t, int64_t, int64_t, bool);
 template void modulate_forward<float>(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t,
                                       int64_t);
-template void modulate_forward<double>(const double*, const double*, const double*, double*, int64_t, int64_t,
-                                       int64_t, int64_t);
+template void modulate_forward<double>(const double*, const double*, const double*, double*, int64_t, int64_t, int64_t,
+                                       int64_t);
 template void modulate_backward<float>(const float*, const float*, const float*, float*, float*, float*, int64_t,
                                        int64_t, int64_t, int64_t);
-template void modulate_backward<double>(const double*, const double*, const double*, double*, double*, double*,
-                                        int64_t, int64_t, int64_t, int64_t);
-template void gate_residual_forward<float>(const float*, const float*, const float*, float*, int64_t, int64_t,
-                                           int64_t, int64_t);
+template void modulate_backward<double>(const double*, const double*, const double*, double*, double*, double*, int64_t,
+                                        int64_t, int64_t, int64_t);
+template void gate_residual_forward<float>(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t,
+                                           int64_t);
 template void gate_residual_forward<double>(const double*, const double*, const double*, double*, int64_t, int64_t,
                                             int64_t, int64_t);
-template void gate_residual_backward<float>(const float*, const float*, const float*, float*, float*, float*,
-                                            int64_t, int64_t, int64_t, int64_t);
+template void gate_residual_backward<float>(const float*, const float*, const float*, float*, float*, float*, int64_t,
+                                            int64_t, int64_t, int64_t);
 template void gate_residual_backward<double>(const double*, const double*, const double*, double*, double*, double*,
                                              int64_t, int64_t, int64_t, int64_t);
 

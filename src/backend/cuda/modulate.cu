@@ -67,4 +67,36 @@ void gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t
   }
 }
 
+namespace {
+
+// One thread per channel c, looping over b and i in order: the sums into dparam and a shared de are those of the CPU.
+__global__ void modulation_backward_kernel(const float* dmod, float* dparam, float* de, int64_t B, int64_t K, int64_t C,
+                                           bool per_chunk) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < K; ++i) {
+      const float g = dmod[(b * K + i) * C + c];
+      dparam[i * C + c] += g;
+      de[per_chunk ? (b * K + i) * C + c : b * C + c] += g;
+    }
+}
+
+}  // namespace
+
+void modulation_forward(const uint16_t* param, const float* e, float* mod, int64_t B, int64_t K, int64_t C,
+                        bool per_chunk, Stream stream) {
+  launch(B, K, C, stream, [=] __device__(int64_t i, int64_t b, int64_t c) {
+    const int64_t chunk = i / C % K;
+    mod[i] = load(param, chunk * C + c) + e[per_chunk ? i : b * C + c];
+  });
+}
+
+void modulation_backward(const float* dmod, float* dparam, float* de, int64_t B, int64_t K, int64_t C, bool per_chunk,
+                         Stream stream) {
+  if (C == 0) return;
+  modulation_backward_kernel<<<unsigned((C + 255) / 256), 256, 0, stream>>>(dmod, dparam, de, B, K, C, per_chunk);
+  MS_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace ms::cuda

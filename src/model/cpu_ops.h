@@ -1,0 +1,93 @@
+// The CPU ops policy of model/block_impl.h: every op is the src/ops CPU kernel on T, activations,
+// statistics, weights and gradients alike.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+#include "ops/modulate.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+
+namespace ms {
+
+template <class T>
+struct CpuOps {
+  using Act = T;
+  using Stat = T;
+  using Weight = T;
+  using Grad = T;
+  static constexpr bool kLocalAttention = true;      // window and DSA kernels exist
+  static constexpr bool kFusedNormModulate = false;  // the normalised tensor is kept for modulate_backward
+
+  void zero(T* p, int64_t n) { std::fill(p, p + n, T(0)); }
+  void copy(T* dst, const T* src, int64_t n) { std::memcpy(dst, src, sizeof(T) * size_t(n)); }
+
+  void modulation_forward(const T* param, const T* e, T* mod, int64_t B, int64_t K, int64_t C, bool per_chunk) {
+    cpu::modulation_forward(param, e, mod, B, K, C, per_chunk);
+  }
+  void modulation_backward(const T* dmod, T* dparam, T* de, int64_t B, int64_t K, int64_t C, bool per_chunk) {
+    cpu::modulation_backward(dmod, dparam, de, B, K, C, per_chunk);
+  }
+  // LayerNorm without affine (into ln) followed by the modulation: y = ln * (1 + scale) + shift.
+  void norm_modulate_forward(const T* x, const T* shift, const T* scale, T* ln, T* y, T* mean, T* rstd, int64_t B,
+                             int64_t L, int64_t C, int64_t stride, double eps) {
+    cpu::layernorm_forward<T>(x, nullptr, nullptr, ln, mean, rstd, B * L, C, eps);
+    cpu::modulate_forward(ln, shift, scale, y, B, L, C, stride);
+  }
+  // Inverts it: dx +=, dshift, dscale +=; tmp [B*L, C] is clobbered.
+  void norm_modulate_backward(const T* x, const T* ln, const T* mean, const T* rstd, const T* scale, const T* dy,
+                              T* tmp, T* dx, T* dshift, T* dscale, int64_t B, int64_t L, int64_t C, int64_t stride) {
+    zero(tmp, B * L * C);
+    cpu::modulate_backward(ln, scale, dy, tmp, dshift, dscale, B, L, C, stride);
+    cpu::layernorm_backward<T>(x, nullptr, mean, rstd, tmp, dx, nullptr, nullptr, B * L, C);
+  }
+  void layernorm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t N, int64_t C, double eps) {
+    cpu::layernorm_forward(x, w, b, y, mean, rstd, N, C, eps);
+  }
+  void layernorm_backward(const T* x, const T* w, const T* mean, const T* rstd, const T* dy, T* dx, T* dw, T* db,
+                          int64_t N, int64_t C) {
+    cpu::layernorm_backward(x, w, mean, rstd, dy, dx, dw, db, N, C);
+  }
+  void rmsnorm_forward(const T* x, const T* w, T* y, T* rstd, int64_t N, int64_t C, double eps) {
+    cpu::rmsnorm_forward(x, w, y, rstd, N, C, eps);
+  }
+  void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw, int64_t N, int64_t C) {
+    cpu::rmsnorm_backward(x, w, rstd, dy, dx, dw, N, C);
+  }
+  void linear_forward(const T* x, const T* w, const T* b, T* y, int64_t N, int64_t in, int64_t out) {
+    cpu::linear_forward(x, w, b, y, N, in, out);
+  }
+  void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t N, int64_t in, int64_t out) {
+    cpu::linear_backward(x, w, dy, dx, dw, db, N, in, out);
+  }
+  void rope_forward(const T* x, T* y, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh, int64_t d) {
+    cpu::rope_forward(x, y, B, F, H, W, nh, d);
+  }
+  void rope_backward(const T* dy, T* dx, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh, int64_t d) {
+    cpu::rope_backward(dy, dx, B, F, H, W, nh, d);
+  }
+  void gelu_tanh_forward(const T* x, T* y, int64_t n) { cpu::gelu_tanh_forward(x, y, n); }
+  void gelu_tanh_backward(const T* x, const T* dy, T* dx, int64_t n) { cpu::gelu_tanh_backward(x, dy, dx, n); }
+  void gate_residual_forward(const T* x, const T* y, const T* gate, T* out, int64_t B, int64_t L, int64_t C,
+                             int64_t stride) {
+    cpu::gate_residual_forward(x, y, gate, out, B, L, C, stride);
+  }
+  void gate_residual_backward(const T* y, const T* gate, const T* dout, T* dx, T* dy, T* dgate, int64_t B, int64_t L,
+                              int64_t C, int64_t stride) {
+    cpu::gate_residual_backward(y, gate, dout, dx, dy, dgate, B, L, C, stride);
+  }
+  void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const cpu::AttentionDims& a) {
+    cpu::attention_forward(q, k, v, out, lse, a);
+  }
+  void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk,
+                          T* dv, const cpu::AttentionDims& a) {
+    cpu::attention_backward(q, k, v, out, lse, dout, dq, dk, dv, a);
+  }
+};
+
+}  // namespace ms
