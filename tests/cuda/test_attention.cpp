@@ -1,72 +1,18 @@
 // The plain CUDA attention kernel against float64 loops (softmax written out), for self- and cross-attention
 // shapes, key counts over one chunk of the kernel, and head dims over its threads. Skipped without a GPU.
-#include <cmath>
-
 #include "cuda_util.h"
 #include "ops/attention.h"
+#include "reference_ops.h"
 
 namespace ms::test {
 namespace {
-
-struct Reference {
-  std::vector<double> out, lse, dq, dk, dv;
-};
-
-// softmax(q k^T / sqrt(d)) v per head and its gradients, in float64; dq, dk, dv start from the given values.
-Reference reference_attention(const cpu::AttentionDims& a, const std::vector<double>& q, const std::vector<double>& k,
-                              const std::vector<double>& v, const std::vector<double>& dout, std::vector<double> dq,
-                              std::vector<double> dk, std::vector<double> dv) {
-  Reference r{std::vector<double>(q.size()), std::vector<double>(static_cast<size_t>(a.B * a.nh * a.Lq)), {}, {}, {}};
-  const double scale = 1.0 / std::sqrt(double(a.d));
-  auto at = [&](int64_t b, int64_t i, int64_t h, int64_t L) {
-    return static_cast<size_t>(((b * L + i) * a.nh + h) * a.d);
-  };
-  for (int64_t b = 0; b < a.B; ++b)
-    for (int64_t h = 0; h < a.nh; ++h)
-      for (int64_t i = 0; i < a.Lq; ++i) {
-        std::vector<double> p(static_cast<size_t>(a.Lk));
-        double mx = -1e300, sum = 0;
-        for (int64_t j = 0; j < a.Lk; ++j) {
-          double s = 0;
-          for (int64_t c = 0; c < a.d; ++c)
-            s += q[at(b, i, h, a.Lq) + static_cast<size_t>(c)] * k[at(b, j, h, a.Lk) + static_cast<size_t>(c)];
-          p[static_cast<size_t>(j)] = s * scale;
-          mx = std::max(mx, p[static_cast<size_t>(j)]);
-        }
-        for (double& x : p) sum += (x = std::exp(x - mx));
-        for (double& x : p) x /= sum;
-        r.lse[static_cast<size_t>((b * a.nh + h) * a.Lq + i)] = mx + std::log(sum);
-        double delta = 0;
-        for (int64_t c = 0; c < a.d; ++c) {
-          double o = 0;
-          for (int64_t j = 0; j < a.Lk; ++j)
-            o += p[static_cast<size_t>(j)] * v[at(b, j, h, a.Lk) + static_cast<size_t>(c)];
-          r.out[at(b, i, h, a.Lq) + static_cast<size_t>(c)] = o;
-          delta += o * dout[at(b, i, h, a.Lq) + static_cast<size_t>(c)];
-        }
-        for (int64_t j = 0; j < a.Lk; ++j) {
-          double dp = 0;
-          for (int64_t c = 0; c < a.d; ++c)
-            dp += dout[at(b, i, h, a.Lq) + static_cast<size_t>(c)] * v[at(b, j, h, a.Lk) + static_cast<size_t>(c)];
-          const double ds = p[static_cast<size_t>(j)] * (dp - delta) * scale;
-          for (int64_t c = 0; c < a.d; ++c) {
-            dq[at(b, i, h, a.Lq) + static_cast<size_t>(c)] += ds * k[at(b, j, h, a.Lk) + static_cast<size_t>(c)];
-            dk[at(b, j, h, a.Lk) + static_cast<size_t>(c)] += ds * q[at(b, i, h, a.Lq) + static_cast<size_t>(c)];
-            dv[at(b, j, h, a.Lk) + static_cast<size_t>(c)] +=
-                p[static_cast<size_t>(j)] * dout[at(b, i, h, a.Lq) + static_cast<size_t>(c)];
-          }
-        }
-      }
-  r.dq = std::move(dq), r.dk = std::move(dk), r.dv = std::move(dv);
-  return r;
-}
 
 void check(const cpu::AttentionDims& a, uint64_t seed) {
   const size_t nq = static_cast<size_t>(a.B * a.Lq * a.nh * a.d), nk = static_cast<size_t>(a.B * a.Lk * a.nh * a.d);
   auto q = random_bf16(nq, seed, 2.0), k = random_bf16(nk, seed + 1, 2.0), v = random_bf16(nk, seed + 2),
        dout = random_bf16(nq, seed + 3), dq0 = random_bf16(nq, seed + 4, kAccumulateScale),
        dk0 = random_bf16(nk, seed + 5, kAccumulateScale), dv0 = random_bf16(nk, seed + 6, kAccumulateScale);
-  const Reference ref =
+  const AttentionReference ref =
       reference_attention(a, q.values, k.values, v.values, dout.values, dq0.values, dk0.values, dv0.values);
   DeviceBuffer<uint16_t> gq(q.bits), gk(k.bits), gv(v.bits), gdout(dout.bits), gdq(dq0.bits), gdk(dk0.bits),
       gdv(dv0.bits), gout(std::vector<uint16_t>(nq, 0x7fc0));

@@ -1,0 +1,121 @@
+#include "backend/cuda/cuda_ops.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "backend/cuda/check.h"
+#include "core/check.h"
+#include "ops/activation.h"
+#include "ops/layernorm.h"
+#include "ops/layernorm_modulate.h"
+#include "ops/linear.h"
+#include "ops/modulate.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+
+namespace ms::cuda {
+
+int64_t CudaOps::block_scratch_numel(const ModelConfig& c, const ModelDims& d) {
+  const int64_t N = d.N(), D = c.dim, Nc = d.B * d.Lt, nh = c.num_heads, hd = c.head_dim();
+  return std::max({linear_backward_scratch(N, D), linear_backward_scratch(N, c.ffn_dim), linear_backward_scratch(Nc, D),
+                   layernorm_backward_scratch(N, D), rmsnorm_backward_scratch(N, D), rmsnorm_backward_scratch(Nc, D),
+                   modulate_backward_scratch(d.L, D), layernorm_modulate_backward_scratch(d.L, D),
+                   attention_backward_scratch({d.B, d.L, d.L, nh, hd}),
+                   attention_backward_scratch({d.B, d.L, d.Lt, nh, hd})});
+}
+
+float* CudaOps::scratch_for(int64_t need) const {
+  MS_CHECK(need <= scratch_numel, "CudaOps: an op needs ", need, " floats of scratch, the buffer holds ", scratch_numel,
+           " (size it with CudaOps::block_scratch_numel)");
+  return scratch;
+}
+
+void CudaOps::zero(uint16_t* p, int64_t n) {
+  if (n > 0) MS_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(uint16_t) * size_t(n), stream));
+}
+void CudaOps::zero(float* p, int64_t n) {
+  if (n > 0) MS_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(float) * size_t(n), stream));
+}
+void CudaOps::copy(uint16_t* dst, const uint16_t* src, int64_t n) {
+  if (n > 0) MS_CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(uint16_t) * size_t(n), cudaMemcpyDeviceToDevice, stream));
+}
+
+void CudaOps::modulation_forward(const uint16_t* param, const float* e, float* mod, int64_t B, int64_t K, int64_t C,
+                                 bool per_chunk) {
+  cuda::modulation_forward(param, e, mod, B, K, C, per_chunk, stream);
+}
+void CudaOps::modulation_backward(const float* dmod, float* dparam, float* de, int64_t B, int64_t K, int64_t C,
+                                  bool per_chunk) {
+  cuda::modulation_backward(dmod, dparam, de, B, K, C, per_chunk, stream);
+}
+
+void CudaOps::norm_modulate_forward(const uint16_t* x, const float* shift, const float* scale, uint16_t*, uint16_t* y,
+                                    float* mean, float* rstd, int64_t B, int64_t L, int64_t C, int64_t stride,
+                                    double eps) {
+  layernorm_modulate_forward(x, shift, scale, y, mean, rstd, B, L, C, stride, eps, stream);
+}
+void CudaOps::norm_modulate_backward(const uint16_t* x, const uint16_t*, const float* mean, const float* rstd,
+                                     const float* scale, const uint16_t* dy, uint16_t*, uint16_t* dx, float* dshift,
+                                     float* dscale, int64_t B, int64_t L, int64_t C, int64_t stride) {
+  layernorm_modulate_backward(x, mean, rstd, scale, dy, dx, dshift, dscale,
+                              scratch_for(layernorm_modulate_backward_scratch(L, C)), B, L, C, stride, stream);
+}
+
+void CudaOps::layernorm_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, float* mean,
+                                float* rstd, int64_t N, int64_t C, double eps) {
+  cuda::layernorm_forward(x, w, b, y, mean, rstd, N, C, eps, stream);
+}
+void CudaOps::layernorm_backward(const uint16_t* x, const uint16_t* w, const float* mean, const float* rstd,
+                                 const uint16_t* dy, uint16_t* dx, float* dw, float* db, int64_t N, int64_t C) {
+  cuda::layernorm_backward(x, w, mean, rstd, dy, dx, dw, db, scratch_for(layernorm_backward_scratch(N, C)), N, C,
+                           stream);
+}
+void CudaOps::rmsnorm_forward(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t N, int64_t C,
+                              double eps) {
+  cuda::rmsnorm_forward(x, w, y, rstd, N, C, eps, stream);
+}
+void CudaOps::rmsnorm_backward(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy,
+                               uint16_t* dx, float* dw, int64_t N, int64_t C) {
+  cuda::rmsnorm_backward(x, w, rstd, dy, dx, dw, scratch_for(rmsnorm_backward_scratch(N, C)), N, C, stream);
+}
+void CudaOps::linear_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t N,
+                             int64_t in, int64_t out) {
+  cuda::linear_forward(gemm, x, w, b, y, N, in, out, stream);
+}
+void CudaOps::linear_backward(const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw,
+                              float* db, int64_t N, int64_t in, int64_t out) {
+  cuda::linear_backward(gemm, x, w, dy, dx, dw, db, scratch_for(linear_backward_scratch(N, out)), N, in, out, stream);
+}
+void CudaOps::rope_forward(const uint16_t* x, uint16_t* y, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh,
+                           int64_t d) {
+  cuda::rope_forward(x, y, B, F, H, W, nh, d, stream);
+}
+void CudaOps::rope_backward(const uint16_t* dy, uint16_t* dx, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh,
+                            int64_t d) {
+  cuda::rope_backward(dy, dx, B, F, H, W, nh, d, stream);
+}
+void CudaOps::gelu_tanh_forward(const uint16_t* x, uint16_t* y, int64_t n) { cuda::gelu_tanh_forward(x, y, n, stream); }
+void CudaOps::gelu_tanh_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n) {
+  cuda::gelu_tanh_backward(x, dy, dx, n, stream);
+}
+void CudaOps::gate_residual_forward(const uint16_t* x, const uint16_t* y, const float* gate, uint16_t* out, int64_t B,
+                                    int64_t L, int64_t C, int64_t stride) {
+  cuda::gate_residual_forward(x, y, gate, out, B, L, C, stride, stream);
+}
+void CudaOps::gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t* dout, uint16_t* dx,
+                                     uint16_t* dy, float* dgate, int64_t B, int64_t L, int64_t C, int64_t stride) {
+  cuda::gate_residual_backward(y, gate, dout, dx, dy, dgate, scratch_for(modulate_backward_scratch(L, C)), B, L, C,
+                               stride, stream);
+}
+void CudaOps::attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                                const cpu::AttentionDims& a) {
+  cuda::attention_forward(q, k, v, out, lse, a, stream);
+}
+void CudaOps::attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
+                                 const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                                 const cpu::AttentionDims& a) {
+  cuda::attention_backward(q, k, v, out, lse, dout, dq, dk, dv, scratch_for(attention_backward_scratch(a)), a, stream);
+}
+
+}  // namespace ms::cuda

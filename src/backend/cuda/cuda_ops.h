@@ -1,0 +1,80 @@
+// The CUDA ops policy of model/block_impl.h: bf16 activations and weights, fp32 statistics, modulation and
+// weight gradients, every op enqueued on one stream. GEMMs go through a GemmContext; the deterministic
+// reductions of the backward share one fp32 scratch buffer (block_scratch_numel), which the stream's order
+// makes safe to reuse from op to op. The local attention types have no kernels here yet (issue 6), and the
+// LayerNorm before each modulation is fused with it (the normalised tensor is never written).
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/device.h"
+#include "model/config.h"
+#include "model/dims.h"
+#include "ops/attention.h"
+
+namespace ms::cuda {
+
+class GemmContext;
+
+struct CudaOps {
+  using Act = uint16_t;  // bf16
+  using Stat = float;
+  using Weight = uint16_t;  // bf16
+  using Grad = float;
+  static constexpr bool kLocalAttention = false;
+  static constexpr bool kFusedNormModulate = true;
+
+  GemmContext& gemm;
+  Stream stream;
+  float* scratch;         // [scratch_numel] on the device
+  int64_t scratch_numel;  // >= block_scratch_numel of the shapes it runs
+
+  // The fp32 scratch one block's backward needs.
+  static int64_t block_scratch_numel(const ModelConfig& c, const ModelDims& d);
+
+  void zero(uint16_t* p, int64_t n);
+  void zero(float* p, int64_t n);
+  void copy(uint16_t* dst, const uint16_t* src, int64_t n);
+
+  void modulation_forward(const uint16_t* param, const float* e, float* mod, int64_t B, int64_t K, int64_t C,
+                          bool per_chunk);
+  void modulation_backward(const float* dmod, float* dparam, float* de, int64_t B, int64_t K, int64_t C,
+                           bool per_chunk);
+  // ln is unused (fused): LayerNorm and modulation in one pass.
+  void norm_modulate_forward(const uint16_t* x, const float* shift, const float* scale, uint16_t* ln, uint16_t* y,
+                             float* mean, float* rstd, int64_t B, int64_t L, int64_t C, int64_t stride, double eps);
+  // ln and tmp are unused (fused).
+  void norm_modulate_backward(const uint16_t* x, const uint16_t* ln, const float* mean, const float* rstd,
+                              const float* scale, const uint16_t* dy, uint16_t* tmp, uint16_t* dx, float* dshift,
+                              float* dscale, int64_t B, int64_t L, int64_t C, int64_t stride);
+  void layernorm_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, float* mean, float* rstd,
+                         int64_t N, int64_t C, double eps);
+  void layernorm_backward(const uint16_t* x, const uint16_t* w, const float* mean, const float* rstd,
+                          const uint16_t* dy, uint16_t* dx, float* dw, float* db, int64_t N, int64_t C);
+  void rmsnorm_forward(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t N, int64_t C,
+                       double eps);
+  void rmsnorm_backward(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy, uint16_t* dx,
+                        float* dw, int64_t N, int64_t C);
+  void linear_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t N, int64_t in,
+                      int64_t out);
+  void linear_backward(const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw, float* db,
+                       int64_t N, int64_t in, int64_t out);
+  void rope_forward(const uint16_t* x, uint16_t* y, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh, int64_t d);
+  void rope_backward(const uint16_t* dy, uint16_t* dx, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh,
+                     int64_t d);
+  void gelu_tanh_forward(const uint16_t* x, uint16_t* y, int64_t n);
+  void gelu_tanh_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n);
+  void gate_residual_forward(const uint16_t* x, const uint16_t* y, const float* gate, uint16_t* out, int64_t B,
+                             int64_t L, int64_t C, int64_t stride);
+  void gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t* dout, uint16_t* dx, uint16_t* dy,
+                              float* dgate, int64_t B, int64_t L, int64_t C, int64_t stride);
+  void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                         const cpu::AttentionDims& a);
+  void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
+                          const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                          const cpu::AttentionDims& a);
+
+ private:
+  float* scratch_for(int64_t need) const;  // the scratch, checked to hold `need` floats
+};
+
+}  // namespace ms::cuda
