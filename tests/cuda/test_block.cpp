@@ -13,6 +13,7 @@
 #include "model/block_impl.h"
 #include "model/cpu_ops.h"
 #include "reference_ops.h"
+#include "small_config.h"
 
 namespace ms::test {
 namespace {
@@ -75,22 +76,6 @@ class DeviceFields {
 template <class T>
 using Pointee = std::remove_pointer_t<std::remove_reference_t<T>>;
 
-ModelConfig block_config() {
-  ModelConfig c;
-  c.dim = 24;  // 2 heads of 12: RoPE parts of 2, 2 and 2 pairs
-  c.ffn_dim = 37;
-  c.num_heads = 2;
-  c.num_layers = 2;
-  c.in_dim = 3;
-  c.out_dim = 5;
-  c.text_len = 7;
-  c.text_dim = 11;
-  c.freq_dim = 10;
-  c.patch_size = {1, 2, 2};
-  c.validate();
-  return c;
-}
-
 // Block parameters: N(0, 0.4^2), norm weights near 1 like trained models; rounded to bf16.
 Bf16Input block_weights(const ModelConfig& c, int64_t count) {
   Bf16Input w = random_bf16(size_t(count), 201, 0.4);
@@ -109,7 +94,7 @@ Bf16Input block_weights(const ModelConfig& c, int64_t count) {
 
 TEST(CudaBlock, ForwardAndBackwardMatchTheBlockInFloat64) {
   MS_REQUIRE_GPU();
-  const ModelConfig c = block_config();
+  const ModelConfig c = small_config();                   // 2 heads of 12: RoPE parts of 2, 2 and 2 pairs
   const ModelDims d = ModelDims::make(c, 2, 3, 4, 6, 5);  // tokens 3 x 2 x 3 per sample
   const int64_t N = d.N(), D = c.dim, Nc = d.B * d.Lt;
   int64_t P = 0;
