@@ -67,9 +67,16 @@ if bench:
         print(f"  {what:24s} {bench[key]:8.1f} GB/s{ratio}")
     for shape, tflops in bench["gemm_tflops"].items():
         print(f"  bf16 GEMM {shape:34s} {tflops:7.1f} TFLOP/s")
+    b = bench.get("block")
+    if b:
+        print(f"  one block, Wan-14B shapes, {b['tokens']} tokens: forward {1e3 * b['forward_s']:.2f} ms, backward "
+              f"{1e3 * b['backward_s']:.2f} ms; MFU {b['mfu']:.3f}; attention (plain kernel) "
+              f"{1e3 * b['attention_step_s']:.2f} ms of the step; GEMMs outside it at "
+              f"{b['gemm_fraction_outside_attention']:.3f} of the square-8192 rate")
 else:
     print(f"bench cuda failed (exit {bench_rc}); see device-check.log")
-print("  step time / MFU with prefetch on and off, peak HBM: not measured (the model's stages do not run on the GPU yet)")
+print("  step time / MFU with prefetch on and off, peak HBM: not measured (the stem, head and streamed model do not "
+      "run on the GPU yet)")
 PY
 status=1
 [ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ] && status=0

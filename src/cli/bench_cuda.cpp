@@ -10,7 +10,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -19,9 +18,9 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm.h"
+#include "cli/bench_cuda_block.h"
+#include "cli/cuda_timing.h"
 #include "core/aligned.h"
-#include "core/dtype.h"
-#include "core/rng.h"
 #endif
 
 namespace ms::cli {
@@ -30,58 +29,11 @@ namespace {
 struct BenchCudaArgs {
   int64_t copy_mib = 1024;  // bytes per copy measurement
   int repeats = 10;
+  std::vector<int64_t> block_grid{8, 32, 32};  // token grid of the block benchmark; a zero skips it
   bool json = false;
 };
 
 #ifdef MEGASLIDE_HAVE_CUDA
-
-double median(std::vector<double> t) {
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-// Median seconds of `repeats` runs of enqueue(), timed with CUDA events on `stream` (after one warm-up).
-template <class F>
-double time_events(cudaStream_t stream, int repeats, F&& enqueue) {
-  cudaEvent_t a, b;
-  MS_CUDA_CHECK(cudaEventCreate(&a));
-  MS_CUDA_CHECK(cudaEventCreate(&b));
-  enqueue();
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    MS_CUDA_CHECK(cudaEventRecord(a, stream));
-    enqueue();
-    MS_CUDA_CHECK(cudaEventRecord(b, stream));
-    MS_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    MS_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return median(std::move(t));
-}
-
-// Median wall seconds of `repeats` runs of f() (which must end synchronised), after one warm-up.
-template <class F>
-double time_host(int repeats, F&& f) {
-  f();
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    const auto begin = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
-  }
-  return median(std::move(t));
-}
-
-// Random bf16 values (never zeros: they make GEMMs run faster than real data), n of them.
-std::vector<uint16_t> random_bf16(int64_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<uint16_t> v(static_cast<size_t>(n));
-  for (auto& x : v) x = f32_to_bf16(float(rng.normal()));
-  return v;
-}
 
 // bf16 GEMM rate (FLOP/s) of C [M,N] = A [M,K] B [K,N] with random operands.
 double gemm_rate(cuda::GemmContext& ctx, int64_t M, int64_t N, int64_t K, int repeats, cudaStream_t stream) {
@@ -89,11 +41,8 @@ double gemm_rate(cuda::GemmContext& ctx, int64_t M, int64_t N, int64_t K, int re
   MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&A), size_t(M * K) * 2));
   MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&B), size_t(K * N) * 2));
   MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&C), size_t(M * N) * 2));
-  const std::vector<uint16_t> tile = random_bf16(1 << 22, 7);
-  for (auto [p, n] : {std::pair{A, M * K}, std::pair{B, K * N}})
-    for (int64_t off = 0; off < n; off += int64_t(tile.size()))
-      MS_CUDA_CHECK(cudaMemcpy(p + off, tile.data(), size_t(std::min<int64_t>(n - off, int64_t(tile.size()))) * 2,
-                               cudaMemcpyHostToDevice));
+  fill_random_bf16(A, M * K);
+  fill_random_bf16(B, K * N);
   const double s = time_events(stream, repeats,
                                [&] { ctx.gemm<uint16_t>(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, stream); });
   cudaFree(A);
@@ -176,6 +125,16 @@ void bench_cuda(const BenchCudaArgs& a) {
                    {"runtime_d2h_gbps", double(bytes) / rt_d2h / 1e9},
                    {"runtime_both_gbps", 2.0 * double(bytes) / rt_both / 1e9}};
   for (const Shape& s : shapes) r["gemm_tflops"][s.what] = gemm_rate(ctx, s.M, s.N, s.K, a.repeats, up) / 1e12;
+  if (std::all_of(a.block_grid.begin(), a.block_grid.end(), [](int64_t v) { return v > 0; })) {
+    // at most 3 repeats: until issue 6 the plain attention kernel takes seconds per block step
+    nlohmann::json b =
+        bench_cuda_block(ctx, {a.block_grid[0], a.block_grid[1], a.block_grid[2]}, std::min(a.repeats, 3), up);
+    const double ceiling = r["gemm_tflops"][shapes[0].what].get<double>() * 1e12, step = b["step_s"].get<double>();
+    const double gemm = b["gemm_flops"].get<double>(), outside = step - b["attention_step_s"].get<double>();
+    b["mfu"] = 3 * gemm / step / ceiling;  // model GEMM FLOPs (forward + backward = 3 forwards) per step time
+    b["gemm_fraction_outside_attention"] = outside > 0 ? 4 * gemm / outside / ceiling : 0.0;  // what runs: 4x
+    r["block"] = b;
+  }
   cudaStreamDestroy(up);
   cudaStreamDestroy(down);
   if (a.json) {
@@ -199,6 +158,16 @@ void bench_cuda(const BenchCudaArgs& a) {
   row("device-to-device (r+w)", "device_copy_gbps", nullptr);
   for (const Shape& s : shapes)
     std::printf("  bf16 GEMM %-30s %7.1f TFLOP/s\n", s.what, r["gemm_tflops"][s.what].get<double>());
+  if (!r.contains("block")) return;
+  const nlohmann::json& b = r["block"];
+  std::printf("  block (Wan-14B shapes, %lld tokens): forward %.2f ms, backward %.2f ms (recomputes the forward)\n",
+              static_cast<long long>(b["tokens"].get<int64_t>()), 1e3 * b["forward_s"].get<double>(),
+              1e3 * b["backward_s"].get<double>());
+  std::printf(
+      "    MFU %.3f (GEMM FLOPs of forward + backward over the step, against square 8192); attention "
+      "(plain kernel) %.2f ms of the step; GEMMs outside it at %.3f of that rate\n",
+      b["mfu"].get<double>(), 1e3 * b["attention_step_s"].get<double>(),
+      b["gemm_fraction_outside_attention"].get<double>());
 }
 
 #else
@@ -214,6 +183,10 @@ void add_bench_cuda(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand("cuda", "GPU ceilings (pinned copies, HBM, bf16 GEMM) and the runtime's copies");
   cmd->add_option("--copy-mib", a->copy_mib, "MiB per copy measurement")->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "Timed repeats (the median is reported)")->capture_default_str();
+  cmd->add_option("--block-grid", a->block_grid,
+                  "Token grid (f h w) of the one-block benchmark at Wan2.1-14B shapes; 0 0 0 skips it")
+      ->expected(3)
+      ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] { bench_cuda(*a); });
 }
