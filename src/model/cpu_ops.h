@@ -7,9 +7,11 @@
 
 #include "ops/activation.h"
 #include "ops/attention.h"
+#include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/modulate.h"
+#include "ops/patchify.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 
@@ -21,6 +23,7 @@ struct CpuOps {
   using Stat = T;
   using Weight = T;
   using Grad = T;
+  using Io = T;  // the model's inputs (latents, timesteps, context) and output (velocity)
   static constexpr bool kLocalAttention = true;      // window and DSA kernels exist
   static constexpr bool kFusedNormModulate = false;  // the normalised tensor is kept for modulate_backward
 
@@ -70,6 +73,35 @@ struct CpuOps {
   }
   void rope_backward(const T* dy, T* dx, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh, int64_t d) {
     cpu::rope_backward(dy, dx, B, F, H, W, nh, d);
+  }
+  // The time path (B rows; fp32 on the GPU): the same linear and SiLU here.
+  void time_linear_forward(const T* x, const T* w, const T* b, T* y, int64_t N, int64_t in, int64_t out) {
+    cpu::linear_forward(x, w, b, y, N, in, out);
+  }
+  void time_linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t N, int64_t in,
+                            int64_t out) {
+    cpu::linear_backward(x, w, dy, dx, dw, db, N, in, out);
+  }
+  void time_silu_forward(const T* x, T* y, int64_t n) { cpu::silu_forward(x, y, n); }
+  void time_silu_backward(const T* x, const T* dy, T* dx, int64_t n) { cpu::silu_backward(x, dy, dx, n); }
+  void sinusoidal_embedding(const T* t, T* out, int64_t B, int64_t dim) { cpu::sinusoidal_embedding(t, out, B, dim); }
+  void pad_context_forward(const T* context, T* padded, int64_t B, int64_t Lc, int64_t Lt, int64_t C) {
+    cpu::pad_context_forward(context, padded, B, Lc, Lt, C);
+  }
+  void pad_context_backward(const T* dpadded, T* dcontext, int64_t B, int64_t Lc, int64_t Lt, int64_t C) {
+    cpu::pad_context_backward(dpadded, dcontext, B, Lc, Lt, C);
+  }
+  void patchify_forward(const T* latents, T* patches, const cpu::PatchDims& d) {
+    cpu::patchify_forward(latents, patches, d);
+  }
+  void patchify_backward(const T* dpatches, T* dlatents, const cpu::PatchDims& d) {
+    cpu::patchify_backward(dpatches, dlatents, d);
+  }
+  void unpatchify_forward(const T* tokens, T* video, const cpu::PatchDims& d) {
+    cpu::unpatchify_forward(tokens, video, d);
+  }
+  void unpatchify_backward(const T* dvideo, T* dtokens, const cpu::PatchDims& d) {
+    cpu::unpatchify_backward(dvideo, dtokens, d);
   }
   void gelu_tanh_forward(const T* x, T* y, int64_t n) { cpu::gelu_tanh_forward(x, y, n); }
   void gelu_tanh_backward(const T* x, const T* dy, T* dx, int64_t n) { cpu::gelu_tanh_backward(x, dy, dx, n); }

@@ -7,20 +7,21 @@
 
 namespace ms {
 
-// N = B*L, D = dim, Po = out_dim*pt*ph*pw.
-template <class T>
+// N = B*L, D = dim, Po = out_dim*pt*ph*pw. A: activations, S: statistics and the modulation (block.h).
+template <class A, class S = A>
 struct HeadActs {
-  T *mean, *rstd, *ln;  // [N], [N], [N, D]
-  T* hm;                // [B, 2, D] head.modulation + e: shift, scale
-  T* xm;                // [N, D] modulated
-  T* y;                 // [N, Po] linear output (tokens, before unpatchify)
+  S *mean, *rstd;  // [N], [N]
+  A* ln;           // [N, D] normalised input (not allocated where the backend fuses norm and modulation)
+  S* hm;           // [B, 2, D] head.modulation + e: shift, scale
+  A* xm;           // [N, D] modulated
+  A* y;            // [N, Po] linear output (tokens, before unpatchify)
 };
 
-template <class T, class F>
-void visit_head_acts(const ModelConfig& c, const ModelDims& d, HeadActs<T>& a, F&& f) {
+template <class A, class S, class F>
+void visit_head_acts(const ModelConfig& c, const ModelDims& d, HeadActs<A, S>& a, F&& f, bool fused = false) {
   f(d.N(), a.mean);
   f(d.N(), a.rstd);
-  f(d.N() * c.dim, a.ln);
+  f(fused ? 0 : d.N() * c.dim, a.ln);
   f(d.B * 2 * c.dim, a.hm);
   f(d.N() * c.dim, a.xm);
   f(d.N() * c.out_dim * c.patch_volume(), a.y);

@@ -8,29 +8,30 @@
 
 namespace ms {
 
-// N = B*L tokens, D = dim, Pv = in_dim*pt*ph*pw, Nt = B*Lt context rows.
-template <class T>
+// N = B*L tokens, D = dim, Pv = in_dim*pt*ph*pw, Nt = B*Lt context rows. A: activations; S: the time path
+// (statistics type: fp32 on the GPU, as Wan computes it).
+template <class A, class S = A>
 struct StemActs {
-  T* patches;                  // [N, Pv] patchified latents
-  T* x0;                       // [N, D] block-0 input
-  T *sin, *t_a0, *t_s0;        // [B, freq_dim], [B, D] time_embedding.0 output, SiLU of it
-  T* e;                        // [B, D] time embedding
-  T* e_silu;                   // [B, D] SiLU(e): input of time_projection.1
-  T* e0;                       // [B, 6, D] block modulation input
-  T *ctx_pad, *ctx_h, *ctx_g;  // [Nt, text_dim], [Nt, D] text_embedding.0 output, GELU of it
-  T* ctx;                      // [Nt, D] embedded context for cross-attention
+  A* patches;                  // [N, Pv] patchified latents
+  A* x0;                       // [N, D] block-0 input
+  S *sin, *t_a0, *t_s0;        // [B, freq_dim], [B, D] time_embedding.0 output, SiLU of it
+  S* e;                        // [B, D] time embedding
+  S* e_silu;                   // [B, D] SiLU(e): input of time_projection.1
+  S* e0;                       // [B, 6, D] block modulation input
+  A *ctx_pad, *ctx_h, *ctx_g;  // [Nt, text_dim], [Nt, D] text_embedding.0 output, GELU of it
+  A* ctx;                      // [Nt, D] embedded context for cross-attention
 };
 
-template <class T, class F>
-void visit_stem_acts(const ModelConfig& c, const ModelDims& d, StemActs<T>& a, F&& f) {
+template <class A, class S, class F>
+void visit_stem_acts(const ModelConfig& c, const ModelDims& d, StemActs<A, S>& a, F&& f) {
   const int64_t N = d.N(), D = c.dim, Nt = d.B * d.Lt;
   f(N * c.in_dim * c.patch_volume(), a.patches);
   f(N * D, a.x0);
   f(d.B * c.freq_dim, a.sin);
-  for (T** p : {&a.t_a0, &a.t_s0, &a.e, &a.e_silu}) f(d.B * D, *p);
+  for (S** p : {&a.t_a0, &a.t_s0, &a.e, &a.e_silu}) f(d.B * D, *p);
   f(d.B * 6 * D, a.e0);
   f(Nt * c.text_dim, a.ctx_pad);
-  for (T** p : {&a.ctx_h, &a.ctx_g, &a.ctx}) f(Nt * D, *p);
+  for (A** p : {&a.ctx_h, &a.ctx_g, &a.ctx}) f(Nt * D, *p);
 }
 
 // latents [B, in_dim, F, H, W], t [B] (0..1000), context [B, Lc, text_dim] -> acts (x0, e, e0, ctx).
@@ -46,6 +47,10 @@ void stem_backward(const ModelConfig& c, const ModelDims& d, const StemW<const T
                    const T* dx0, T* de, const T* de0, const T* dctx, const StemW<T*>& gw, T* dlatents, T* dcontext,
                    T* scratch);
 
+// The scratch stem_backward takes: as activations, ss (the time path) statistics; on the CPU one buffer of their
+// maximum serves as both.
 int64_t stem_scratch_numel(const ModelConfig& c, const ModelDims& d);
+int64_t stem_scratch_act_numel(const ModelConfig& c, const ModelDims& d);
+int64_t stem_scratch_stat_numel(const ModelConfig& c, const ModelDims& d);
 
 }  // namespace ms

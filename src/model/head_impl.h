@@ -1,0 +1,46 @@
+// The head's forward and backward written once over an ops policy (model/block_impl.h explains the policies):
+// LayerNorm, modulation by head.modulation + e, linear, unpatchify. Io is the policy's type of the model's
+// inputs and output (the velocity).
+#pragma once
+#include <cstdint>
+
+#include "model/head.h"
+#include "ops/patchify.h"
+
+namespace ms::head_impl {
+
+inline cpu::PatchDims out_dims(const ModelConfig& c, const ModelDims& d) {
+  return {d.B, c.out_dim, d.F, d.H, d.W, c.patch_size[0], c.patch_size[1], c.patch_size[2]};
+}
+
+// x [B, L, D], e [B, D] -> out [B, out_dim, F, H, W].
+template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat, class W = typename Ops::Weight>
+void head_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, const HeadW<const W*>& w, const A* x, const S* e,
+                  const HeadActs<A, S>& a, typename Ops::Io* out) {
+  const int64_t N = d.N(), D = c.dim, Po = c.out_dim * c.patch_volume();
+  ops.modulation_forward(w.modulation, e, a.hm, d.B, 2, D, false);
+  ops.norm_modulate_forward(x, a.hm, a.hm + D, a.ln, a.xm, a.mean, a.rstd, d.B, d.L, D, 2 * D, c.eps);
+  ops.linear_forward(a.xm, w.head.w, w.head.b, a.y, N, D, Po);
+  ops.unpatchify_forward(a.y, out, out_dims(c, d));
+}
+
+// Inverts head_forward from dout [B, out_dim, F, H, W]: writes dx [B, L, D] (overwritten), accumulates de [B, D]
+// and the parameter grads. Scratch: as [N * (Po + 2 D)] activations, ss [B * 2 D] statistics.
+template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat, class W = typename Ops::Weight,
+          class G = typename Ops::Grad>
+void head_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, const HeadW<const W*>& w, const A* x,
+                   const HeadActs<A, S>& a, const typename Ops::Io* dout, A* dx, S* de, const HeadW<G*>& gw, A* as,
+                   S* ss) {
+  const int64_t N = d.N(), D = c.dim, Po = c.out_dim * c.patch_volume();
+  A *dy = as, *dxm = dy + N * Po, *dln = dxm + N * D;
+  S* dhm = ss;
+  ops.unpatchify_backward(dout, dy, out_dims(c, d));
+  ops.zero(dxm, N * D);
+  ops.linear_backward(a.xm, w.head.w, dy, dxm, gw.head.w, gw.head.b, N, D, Po);
+  ops.zero(dhm, d.B * 2 * D);
+  ops.zero(dx, N * D);
+  ops.norm_modulate_backward(x, a.ln, a.mean, a.rstd, a.hm + D, dxm, dln, dx, dhm, dhm + D, d.B, d.L, D, 2 * D);
+  ops.modulation_backward(dhm, gw.modulation, de, d.B, 2, D, false);
+}
+
+}  // namespace ms::head_impl
