@@ -75,8 +75,8 @@ if bench:
               f"{b['gemm_fraction_outside_attention']:.3f} of the square-8192 rate")
 else:
     print(f"bench cuda failed (exit {bench_rc}); see device-check.log")
-print("  step time / MFU with prefetch on and off, peak HBM: not measured (the stem, head and streamed model do not "
-      "run on the GPU yet)")
+print("  step time / MFU with prefetch on and off, peak HBM: not measured (the streamed model does not run the "
+      "GPU stages yet)")
 PY
 status=1
 [ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ] && status=0

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_block.h"
+#include "backend/cuda/cuda_stages.h"
 #include "cli/cuda_timing.h"
 #include "core/check.h"
 #include "core/dtype.h"

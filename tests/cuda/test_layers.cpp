@@ -11,6 +11,7 @@
 #include "ops/mse_loss.h"
 #include "ops/patchify.h"
 #include "ops/rope.h"
+#include "reference_ops.h"
 
 namespace ms::test {
 namespace {
@@ -54,6 +55,35 @@ TEST(CudaLayers, LinearMatchesPlainLoops) {
 }
 
 // The block's use: shift, scale and gate are chunks of e0 [B, 6, C] (stride 6 C).
+// The time path's fp32 linear (a few rows; the warp-per-output forward over `in` > 32 lanes, odd sizes) against
+// plain loops in float64 on the same fp32 inputs and bf16 weights: fp32 sums, kDeviceF32Tol.
+TEST(CudaLayers, LinearF32MatchesPlainLoops) {
+  MS_REQUIRE_GPU();
+  const int64_t N = 3, in = 141, out = 67;
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "bias" : "no bias");
+    const std::vector<float> x = randf(size_t(N * in), 31), dy = randf(size_t(N * out), 32),
+                             dx0 = randf(size_t(N * in), 33, kAccumulateScale),
+                             dw0 = randf(size_t(out * in), 34, kAccumulateScale),
+                             db0 = randf(size_t(out), 35, kAccumulateScale);
+    auto w = random_bf16(size_t(out * in), 36), b = random_bf16(size_t(out), 37);
+    std::vector<double> y(size_t(N * out)), dx = wide(dx0), dw = wide(dw0), db = wide(db0);
+    const std::vector<double> xd = wide(x), dyd = wide(dy);
+    reference_linear_forward(xd.data(), w.values.data(), bias ? b.values.data() : nullptr, y.data(), N, in, out);
+    reference_linear_backward(xd.data(), w.values.data(), dyd.data(), dx.data(), dw.data(), bias ? db.data() : nullptr,
+                              N, in, out);
+    DeviceBuffer<float> gx(x), gdy(dy), gy(N * out, -1.f), gdx(dx0), gdw(dw0), gdb(db0);
+    DeviceBuffer<uint16_t> gw(w.bits), gb(b.bits);
+    cuda::linear_f32_forward(gx.get(), gw.get(), bias ? gb.get() : nullptr, gy.get(), N, in, out, nullptr);
+    cuda::linear_f32_backward(gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), bias ? gdb.get() : nullptr, N, in,
+                              out, nullptr);
+    expect_close("y", gy.read(), y, kDeviceF32Tol);
+    expect_close("dx", gdx.read(), dx, kDeviceF32Tol);
+    expect_close("dw", gdw.read(), dw, kDeviceF32Tol);
+    expect_close("db", gdb.read(), db, kDeviceF32Tol);
+  }
+}
+
 TEST(CudaLayers, ModulateAndGateResidualMatchCpuReference) {
   MS_REQUIRE_GPU();
   const int64_t B = 2, L = 101, C = 67, stride = 6 * C;

@@ -1,5 +1,7 @@
 // The CUDA kernels against the CPU reference in float64, run on the same bf16-rounded inputs, on odd shapes
 // (rows longer than a block's threads, sizes off every power of two). Skipped without a GPU.
+#include <type_traits>
+
 #include "backend/cuda/gemm.h"
 #include "cuda_util.h"
 #include "ops/activation.h"
@@ -72,31 +74,59 @@ TEST(CudaOps, LayerNormPlainMatchesCpuReference) {
   check_layernorm(false);
 }
 
-// forward_gpu / backward_gpu against forward_cpu / backward_cpu on n elements.
-template <class FG, class BG, class FC, class BC>
-void check_pointwise(FG forward_gpu, BG backward_gpu, FC forward_cpu, BC backward_cpu) {
+// forward_gpu / backward_gpu on T (bf16 bits or fp32) against forward_cpu / backward_cpu in float64 on n elements.
+template <class T>
+using PointwiseForward = void (*)(const T*, T*, int64_t, CUstream_st*);
+template <class T>
+using PointwiseBackward = void (*)(const T*, const T*, T*, int64_t, CUstream_st*);
+
+template <class T>
+void check_pointwise(PointwiseForward<T> forward_gpu, PointwiseBackward<T> backward_gpu,
+                     void (*forward_cpu)(const double*, double*, int64_t),
+                     void (*backward_cpu)(const double*, const double*, double*, int64_t)) {
   const int64_t n = 100003;
   auto x = random_bf16(static_cast<size_t>(n), 21, 3.0), dy = random_bf16(static_cast<size_t>(n), 22),
        dx0 = random_bf16(static_cast<size_t>(n), 23, kAccumulateScale);
   std::vector<double> y(static_cast<size_t>(n)), dx = dx0.values;
   forward_cpu(x.values.data(), y.data(), n);
   backward_cpu(x.values.data(), dy.values.data(), dx.data(), n);
-  DeviceBuffer<uint16_t> gx(x.bits), gdy(dy.bits), gdx(dx0.bits), gy(n, 0);
+  auto device = [](const Bf16Input& v) {
+    if constexpr (std::is_same_v<T, float>)
+      return to_f32(v.values);
+    else
+      return v.bits;
+  };
+  DeviceBuffer<T> gx(device(x)), gdy(device(dy)), gdx(device(dx0)), gy(n, T(0));
   forward_gpu(gx.get(), gy.get(), n, nullptr);
   backward_gpu(gx.get(), gdy.get(), gdx.get(), n, nullptr);
-  expect_close("y", widen(gy.read()), y, kBf16Tol);
-  expect_close("dx", widen(gdx.read()), dx, kBf16Tol);
+  // bf16 outputs: one rounding (kBf16Tol); fp32 outputs: fp32 arithmetic with __expf (kDeviceF32Tol).
+  const double tol = std::is_same_v<T, float> ? kDeviceF32Tol : kBf16Tol;
+  if constexpr (std::is_same_v<T, float>) {
+    expect_close("y", gy.read(), y, tol);
+    expect_close("dx", gdx.read(), dx, tol);
+  } else {
+    expect_close("y", widen(gy.read()), y, tol);
+    expect_close("dx", widen(gdx.read()), dx, tol);
+  }
 }
 
 TEST(CudaOps, GeluTanhMatchesCpuReference) {
   MS_REQUIRE_GPU();
-  check_pointwise(cuda::gelu_tanh_forward, cuda::gelu_tanh_backward, cpu::gelu_tanh_forward<double>,
-                  cpu::gelu_tanh_backward<double>);
+  check_pointwise<uint16_t>(cuda::gelu_tanh_forward, cuda::gelu_tanh_backward, cpu::gelu_tanh_forward<double>,
+                            cpu::gelu_tanh_backward<double>);
 }
 
 TEST(CudaOps, SiluMatchesCpuReference) {
   MS_REQUIRE_GPU();
-  check_pointwise(cuda::silu_forward, cuda::silu_backward, cpu::silu_forward<double>, cpu::silu_backward<double>);
+  check_pointwise<uint16_t>(cuda::silu_forward, cuda::silu_backward, cpu::silu_forward<double>,
+                            cpu::silu_backward<double>);
+}
+
+// The time path's SiLU on fp32 tensors.
+TEST(CudaOps, SiluOnFp32MatchesCpuReference) {
+  MS_REQUIRE_GPU();
+  check_pointwise<float>(cuda::silu_forward, cuda::silu_backward, cpu::silu_forward<double>,
+                         cpu::silu_backward<double>);
 }
 
 // Every transpose case, odd sizes, beta = 1 (gradient accumulation) into fp32 and beta = 0 into bf16.

@@ -8,14 +8,14 @@ constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
 
 // y[i] = f(x[i]) or, with dy, dx[i] += dy[i] * f'(x[i]); f is the functor's forward / derivative.
-template <class F>
-__global__ void pointwise_forward(const uint16_t* x, uint16_t* y, int64_t n, F f) {
+template <class T, class F>
+__global__ void pointwise_forward(const T* x, T* y, int64_t n, F f) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     store(y, i, f.value(load(x, i)));
 }
 
-template <class F>
-__global__ void pointwise_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, F f) {
+template <class T, class F>
+__global__ void pointwise_backward(const T* x, const T* dy, T* dx, int64_t n, F f) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     store(dx, i, load(dx, i) + load(dy, i) * f.derivative(load(x, i)));
 }
@@ -36,14 +36,14 @@ struct Silu {
   }
 };
 
-template <class F>
-void forward(const uint16_t* x, uint16_t* y, int64_t n, Stream stream) {
+template <class F, class T>
+void forward(const T* x, T* y, int64_t n, Stream stream) {
   pointwise_forward<<<elementwise_blocks(n), 256, 0, stream>>>(x, y, n, F{});
   MS_CUDA_CHECK_LAUNCH();
 }
 
-template <class F>
-void backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, Stream stream) {
+template <class F, class T>
+void backward(const T* x, const T* dy, T* dx, int64_t n, Stream stream) {
   pointwise_backward<<<elementwise_blocks(n), 256, 0, stream>>>(x, dy, dx, n, F{});
   MS_CUDA_CHECK_LAUNCH();
 }
@@ -56,6 +56,10 @@ void gelu_tanh_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int
 }
 void silu_forward(const uint16_t* x, uint16_t* y, int64_t n, Stream stream) { forward<Silu>(x, y, n, stream); }
 void silu_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, Stream stream) {
+  backward<Silu>(x, dy, dx, n, stream);
+}
+void silu_forward(const float* x, float* y, int64_t n, Stream stream) { forward<Silu>(x, y, n, stream); }
+void silu_backward(const float* x, const float* dy, float* dx, int64_t n, Stream stream) {
   backward<Silu>(x, dy, dx, n, stream);
 }
 

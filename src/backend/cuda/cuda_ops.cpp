@@ -7,10 +7,12 @@
 #include "backend/cuda/check.h"
 #include "core/check.h"
 #include "ops/activation.h"
+#include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/layernorm_modulate.h"
 #include "ops/linear.h"
 #include "ops/modulate.h"
+#include "ops/patchify.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 
@@ -94,6 +96,41 @@ void CudaOps::rope_forward(const uint16_t* x, uint16_t* y, int64_t B, int64_t F,
 void CudaOps::rope_backward(const uint16_t* dy, uint16_t* dx, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh,
                             int64_t d) {
   cuda::rope_backward(dy, dx, B, F, H, W, nh, d, stream);
+}
+void CudaOps::time_linear_forward(const float* x, const uint16_t* w, const uint16_t* b, float* y, int64_t N, int64_t in,
+                                  int64_t out) {
+  linear_f32_forward(x, w, b, y, N, in, out, stream);
+}
+void CudaOps::time_linear_backward(const float* x, const uint16_t* w, const float* dy, float* dx, float* dw, float* db,
+                                   int64_t N, int64_t in, int64_t out) {
+  linear_f32_backward(x, w, dy, dx, dw, db, N, in, out, stream);
+}
+void CudaOps::time_silu_forward(const float* x, float* y, int64_t n) { cuda::silu_forward(x, y, n, stream); }
+void CudaOps::time_silu_backward(const float* x, const float* dy, float* dx, int64_t n) {
+  cuda::silu_backward(x, dy, dx, n, stream);
+}
+void CudaOps::sinusoidal_embedding(const float* t, float* out, int64_t B, int64_t dim) {
+  cuda::sinusoidal_embedding(t, out, B, dim, stream);
+}
+void CudaOps::pad_context_forward(const float* context, uint16_t* padded, int64_t B, int64_t Lc, int64_t Lt,
+                                  int64_t C) {
+  cuda::pad_context_forward(context, padded, B, Lc, Lt, C, stream);
+}
+void CudaOps::pad_context_backward(const uint16_t* dpadded, float* dcontext, int64_t B, int64_t Lc, int64_t Lt,
+                                   int64_t C) {
+  cuda::pad_context_backward(dpadded, dcontext, B, Lc, Lt, C, stream);
+}
+void CudaOps::patchify_forward(const float* latents, uint16_t* patches, const cpu::PatchDims& d) {
+  cuda::patchify_forward(latents, patches, d, stream);
+}
+void CudaOps::patchify_backward(const uint16_t* dpatches, float* dlatents, const cpu::PatchDims& d) {
+  cuda::patchify_backward(dpatches, dlatents, d, stream);
+}
+void CudaOps::unpatchify_forward(const uint16_t* tokens, float* video, const cpu::PatchDims& d) {
+  cuda::unpatchify_forward(tokens, video, d, stream);
+}
+void CudaOps::unpatchify_backward(const float* dvideo, uint16_t* dtokens, const cpu::PatchDims& d) {
+  cuda::unpatchify_backward(dvideo, dtokens, d, stream);
 }
 void CudaOps::gelu_tanh_forward(const uint16_t* x, uint16_t* y, int64_t n) { cuda::gelu_tanh_forward(x, y, n, stream); }
 void CudaOps::gelu_tanh_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n) {

@@ -10,6 +10,7 @@
 #include "model/config.h"
 #include "model/dims.h"
 #include "ops/attention.h"
+#include "ops/patchify.h"
 
 namespace ms::cuda {
 
@@ -20,6 +21,7 @@ struct CudaOps {
   using Stat = float;
   using Weight = uint16_t;  // bf16
   using Grad = float;
+  using Io = float;  // the model's inputs and the velocity
   static constexpr bool kLocalAttention = false;
   static constexpr bool kFusedNormModulate = true;
 
@@ -61,6 +63,20 @@ struct CudaOps {
   void rope_forward(const uint16_t* x, uint16_t* y, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh, int64_t d);
   void rope_backward(const uint16_t* dy, uint16_t* dx, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh,
                      int64_t d);
+  // The time path in fp32 (linear_f32, SiLU on fp32), the embeddings and the re-layouts.
+  void time_linear_forward(const float* x, const uint16_t* w, const uint16_t* b, float* y, int64_t N, int64_t in,
+                           int64_t out);
+  void time_linear_backward(const float* x, const uint16_t* w, const float* dy, float* dx, float* dw, float* db,
+                            int64_t N, int64_t in, int64_t out);
+  void time_silu_forward(const float* x, float* y, int64_t n);
+  void time_silu_backward(const float* x, const float* dy, float* dx, int64_t n);
+  void sinusoidal_embedding(const float* t, float* out, int64_t B, int64_t dim);
+  void pad_context_forward(const float* context, uint16_t* padded, int64_t B, int64_t Lc, int64_t Lt, int64_t C);
+  void pad_context_backward(const uint16_t* dpadded, float* dcontext, int64_t B, int64_t Lc, int64_t Lt, int64_t C);
+  void patchify_forward(const float* latents, uint16_t* patches, const cpu::PatchDims& d);
+  void patchify_backward(const uint16_t* dpatches, float* dlatents, const cpu::PatchDims& d);
+  void unpatchify_forward(const uint16_t* tokens, float* video, const cpu::PatchDims& d);
+  void unpatchify_backward(const float* dvideo, uint16_t* dtokens, const cpu::PatchDims& d);
   void gelu_tanh_forward(const uint16_t* x, uint16_t* y, int64_t n);
   void gelu_tanh_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n);
   void gate_residual_forward(const uint16_t* x, const uint16_t* y, const float* gate, uint16_t* out, int64_t B,

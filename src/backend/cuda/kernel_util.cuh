@@ -19,6 +19,9 @@ __device__ inline float load(const uint16_t* p, int64_t i) {
 __device__ inline void store(uint16_t* p, int64_t i, float v) {
   reinterpret_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(v);
 }
+// The same for fp32 tensors, so that a kernel templated on its element type serves both.
+__device__ inline float load(const float* p, int64_t i) { return p[i]; }
+__device__ inline void store(float* p, int64_t i, float v) { p[i] = v; }
 
 // op-reduction of v over a block of Threads threads, returned to every thread (the warps' results combined in
 // the same order by every thread: deterministic). Needs Threads / 32 floats of shared memory at `smem`, and a

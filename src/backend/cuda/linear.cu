@@ -3,6 +3,67 @@
 #include "ops/linear.h"
 
 namespace ms::cuda {
+namespace {
+
+// y [N, out] = x w^T + b: one warp per output, its lanes striding over `in`, then a fixed butterfly.
+__global__ void linear_f32_forward_kernel(const float* x, const uint16_t* w, const uint16_t* b, float* y, int64_t N,
+                                          int64_t in, int64_t out) {
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  if (warp >= N * out) return;  // the warp index is the same for all 32 lanes: whole warps leave
+  const int64_t n = warp / out, o = warp % out;
+  float s = 0;
+  for (int64_t i = lane; i < in; i += 32) s += x[n * in + i] * load(w, o * in + i);
+  for (int k = 16; k > 0; k >>= 1) s += __shfl_xor_sync(0xffffffffu, s, k);
+  if (lane == 0) y[warp] = s + (b ? load(b, o) : 0.f);
+}
+
+// dx [N, in] += dy w: one thread per element, o in order.
+__global__ void linear_f32_dx_kernel(const uint16_t* w, const float* dy, float* dx, int64_t N, int64_t in,
+                                     int64_t out) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= N * in) return;
+  const int64_t n = e / in, i = e % in;
+  float s = 0;
+  for (int64_t o = 0; o < out; ++o) s += dy[n * out + o] * load(w, o * in + i);
+  dx[e] += s;
+}
+
+// dw [out, in] += dy^T x, and db [out] += sum_n dy from the threads of column 0: one thread per element, n in order.
+__global__ void linear_f32_dw_kernel(const float* x, const float* dy, float* dw, float* db, int64_t N, int64_t in,
+                                     int64_t out) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= out * in) return;
+  const int64_t o = e / in, i = e % in;
+  float s = 0, t = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    s += dy[n * out + o] * x[n * in + i];
+    t += dy[n * out + o];
+  }
+  dw[e] += s;
+  if (db && i == 0) db[o] += t;
+}
+
+unsigned blocks_of(int64_t threads) { return unsigned((threads + 255) / 256); }
+
+}  // namespace
+
+void linear_f32_forward(const float* x, const uint16_t* w, const uint16_t* b, float* y, int64_t N, int64_t in,
+                        int64_t out, Stream stream) {
+  if (N * out == 0) return;
+  linear_f32_forward_kernel<<<blocks_of(32 * N * out), 256, 0, stream>>>(x, w, b, y, N, in, out);
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+void linear_f32_backward(const float* x, const uint16_t* w, const float* dy, float* dx, float* dw, float* db, int64_t N,
+                         int64_t in, int64_t out, Stream stream) {
+  if (dx && N * in > 0) {
+    linear_f32_dx_kernel<<<blocks_of(N * in), 256, 0, stream>>>(w, dy, dx, N, in, out);
+    MS_CUDA_CHECK_LAUNCH();
+  }
+  if (out * in == 0) return;
+  linear_f32_dw_kernel<<<blocks_of(out * in), 256, 0, stream>>>(x, dy, dw, db, N, in, out);
+  MS_CUDA_CHECK_LAUNCH();
+}
 
 void linear_forward(GemmContext& g, const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t N,
                     int64_t in, int64_t out, Stream stream) {
