@@ -34,13 +34,14 @@ struct RefOps : CpuOps<double> {
                        int64_t N, int64_t in, int64_t out) {
     reference_linear_backward(x, w, dy, dx, dw, db, N, in, out);
   }
-  void time_linear_forward(const double* x, const double* w, const double* b, double* y, int64_t N, int64_t in,
-                           int64_t out) {
-    reference_linear_forward(x, w, b, y, N, in, out);
+  // The time path's linear is the same layer in float64.
+  template <class... Args>
+  void time_linear_forward(Args... args) {
+    linear_forward(args...);
   }
-  void time_linear_backward(const double* x, const double* w, const double* dy, double* dx, double* dw, double* db,
-                            int64_t N, int64_t in, int64_t out) {
-    reference_linear_backward(x, w, dy, dx, dw, db, N, in, out);
+  template <class... Args>
+  void time_linear_backward(Args... args) {
+    linear_backward(args...);
   }
   void attention_forward(const double* q, const double* k, const double* v, double* out, double* lse,
                          const cpu::AttentionDims& a) {
