@@ -1,21 +1,9 @@
 #include "model/stem.h"
 
-#include <algorithm>
-
 #include "model/cpu_ops.h"
 #include "model/stem_impl.h"
 
 namespace ms {
-
-int64_t stem_scratch_act_numel(const ModelConfig& c, const ModelDims& d) {
-  return std::max(d.N() * c.in_dim * c.patch_volume(), d.B * d.Lt * (c.text_dim + 2 * c.dim));
-}
-
-int64_t stem_scratch_stat_numel(const ModelConfig& c, const ModelDims& d) { return d.B * 3 * c.dim; }
-
-int64_t stem_scratch_numel(const ModelConfig& c, const ModelDims& d) {
-  return std::max(stem_scratch_act_numel(c, d), stem_scratch_stat_numel(c, d));
-}
 
 template <class T>
 void stem_forward(const ModelConfig& c, const ModelDims& d, const StemW<const T*>& w, const T* latents, const T* t,

@@ -1,6 +1,7 @@
 // The stem stage: patch embedding of the latents, timestep embedding (e, e0) and text embedding of
 // the zero-padded context.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "model/dims.h"
@@ -49,8 +50,12 @@ void stem_backward(const ModelConfig& c, const ModelDims& d, const StemW<const T
 
 // The scratch stem_backward takes: as activations, ss (the time path) statistics; on the CPU one buffer of their
 // maximum serves as both.
-int64_t stem_scratch_numel(const ModelConfig& c, const ModelDims& d);
-int64_t stem_scratch_act_numel(const ModelConfig& c, const ModelDims& d);
-int64_t stem_scratch_stat_numel(const ModelConfig& c, const ModelDims& d);
+inline int64_t stem_scratch_act_numel(const ModelConfig& c, const ModelDims& d) {
+  return std::max(d.N() * c.in_dim * c.patch_volume(), d.B * d.Lt * (c.text_dim + 2 * c.dim));
+}
+inline int64_t stem_scratch_stat_numel(const ModelConfig& c, const ModelDims& d) { return d.B * 3 * c.dim; }
+inline int64_t stem_scratch_numel(const ModelConfig& c, const ModelDims& d) {
+  return std::max(stem_scratch_act_numel(c, d), stem_scratch_stat_numel(c, d));
+}
 
 }  // namespace ms
