@@ -1,9 +1,6 @@
 #include "cli/commands.h"
 #include "core/check.h"
-
-#ifdef MEGASLIDE_HAVE_CUDA
-#include "backend/cuda/device.h"
-#endif
+#include "runtime/backend.h"
 
 namespace ms::cli {
 
@@ -13,21 +10,15 @@ void add_backend_option(CLI::App& cmd, std::string& backend) {
       ->default_val("auto");
 }
 
-// The model's stages do not run on the GPU yet (issue 5): auto stays on the CPU, and cuda says what a GPU
-// build can do today.
+// The verbs other than train run on the CPU only (the model's stages run on the GPU in `train --offload stream`):
+// auto stays on the CPU, and cuda says why not.
 std::string resolve_backend(const std::string& requested) {
   if (requested != "cuda") return "cpu";
-#ifdef MEGASLIDE_HAVE_CUDA
-  if (const std::string why = cuda::unusable_reason(); !why.empty())
-    MS_FAIL("--backend cuda: no usable CUDA GPU on this machine (", why, "); use --backend cpu");
+  if (const std::string why = backend_unavailable("cuda"); !why.empty())
+    MS_FAIL("--backend cuda: ", why, "; use --backend cpu");
   MS_FAIL(
-      "--backend cuda: this build's CUDA backend runs `megaslide bench cuda` and the CUDA op tests, but the "
-      "model's stages do not run on the GPU yet; use --backend cpu");
-#else
-  MS_FAIL(
-      "--backend cuda: this build of megaslide has no CUDA backend (configure with nvcc on the PATH, or "
-      "-DMEGASLIDE_CUDA=ON); use --backend cpu");
-#endif
+      "--backend cuda: on the GPU this build runs `megaslide train --offload stream`, `megaslide bench cuda` and "
+      "the CUDA tests; this verb runs on the CPU: use --backend cpu");
 }
 
 }  // namespace ms::cli

@@ -11,6 +11,7 @@
 #include "core/rng.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "ops/reduction_scratch.h"
 
 namespace ms::cli {
 namespace {
@@ -64,7 +65,7 @@ nlohmann::json bench_cuda_block(cuda::GemmContext& gemm, const std::array<int64_
   const ModelConfig c = preset_config("wan2.1-14b");
   const auto& ps = c.patch_size;
   const ModelDims d = ModelDims::make(c, 1, grid[0] * ps[0], grid[1] * ps[1], grid[2] * ps[2], c.text_len);
-  const int64_t N = d.N(), D = c.dim, Nc = d.B * d.Lt, scratch_n = cuda::CudaOps::block_scratch_numel(c, d);
+  const int64_t N = d.N(), D = c.dim, Nc = d.B * d.Lt, scratch_n = cuda::block_reduction_scratch(c, d);
   int64_t P = 0;
   BlockW<uint16_t*> counted{};
   visit_block(c, 0, counted, [&](const std::string&, const Shape& s, auto&) { P += numel(s); });

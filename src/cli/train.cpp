@@ -82,11 +82,13 @@ void add_train_command(CLI::App& app) {
       ->group("");
   add_backend_option(*cmd, *backend);
   cmd->callback([opts, resume_dir, backend, device_memory, cmd] {
-    resolve_backend(*backend);
+    opts->backend = *backend;  // resolved by the run, which knows the model (train/options.h)
     if (!device_memory->empty()) opts->device_memory = parse_bytes(*device_memory, "--device-memory");
     if (opts->data != "synthetic") {  // sizes not given come from the data (TrainOptions: 0)
-      for (auto [flag, value] : {std::pair{"--frames", &opts->frames}, {"--height", &opts->height},
-                                 {"--width", &opts->width}, {"--batch-size", &opts->batch_size}})
+      for (auto [flag, value] : {std::pair{"--frames", &opts->frames},
+                                 {"--height", &opts->height},
+                                 {"--width", &opts->width},
+                                 {"--batch-size", &opts->batch_size}})
         if (!cmd->count(flag)) *value = 0;
     }
     const TrainSummary s =

@@ -2,18 +2,17 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace ms {
 
 struct AttentionConfig {
-  std::string type = "dense";                // dense | window | dsa | dsa_fixed
-  std::array<int64_t, 3> window{3, 3, 3};    // kt, kh, kw (tokens)
-  bool shift = true;                         // window: shift odd blocks
-  int64_t offset_groups = 0;                 // dsa: G; 0 means num_heads
+  std::string type = "dense";                         // dense | window | dsa | dsa_fixed
+  std::array<int64_t, 3> window{3, 3, 3};             // kt, kh, kw (tokens)
+  bool shift = true;                                  // window: shift odd blocks
+  int64_t offset_groups = 0;                          // dsa: G; 0 means num_heads
   std::array<double, 3> offset_range{1.0, 2.0, 2.0};  // dsa: max |offset| per axis (t, h, w), tokens
 
   int64_t slots() const { return window[0] * window[1] * window[2]; }  // P, DSA sample slots per query

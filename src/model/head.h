@@ -38,8 +38,14 @@ template <class T>
 void head_backward(const ModelConfig& c, const ModelDims& d, const HeadW<const T*>& w, const T* x, const HeadActs<T>& a,
                    const T* dout, T* dx, T* de, const HeadW<T*>& gw, T* scratch);
 
+// The scratch head_backward takes: as activations, ss statistics (the modulation's); on the CPU one buffer of
+// their sum.
+inline int64_t head_scratch_act_numel(const ModelConfig& c, const ModelDims& d) {
+  return d.N() * (c.out_dim * c.patch_volume() + 2 * c.dim);
+}
+inline int64_t head_scratch_stat_numel(const ModelConfig& c, const ModelDims& d) { return d.B * 2 * c.dim; }
 inline int64_t head_scratch_numel(const ModelConfig& c, const ModelDims& d) {
-  return d.N() * (c.out_dim * c.patch_volume() + 2 * c.dim) + d.B * 2 * c.dim;
+  return head_scratch_act_numel(c, d) + head_scratch_stat_numel(c, d);
 }
 
 }  // namespace ms

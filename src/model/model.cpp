@@ -7,8 +7,8 @@ namespace ms {
 template <class T>
 ResidentModel<T>::ResidentModel(const ModelConfig& c, const ModelDims& d) : cfg_(c), dims_(d), table_(c) {
   auto visit = [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f); };
-  buffer_ = AlignedBuffer<T>(size_t(workspace_numel<ModelWorkspace<T>>(visit)));
-  ws_ = bind_workspace<ModelWorkspace<T>>(buffer_.data(), visit);
+  buffer_ = AlignedBuffer<T>(size_t(ms::workspace_bytes<ModelWorkspace<T>>(visit, sizeof(T)) / int64_t(sizeof(T))));
+  ws_ = bind_workspace<ModelWorkspace<T>>(buffer_.data(), visit, sizeof(T));
 }
 
 template <class T>

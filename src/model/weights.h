@@ -23,7 +23,7 @@ struct AttnW {
 
 template <class P>
 struct StemW {
-  LinearW<P> patch;       // patch_embedding: w [dim, in_dim, pt, ph, pw] (= [dim, in_dim*pt*ph*pw]), b [dim]
+  LinearW<P> patch;         // patch_embedding: w [dim, in_dim, pt, ph, pw] (= [dim, in_dim*pt*ph*pw]), b [dim]
   LinearW<P> text0, text2;  // text_embedding.0 [dim, text_dim], .2 [dim, dim]
   LinearW<P> time0, time2;  // time_embedding.0 [dim, freq_dim], .2 [dim, dim]
   LinearW<P> time_proj;     // time_projection.1 [6*dim, dim]
@@ -35,7 +35,7 @@ struct BlockW {
   AttnW<P> self_attn;
   P offset_conv_w, offset_conv_b;  // dsa only: self_attn.offset_conv [dim, 1, 3, 3, 3], [dim]
   LinearW<P> offset_proj;          // dsa only: self_attn.offset_proj [G*P*3, dim]
-  P norm3_w, norm3_b;  // [dim]
+  P norm3_w, norm3_b;              // [dim]
   AttnW<P> cross_attn;
   LinearW<P> ffn0, ffn2;  // [ffn_dim, dim], [dim, ffn_dim]
 };

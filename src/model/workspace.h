@@ -1,26 +1,39 @@
 // Activation buffers laid out by a visitor, like the parameter pools: the same function sizes the
-// buffer (for the arena and for `plan`) and binds the named pointers.
+// buffer (for the arena and for `plan`) and binds the named pointers. Buffers of mixed element types
+// (bf16 activations, fp32 statistics on a GPU) follow each other, each starting at a multiple of `align`
+// bytes; with align the size of the only element type the layout is dense.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 namespace ms {
 
-// Returns the elements a layout needs: visit(ws, f) calls f(numel, field) for every buffer.
+template <class P>
+using Pointee = std::remove_pointer_t<std::remove_reference_t<P>>;
+
+// Bytes of one buffer of n elements of `field`'s type, rounded up to `align`.
+template <class P>
+int64_t aligned_bytes(int64_t n, int64_t align) {
+  return (n * int64_t(sizeof(Pointee<P>)) + align - 1) / align * align;
+}
+
+// Returns the bytes a layout needs: visit(ws, f) calls f(numel, field) for every buffer.
 template <class WS, class Visit>
-int64_t workspace_numel(Visit&& visit) {
+int64_t workspace_bytes(Visit&& visit, int64_t align) {
   WS ws{};
   int64_t total = 0;
-  visit(ws, [&](int64_t n, auto&) { total += n; });
+  visit(ws, [&](int64_t n, auto& field) { total += aligned_bytes<decltype(field)>(n, align); });
   return total;
 }
 
-template <class WS, class T, class Visit>
-WS bind_workspace(T* base, Visit&& visit) {
+// Binds every buffer of the layout into base [workspace_bytes(visit, align)], aligned to `align`.
+template <class WS, class Visit>
+WS bind_workspace(void* base, Visit&& visit, int64_t align) {
   WS ws{};
-  int64_t offset = 0;
+  char* p = static_cast<char*>(base);
   visit(ws, [&](int64_t n, auto& field) {
-    field = base + offset;
-    offset += n;
+    field = reinterpret_cast<Pointee<decltype(field)>*>(p);
+    p += aligned_bytes<decltype(field)>(n, align);
   });
   return ws;
 }

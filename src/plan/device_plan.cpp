@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "model/model.h"
 #include "model/param_table.h"
+#include "ops/reduction_scratch.h"
 #include "plan/flops.h"
 
 namespace ms {
@@ -22,12 +23,28 @@ bool member_of(const P& field, const S& s) {
 
 }  // namespace
 
+std::vector<int64_t> input_buffers(const ModelConfig& c, const ModelDims& d) {
+  const int64_t video = d.B * d.F * d.H * d.W, context = d.B * d.Lt * c.text_dim;
+  const int64_t x = video * c.in_dim, y = video * c.out_dim;
+  return {x, y, context, d.B, x, y, context, d.B, y, y};
+}
+
 void ArenaOptions::validate() const {
   if (!resident && prefetch < 2)
     MS_FAIL("--prefetch ", prefetch, " is below 2: streaming needs one weight slot computing and one loading");
   for (int b : {weight_bytes, act_bytes})
     if (b != 2 && b != 4) MS_FAIL("device dtype size ", b, " is not 2 (bf16) or 4 (f32)");
   if (grad_slots < 0) MS_FAIL("gradient slots must be >= 0, got ", grad_slots);
+}
+
+WorkspaceLayout ArenaOptions::layout(const ModelConfig& c, const ModelDims& d) const {
+  WorkspaceLayout l;
+  l.checkpoint_slots = offload_activations ? 3 : -1;
+  if (act_bytes == 2) {  // the CUDA backend (backend/cuda/cuda_ops.h)
+    l.fused_norm = true;
+    l.reduction_scratch = cuda::block_reduction_scratch(c, d);
+  }
+  return l;
 }
 
 DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOptions& o) {
@@ -38,36 +55,42 @@ DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOpti
   p.weight_slots = (o.resident ? table.total() : o.prefetch * p.stage_numel) * o.weight_bytes;
   p.grad_slots = int64_t(o.grad_slots) * p.stage_numel * 4;
 
-  // Every activation buffer of the resident schedule, by the visitor that lays it out.
-  ModelWorkspace<char> ws{};
-  char** const attention_fields[] = {&ws.block.attn_lse, &ws.block.yc_lse,  &ws.block.off_h,    &ws.block.off_g,
-                                     &ws.block.off_raw,  &ws.block.offsets, &ws.block_grads.off};
-  int64_t checkpoints = 0, recompute = 0, attention = 0, other = 0;
-  visit_model_workspace(c, d, ws, [&](int64_t n, char*& field) {
-    const bool attn =
-        std::find(std::begin(attention_fields), std::end(attention_fields), &field) != std::end(attention_fields);
-    if (&field == &ws.xs)
-      checkpoints += n;
-    else if (attn)
-      attention += n;
-    else if (member_of(field, ws.block) || member_of(field, ws.block_grads))
-      recompute += n;
-    else
-      other += n;
-  });
-  const int64_t ND = d.N() * c.dim;
-  MS_CHECK(checkpoints == (c.num_layers + 1) * ND, "checkpoints ", checkpoints);
+  // Every activation buffer of the schedule, by the visitor that lays it out in the backend's types and alignment.
+  auto count = [&](auto ws) {
+    WorkspaceLayout l = o.layout(c, d);
+    l.checkpoint_slots = -1;  // every checkpoint: those in host memory are counted apart
+    visit_model_workspace(
+        c, d, ws,
+        [&](int64_t n, auto& field) {
+          const int64_t bytes = aligned_bytes<decltype(field)>(n, o.align());
+          const void* f = &field;
+          const bool attention = f == &ws.block.attn_lse || f == &ws.block.yc_lse || f == &ws.block.off_h ||
+                                 f == &ws.block.off_g || f == &ws.block.off_raw || f == &ws.block.offsets ||
+                                 f == &ws.block_grads.off;
+          if (f == &ws.xs)
+            p.checkpoints += bytes;
+          else if (attention)
+            p.attention += bytes;
+          else if (member_of(field, ws.block) || member_of(field, ws.block_grads))
+            p.recompute += bytes;
+          else
+            p.other += bytes;
+        },
+        l);
+  };
+  if (o.act_bytes == 2)
+    count(ModelWorkspace<uint16_t, float>{});
+  else
+    count(ModelWorkspace<float>{});
+  const int64_t align = o.align(), ND = d.N() * c.dim;
+  auto rounded = [&](int64_t bytes) { return (bytes + align - 1) / align * align; };
+  MS_CHECK(p.checkpoints == rounded((c.num_layers + 1) * ND * o.act_bytes), "checkpoints ", p.checkpoints);
   if (o.offload_activations) {
-    p.checkpoints_host = checkpoints * o.act_bytes;
-    checkpoints = 3 * ND;
+    p.checkpoints_host = (c.num_layers + 1) * ND * o.act_bytes;
+    p.checkpoints = rounded(3 * ND * o.act_bytes);
   }
-  p.checkpoints = checkpoints * o.act_bytes;
-  p.recompute = recompute * o.act_bytes;
-  p.attention = attention * o.act_bytes;
-  p.other = other * o.act_bytes;
-  const int64_t video = d.B * d.F * d.H * d.W;
-  const int64_t one_set = video * (c.in_dim + c.out_dim) + d.B * d.Lt * c.text_dim + d.B;  // x_t, target, context, t
-  p.inputs = (2 * one_set + video * 2 * c.out_dim) * o.act_bytes;  // two sets (one uploading), velocity, its gradient
+  // fp32, as StreamedModel carves them: two input sets (one uploading) and the velocity and its gradient.
+  for (int64_t n : input_buffers(c, d)) p.inputs += rounded(n * 4);
   p.scores_if_materialised = int64_t(double(d.B * c.num_heads) * double(d.L) * self_attention_keys(c, d)) * o.act_bytes;
   return p;
 }

@@ -2,9 +2,11 @@
 // the one accounting that both `megaslide plan` and the runtime's arena use. Pure: no allocation, no device.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "model/config.h"
 #include "model/dims.h"
+#include "model/model.h"
 
 namespace ms {
 
@@ -14,14 +16,23 @@ struct ArenaOptions {
   bool offload_activations = false;  // block-input checkpoints live in host memory; the device keeps 3 staging
                                      // slots (one read by the block, one written, one in flight on the link)
   int weight_bytes = 2;              // device weight dtype: bf16 (2) on GPUs, f32 (4) on the CPU backend
-  int act_bytes = 2;                 // activation dtype: bf16 (2) on GPUs, f32 (4) on the CPU backend. Norm
-                                     // statistics (mean, rstd, lse) are counted at this size too, though a GPU
-                                     // keeps them in fp32: under 0.5 % of the activations at dim >= 1536.
+  int act_bytes = 2;                 // activation dtype, and with it the backend's workspace layout: 2 is the CUDA
+                                     // backend's (bf16 activations, fp32 statistics and time path, the LayerNorm
+                                     // fused into the modulation, fp32 reduction scratch, 256-byte aligned
+                                     // buffers); 4 the CPU backend's (everything f32, dense)
   int grad_slots = 2;                // stage-sized fp32 gradient slots: one accumulating, one draining D2H;
                                      // 0: the backward accumulates into the host grad pool (CPU backend)
   // Throws ms::Error naming the bad value.
   void validate() const;
+  // The workspace layout of the backend that act_bytes names, and the alignment of its buffers.
+  WorkspaceLayout layout(const ModelConfig& c, const ModelDims& d) const;
+  int64_t align() const { return act_bytes == 2 ? 256 : 4; }
 };
+
+// Elements of the fp32 input buffers of a streamed step, in the order StreamedModel carves them: two sets of
+// x_t [B, in_dim, F, H, W], target [B, out_dim, F, H, W], context [B, Lt, text_dim], t [B]; the velocity and its
+// gradient.
+std::vector<int64_t> input_buffers(const ModelConfig& c, const ModelDims& d);
 
 // Device bytes by category; the arena is carved once, so the peak is their sum.
 struct DevicePlan {

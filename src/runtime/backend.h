@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace ms {
@@ -32,8 +33,10 @@ class Backend {
   // Creates an in-order stream; work on different streams may overlap.
   virtual int create_stream(const std::string& name, StreamKind kind) = 0;
   // Pins an existing host allocation in place (no second copy), so that copies from and to it run at
-  // link speed; it stays pinned for the backend's life. A no-op where there is no link.
+  // link speed; it stays pinned until unpin_host or the backend's end. A no-op where there is no link.
   virtual void pin_host(void* p, size_t bytes) = 0;
+  // Undoes pin_host(p, ...) before p is freed, once no copy uses it.
+  virtual void unpin_host(void* p) = 0;
   // Enqueues an op: fn runs on the device side of `stream` after everything before it.
   virtual void launch(int stream, const char* name, std::function<void()> fn) = 0;
   // Enqueues a copy of `bytes` bytes host -> device / device -> host.
@@ -49,5 +52,13 @@ class Backend {
   virtual void sync(Event e) = 0;              // the host blocks until e
   virtual void sync_all() = 0;                 // the host blocks until every stream is idle
 };
+
+class Trace;
+
+// "" when this build and machine can run the backend `name` (cpu, cuda); otherwise why not, in words.
+std::string backend_unavailable(const std::string& name);
+// The backend `name`; throws ms::Error naming backend_unavailable. link_gbps: the CPU backend's emulated link
+// (runtime/cpu_backend.h), refused elsewhere. trace may be null.
+std::unique_ptr<Backend> make_backend(const std::string& name, double link_gbps, Trace* trace);
 
 }  // namespace ms

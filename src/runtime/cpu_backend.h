@@ -26,6 +26,7 @@ class CpuBackend final : public Backend {
   void free_device(void* p) override;
   int create_stream(const std::string& name, StreamKind kind) override;
   void pin_host(void*, size_t) override {}
+  void unpin_host(void*) override {}
   void launch(int stream, const char* name, std::function<void()> fn) override;
   // Like launch, but fn runs even after an earlier task failed (the rest are then dropped): for signals
   // that other work waits on, so that a failure cannot leave it waiting. fn must not throw.

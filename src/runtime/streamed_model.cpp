@@ -36,11 +36,11 @@ std::vector<SlotUse> slot_schedule(int stages, int K) {
 }
 
 StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& backend, const StreamOptions& o)
-    : cfg_(c), dims_(d), table_(c), be_(backend), opts_(o) {
+    : cfg_(c), dims_(d), table_(c), be_(backend), opts_(o), runner_(make_stage_runner(backend, c, d)) {
   ArenaOptions ao;
   ao.prefetch = o.prefetch;
   ao.weight_bytes = backend.weight_bytes();
-  ao.act_bytes = 4;  // activations are f32 on every backend today
+  ao.act_bytes = runner_->act_bytes();
   ao.grad_slots = 2;
   ao.offload_activations = o.offload_activations;
   plan_ = plan_device(c, d, ao);
@@ -49,46 +49,48 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
             format_bytes(double(plan_.weight_slots)), ", activations ", format_bytes(double(plan_.workspace())),
             ") but --device-memory is ", format_bytes(double(o.device_budget)), "; pass --device-memory ", plan_.peak(),
             " or more, or use fewer frames, a smaller batch or --prefetch 2");
-  MS_CHECK(backend.weight_bytes() == 4, "the streamed model computes in f32 weights");
+  const WorkspaceLayout layout = ao.layout(c, d);
+  const int64_t align = ao.align();
+  const int64_t workspace = runner_->workspace_bytes(layout, align);
+  checkpoint_bytes_ = dims_.N() * cfg_.dim * ao.act_bytes;
+  if (o.offload_activations) {
+    host_checkpoints_ = AlignedBuffer<char>(size_t((c.num_layers + 1) * checkpoint_bytes_));
+    be_.pin_host(host_checkpoints_.data(), host_checkpoints_.size());
+  }
   arena_ = static_cast<char*>(be_.alloc_device(size_t(plan_.peak())));
   char* p = arena_;
-  const int64_t stage = table_.max_stage_numel();
-  for (int k = 0; k < o.prefetch; ++k, p += stage * 4) slots_.push_back(reinterpret_cast<float*>(p));
-  for (int k = 0; k < 2; ++k, p += stage * 4) grad_slots_.push_back(reinterpret_cast<float*>(p));
-  const int64_t slots = o.offload_activations ? 3 : -1;
-  auto visit = [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f, slots); };
-  if (o.offload_activations) host_checkpoints_ = AlignedBuffer<float>(size_t((c.num_layers + 1) * d.N() * c.dim));
-  MS_CHECK(workspace_numel<ModelWorkspace<float>>(visit) * 4 == plan_.workspace(), "arena plan and layout disagree");
-  ws_ = bind_workspace<ModelWorkspace<float>>(reinterpret_cast<float*>(p), visit);
-  p += plan_.workspace();
-  const int64_t video = d.B * d.F * d.H * d.W;
-  auto take = [&](int64_t n) {
-    float* q = reinterpret_cast<float*>(p);
-    p += n * 4;
+  auto take = [&](int64_t bytes) {
+    char* q = p;
+    p += (bytes + align - 1) / align * align;
     return q;
   };
-  for (Inputs& in : inputs_) {
-    in.xt = take(video * c.in_dim);
-    in.target = take(video * c.out_dim);
-    in.context = take(d.B * d.Lt * c.text_dim);
-    in.t = take(d.B);
-  }
-  velocity_ = take(video * c.out_dim);
-  dvelocity_ = take(video * c.out_dim);
+  const int64_t stage = table_.max_stage_numel();
+  for (int k = 0; k < o.prefetch; ++k) slots_.push_back(take(stage * ao.weight_bytes));
+  for (int k = 0; k < 2; ++k) grad_slots_.push_back(reinterpret_cast<float*>(take(stage * 4)));
+  MS_CHECK(p - arena_ == plan_.weight_slots + plan_.grad_slots, "arena plan and slots disagree");
+  runner_->bind(p, layout, align);
+  p += workspace;
+  MS_CHECK(workspace == plan_.workspace(), "arena plan and layout disagree: ", workspace, " against ",
+           plan_.workspace());
+  const std::vector<int64_t> buffers = input_buffers(c, d);
+  std::vector<float*> in;
+  for (int64_t n : buffers) in.push_back(reinterpret_cast<float*>(take(n * 4)));
+  for (int k = 0; k < 2; ++k)
+    inputs_[k] = {in[size_t(4 * k)], in[size_t(4 * k + 1)], in[size_t(4 * k + 2)], in[size_t(4 * k + 3)]};
+  velocity_ = in[8];
+  dvelocity_ = in[9];
   MS_CHECK(p == arena_ + plan_.peak(), "arena carved ", p - arena_, " of ", plan_.peak(), " bytes");
   schedule_ = slot_schedule(int(table_.stages().size()), o.prefetch);
   st_ = {be_.create_stream("compute", StreamKind::device), be_.create_stream("h2d", StreamKind::device),
          be_.create_stream("d2h", StreamKind::device)};
 }
 
-float* StreamedModel::checkpoint(int64_t k) const {
-  const int64_t ND = dims_.N() * cfg_.dim;
-  return ws_.xs + (opts_.offload_activations ? k % 3 : k) * ND;
-}
+void* StreamedModel::checkpoint(int64_t k) const { return runner_->checkpoint(opts_.offload_activations ? k % 3 : k); }
 
 StreamedModel::~StreamedModel() {
   be_.sync_all();
   be_.free_device(arena_);
+  if (host_checkpoints_.size()) be_.unpin_host(host_checkpoints_.data());
 }
 
 void StreamedModel::enqueue_inputs(const float* xt, const float* t, const float* context, const float* target) {
@@ -108,7 +110,6 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
                                  const std::function<Event(int)>& ready) {
   const auto& stages = table_.stages();
   const int S = int(stages.size()), L = int(cfg_.num_layers);
-  const int64_t ND = dims_.N() * cfg_.dim, video = dims_.B * dims_.F * dims_.H * dims_.W;
   Inputs& in = inputs_[current_];
   be_.wait(st_.compute, in.landed);
   // The compute stream's ops (empty with skip_compute: the benchmark's transfer-only time).
@@ -124,7 +125,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
     const SlotUse& use = schedule_[i];
     const int s = use.stage;
     const StageInfo& info = stages[size_t(s)];
-    float* w = slots_[size_t(use.slot)];
+    char* w = slots_[size_t(use.slot)];
     // H2D: the slot must be free (its previous user finished) and, on first use, the stage updated. A slot
     // that still holds this stage from earlier in the step keeps it (slot_schedule).
     if (!use.resident) {
@@ -144,52 +145,27 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
       g = grad_slots_[size_t(j % 2)];
       if (j >= 2) be_.wait(st_.compute, grads_sent[size_t(j - 2)]);
     }
-    const float* cw = w;
-    const int64_t numel = info.numel;
+    const void* cw = w;
+    const StepInputs inputs{in.xt, in.t, in.context, in.target};
+    StageRunner* r = runner_.get();
     if (info.kind == StageKind::stem && forward) {
-      compute("stem", [=, this] {
-        stem_forward(cfg_, dims_, bind_stem(cfg_, cw), in.xt, in.t, in.context, ws_.stem);
-        std::copy(ws_.stem.x0, ws_.stem.x0 + ND, checkpoint(0));
-        if (probe_) probe_(0, checkpoint(0), ND);
-      });
+      compute("stem", [=, this] { r->stem_forward(cw, inputs, checkpoint(0)); });
     } else if (info.kind == StageKind::block && forward) {
       const int64_t b = info.block;
       if (offload && b >= 2) be_.wait(st_.compute, saved[size_t(b - 2)]);  // staging slot of xs[b+1] drained
-      compute("block", [=, this] {
-        block_forward(cfg_, dims_, b, bind_block(cfg_, cw), checkpoint(b), ws_.stem.e0, ws_.stem.ctx, ws_.block,
-                      checkpoint(b + 1));
-        if (probe_) probe_(b + 1, checkpoint(b + 1), ND);
-      });
+      compute("block", [=, this] { r->block_forward(b, cw, checkpoint(b), checkpoint(b + 1)); });
     } else if (info.kind == StageKind::head) {
-      compute("head", [=, this] {
-        std::fill(g, g + numel, 0.0f);
-        head_forward(cfg_, dims_, bind_head(cfg_, cw), checkpoint(L), ws_.stem.e, ws_.head, velocity_);
-        if (probe_) probe_(L + 1, velocity_, video * cfg_.out_dim);
-        loss_ = cpu::mse_loss(velocity_, in.target, dvelocity_, video * cfg_.out_dim);
-        std::fill(ws_.de, ws_.de + dims_.B * cfg_.dim, 0.0f);
-        std::fill(ws_.de0, ws_.de0 + dims_.B * 6 * cfg_.dim, 0.0f);
-        std::fill(ws_.dctx, ws_.dctx + dims_.B * dims_.Lt * cfg_.dim, 0.0f);
-        head_backward(cfg_, dims_, bind_head(cfg_, cw), checkpoint(L), ws_.head, dvelocity_, ws_.dres, ws_.de,
-                      bind_head(cfg_, g), ws_.scratch);
-      });
+      compute("head", [=, this] { r->head_step(cw, checkpoint(L), inputs, velocity_, dvelocity_, g); });
     } else if (info.kind == StageKind::block) {
       const int64_t b = info.block;
       if (offload && b <= L - 3) {  // xs[b] comes back into its staging slot once block b+3 has read its own
         be_.wait(st_.h2d, backward_done[size_t(b + 3)]);
-        be_.copy_h2d(st_.h2d, checkpoint(b), host_checkpoints_.data() + b * ND, size_t(ND) * 4, "checkpoint");
+        be_.copy_h2d(st_.h2d, checkpoint(b), host_checkpoint(b), size_t(checkpoint_bytes_), "checkpoint");
         be_.wait(st_.compute, be_.record(st_.h2d));
       }
-      compute("block backward", [=, this] {
-        std::fill(g, g + numel, 0.0f);
-        block_backward(cfg_, dims_, b, bind_block(cfg_, cw), checkpoint(b), ws_.stem.e0, ws_.stem.ctx, ws_.block,
-                       ws_.block_grads, ws_.dres, ws_.dres, ws_.de0, ws_.dctx, bind_block(cfg_, g));
-      });
+      compute("block backward", [=, this] { r->block_backward(b, cw, checkpoint(b), g); });
     } else {
-      compute("stem backward", [=, this] {
-        std::fill(g, g + numel, 0.0f);
-        stem_backward(cfg_, dims_, bind_stem(cfg_, cw), ws_.stem, ws_.dres, ws_.de, ws_.de0, ws_.dctx,
-                      bind_stem(cfg_, g), static_cast<float*>(nullptr), static_cast<float*>(nullptr), ws_.scratch);
-      });
+      compute("stem backward", [=] { r->stem_backward(cw, g); });
     }
     slot_free[i] = be_.record(st_.compute);
     if (info.kind == StageKind::head) backward_done[size_t(L)] = slot_free[i];
@@ -197,7 +173,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
     if (offload && forward && info.kind != StageKind::head) {  // send the checkpoint this use wrote to the host
       const int64_t k = info.kind == StageKind::stem ? 0 : info.block + 1;
       be_.wait(st_.d2h, slot_free[i]);
-      be_.copy_d2h(st_.d2h, host_checkpoints_.data() + k * ND, checkpoint(k), size_t(ND) * 4, "checkpoint");
+      be_.copy_d2h(st_.d2h, host_checkpoint(k), checkpoint(k), size_t(checkpoint_bytes_), "checkpoint");
       saved[size_t(k)] = be_.record(st_.d2h);
     }
     if (g) {
@@ -205,7 +181,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
       float* host = route.buffer(j, s);
       be_.wait(st_.d2h, slot_free[i]);
       be_.wait(st_.d2h, route.free(j));
-      be_.copy_d2h(st_.d2h, host, g, size_t(numel) * 4, "grads");
+      be_.copy_d2h(st_.d2h, host, g, size_t(info.numel) * 4, "grads");
       grads_sent[size_t(j)] = be_.record(st_.d2h);
       route.landed(j, s, host, grads_sent[size_t(j)]);
     }
@@ -222,7 +198,7 @@ int64_t StreamedModel::uploaded_weights() const {
 
 double StreamedModel::finish() {
   be_.sync_all();
-  return loss_;
+  return runner_->loss();
 }
 
 }  // namespace ms

@@ -5,12 +5,14 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "model/model.h"
 #include "plan/device_plan.h"
 #include "runtime/backend.h"
 #include "runtime/host_state.h"
+#include "runtime/stage_runner.h"
 
 namespace ms {
 
@@ -63,8 +65,9 @@ class StreamedModel {
   // Waits for the step and returns its loss.
   double finish();
 
-  // Sees every stage's forward output on the compute stream (model/model.h); set between steps.
-  void set_probe(StageProbe<float> probe) { probe_ = std::move(probe); }
+  // Sees every stage's forward output on the compute stream (model/model.h); set between steps. The CPU backend
+  // only (StageRunner::set_probe).
+  void set_probe(StageProbe<float> probe) { runner_->set_probe(std::move(probe)); }
 
   const DevicePlan& plan() const { return plan_; }
   // Weight elements uploaded per step (bf16 over the link).
@@ -85,22 +88,22 @@ class StreamedModel {
   std::vector<SlotUse> schedule_;
   Streams st_;
   char* arena_ = nullptr;
-  std::vector<float*> slots_;       // K x [max stage] weights as the device computes with them
-  std::vector<float*> grad_slots_;  // 2 x [max stage] fp32 gradients
-  ModelWorkspace<float> ws_;
+  std::unique_ptr<StageRunner> runner_;  // the backend's stages, its workspace in the arena
+  std::vector<char*> slots_;             // K x [max stage] weights as the device computes with them
+  std::vector<float*> grad_slots_;       // 2 x [max stage] fp32 gradients
   struct Inputs {
     float *xt, *target, *context, *t;  // [B, C, F, H, W] x2, [B, Lt, td], [B]
     Event landed;                      // their upload is done
     Event free;                        // the last step that read them has finished with them
   };
   Inputs inputs_[2];
-  int current_ = 1;                        // the input set enqueued last
-  float *velocity_, *dvelocity_;           // [B, C, F, H, W]
-  AlignedBuffer<float> host_checkpoints_;  // offload_activations: [num_layers + 1, N, D] in host memory
+  int current_ = 1;                       // the input set enqueued last
+  float *velocity_, *dvelocity_;          // [B, C, F, H, W]
+  AlignedBuffer<char> host_checkpoints_;  // offload_activations: [num_layers + 1, N, D] activations in host memory
+  int64_t checkpoint_bytes_ = 0;          // one block input [N, D] in the runner's activation dtype
   // Device buffer of block input k: its own slot, or staging slot k mod 3 when offloaded.
-  float* checkpoint(int64_t k) const;
-  double loss_ = 0;
-  StageProbe<float> probe_;
+  void* checkpoint(int64_t k) const;
+  char* host_checkpoint(int64_t k) { return host_checkpoints_.data() + k * checkpoint_bytes_; }
 };
 
 }  // namespace ms

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "model/config.h"
+#include "runtime/backend.h"
 
 namespace ms {
 
@@ -38,10 +40,32 @@ void TrainOptions::validate() const {
   if (!(link_gbps >= 0)) MS_FAIL("--link-gbps must be >= 0 (0: unthrottled), got ", link_gbps);
   if (offload == "none" && (device_memory > 0 || link_gbps > 0 || offload_activations))
     MS_FAIL("--device-memory, --link-gbps and --offload-activations apply to --offload stream; add --offload stream");
+  if (backend != "auto" && backend != "cpu" && backend != "cuda")
+    MS_FAIL("--backend '", backend, "' is unknown; use cpu, cuda or auto");
+  if (const std::string gpu = backend == "cuda" ? backend_unavailable("cuda") : ""; !gpu.empty())
+    MS_FAIL("--backend cuda: ", gpu, "; or use --backend cpu");
   if (on_nonfinite != "skip" && on_nonfinite != "stop")
     MS_FAIL("--on-nonfinite '", on_nonfinite, "' is unknown; use skip (skip the step, keep training) or stop");
   ms::validate(flow);
   ms::validate(samples);
+}
+
+std::string resolve_backend(const TrainOptions& o, const ModelConfig& c) {
+  if (o.backend == "cpu") return "cpu";
+  const std::string why = [&]() -> std::string {  // what keeps this run off the GPU
+    if (std::string gpu = backend_unavailable("cuda"); !gpu.empty()) return gpu;
+    if (o.offload != "stream")
+      return "the resident schedule (--offload none) runs on the CPU backend; add --offload stream";
+    if (c.attention.type != "dense")
+      return cat("attention type '", c.attention.type, "' has no CUDA kernel yet (only dense runs on the GPU)");
+    if (o.link_gbps > 0) return "--link-gbps emulates a host link on the CPU backend";
+    if (o.inject_nan_activation > 0)
+      return "--inject-nan-activation poisons activations in host memory, on the CPU backend";
+    return "";
+  }();
+  if (why.empty()) return "cuda";
+  if (o.backend == "cuda") MS_FAIL("--backend cuda: ", why, "; or use --backend cpu");
+  return "cpu";
 }
 
 double TrainOptions::lr_at(int64_t t) const { return warmup > 0 ? lr * std::min(1.0, double(t) / double(warmup)) : lr; }
@@ -79,6 +103,7 @@ nlohmann::json options_to_json(const TrainOptions& o) {
           {"device_memory", o.device_memory},
           {"offload_activations", o.offload_activations},
           {"link_gbps", o.link_gbps},
+          {"backend", o.backend},
           {"trace", o.trace},
           {"on_nonfinite", o.on_nonfinite},
           {"inject_nan_grad", o.inject_nan_grad},
@@ -122,6 +147,7 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.prefetch = j.at("prefetch");
   o.device_memory = j.at("device_memory");
   o.offload_activations = j.at("offload_activations");
+  o.backend = j.value("backend", std::string("auto"));  // runs saved before the option had none
   o.link_gbps = j.at("link_gbps");
   o.trace = j.at("trace");
   o.inject_nan_grad = j.at("inject_nan_grad");

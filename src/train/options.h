@@ -10,11 +10,13 @@
 
 namespace ms {
 
+struct ModelConfig;
+
 struct TrainOptions {
-  std::string model = "tiny";  // preset | model directory | weights file (with config)
-  std::string config;          // config.json (with a weights file, or to override)
-  std::string data = "synthetic";  // synthetic | moving-mnist | dataset .toml (docs/data.md)
-  std::string mnist_dir;           // moving-mnist: IDX files ("": $MEGASLIDE_DATA or ~/.cache/megaslide)
+  std::string model = "tiny";        // preset | model directory | weights file (with config)
+  std::string config;                // config.json (with a weights file, or to override)
+  std::string data = "synthetic";    // synthetic | moving-mnist | dataset .toml (docs/data.md)
+  std::string mnist_dir;             // moving-mnist: IDX files ("": $MEGASLIDE_DATA or ~/.cache/megaslide)
   std::string on_bad_data = "skip";  // skip | fatal: an unreadable, corrupt or too-short data file
   // Pixels (pixel-space models) or latents; 0: the data's own (a TOML's target_frames / resolution,
   // a latent cache's shape, Moving-MNIST 20x64x64, synthetic 6x24x24). Resolved before the run starts.
@@ -34,6 +36,7 @@ struct TrainOptions {
   int prefetch = 2;                             // stream: K weight slots
   int64_t device_memory = 0;                    // stream: arena budget in bytes (0: no limit)
   bool offload_activations = false;             // stream: block-input checkpoints in host memory
+  std::string backend = "auto";       // cpu | cuda | auto (cuda where this run can use a GPU: resolve_backend)
   double link_gbps = 0;               // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
   std::string trace;                  // Chrome trace JSON path ("" : none)
   bool serialize = false;             // stream: disable overlap (for `bench stream`)
@@ -52,6 +55,11 @@ struct TrainOptions {
   // Learning rate at 1-based step t: linear warm-up, then constant.
   double lr_at(int64_t t) const;
 };
+
+// The backend this run computes on: cpu, or cuda where it is asked for (or auto) and the run can use the GPU
+// (--offload stream, dense attention, a usable GPU, no CPU-only testing aid). Throws ms::Error when cuda is
+// asked for and cannot be used, saying why.
+std::string resolve_backend(const TrainOptions& o, const ModelConfig& c);
 
 nlohmann::json options_to_json(const TrainOptions& o);
 TrainOptions options_from_json(const nlohmann::json& j);

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -24,7 +25,7 @@
 #include "model/loader.h"
 #include "model/model.h"
 #include "ops/mse_loss.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/backend.h"
 #include "runtime/host_state.h"
 #include "runtime/streamed_model.h"
 #include "runtime/trace.h"
@@ -72,6 +73,9 @@ struct Batch {
   std::vector<float> context;     // [B, text_len, text_dim]
   std::vector<float> xt, target;  // [B, C, F, H, W] the noised input and the flow target
   std::vector<float> timesteps;   // [B] t * 1000
+
+  // What a streamed step uploads (StreamedModel::enqueue_inputs).
+  std::array<std::vector<float>*, 4> uploaded() { return {&xt, &target, &context, &timesteps}; }
 };
 
 class Run {
@@ -86,9 +90,10 @@ class Run {
                           : table_.total()),
         dims_(ModelDims::make(cfg, opts.batch_size, opts.frames, opts.height, opts.width, cfg.text_len)),
         data_(std::move(data)) {
+    const std::string backend = resolve_backend(opts, cfg);  // cpu for --offload none
     if (opts.offload == "stream") {
       if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
-      backend_ = std::make_unique<CpuBackend>(opts.link_gbps, trace_.get());
+      backend_ = make_backend(backend, opts.link_gbps, trace_.get());
       optimizer_stream_ = backend_->create_stream("optimizer", StreamKind::host);
       // The pools the link reads and writes: pinned in place where there is a link (a no-op on the CPU backend).
       backend_->pin_host(host_.weights.data(), host_.weights.size() * 2);
@@ -103,10 +108,10 @@ class Run {
       if (opts.optimizer_schedule == "immediate") resident_grads_ = AlignedBuffer<float>(size_t(table_.total()));
     }
     auto probe = [this](int64_t s, float* out, int64_t n) { probe_stage(s, out, n); };
-    if (streamed_)
-      streamed_->set_probe(probe);
-    else
+    if (!streamed_)
       resident_->set_probe(probe);
+    else if (std::string(backend_->name()) == "cpu")  // elsewhere the activations stay on the device
+      streamed_->set_probe(probe);
     if (cfg.out_dim != cfg.in_dim)  // the flow target lives in the input space
       MS_FAIL("the model's out_dim ", cfg.out_dim, " differs from its in_dim ", cfg.in_dim,
               "; rectified-flow training needs them equal");
@@ -116,6 +121,8 @@ class Run {
       for (auto* v : {&b.x0, &b.xt, &b.target}) v->resize(size_t(n));
       b.context.resize(size_t(dims_.B * cfg.text_len * cfg.text_dim));
       b.timesteps.resize(size_t(dims_.B));
+      if (backend_)  // what enqueue_inputs copies from
+        for (auto* v : b.uploaded()) backend_->pin_host(v->data(), v->size() * sizeof(float));
     }
   }
 
@@ -125,6 +132,8 @@ class Run {
     if (!backend_) return;
     try {
       backend_->sync_all();
+      for (Batch& b : batches_)
+        for (auto* v : b.uploaded()) backend_->unpin_host(v->data());
     } catch (...) {  // the error that ended the run is already on its way out
     }
   }
@@ -151,14 +160,14 @@ class Run {
                                      {"h2d_weight_bytes_per_step", streamed_ ? streamed_->uploaded_weights() * 2 : 0},
                                      {"prefetch", opts_.prefetch},
                                      {"offload", opts_.offload},
-                                     {"backend", "cpu"}}
+                                     {"backend", backend_ ? backend_->name() : "cpu"}}
                               .dump(2) +
                           "\n");
     std::ofstream metrics(out / "metrics.jsonl", std::ios::app);
     if (!metrics) MS_FAIL("cannot write '", (out / "metrics.jsonl").string(), "'; check the run directory is writable");
     log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ", dims_.N(),
              " tokens per step (", dims_.B, " x ", dims_.L, "); host state ", host_.bytes() >> 20, " MiB; ",
-             num_threads(), " threads");
+             num_threads(), " threads; backend ", backend_ ? backend_->name() : "cpu");
     Rng rng(state.rng_state);
     Progress progress(state.step, opts_.steps, opts_.log_every);
     TrainSummary sum;

@@ -15,6 +15,7 @@
 #include "model/cpu_ops.h"
 #include "model/head_impl.h"
 #include "model/stem_impl.h"
+#include "ops/reduction_scratch.h"
 #include "reference_ops.h"
 #include "small_config.h"
 
@@ -139,7 +140,7 @@ TEST(CudaStages, BlockForwardAndBackwardMatchFloat64) {
   // GPU
   DeviceBuffer<uint16_t> gw_bits(w.bits), gx(x.bits), gctx(ctx.bits), gdout(dout.bits), gdctx(dctx0.bits),
       gout(N * D, 0xffff), gdx(N * D, 0xffff);
-  DeviceBuffer<float> ge0(e0), gde0(de00), ggrads(gw0), scratch(cuda::CudaOps::block_scratch_numel(c, d), 0.f);
+  DeviceBuffer<float> ge0(e0), gde0(de00), ggrads(gw0), scratch(cuda::block_reduction_scratch(c, d), 0.f);
   DeviceFields fields;
   cuda::GpuBlockActs acts{};
   cuda::GpuBlockGrads grads{};
@@ -147,7 +148,7 @@ TEST(CudaStages, BlockForwardAndBackwardMatchFloat64) {
   visit_block_acts(c, d, acts, alloc, /*fused=*/true);
   visit_block_grads(c, d, grads, alloc);
   cuda::GemmContext gemm;
-  cuda::CudaOps ops{gemm, nullptr, scratch.get(), cuda::CudaOps::block_scratch_numel(c, d)};
+  cuda::CudaOps ops{gemm, nullptr, scratch.get(), cuda::block_reduction_scratch(c, d)};
   const BlockW<const uint16_t*> wd = bind_block<const uint16_t>(c, gw_bits.get());
   cuda::block_forward(ops, c, d, layer, wd, gx.get(), ge0.get(), gctx.get(), acts, gout.get());
   cuda::block_backward(ops, c, d, layer, wd, gx.get(), ge0.get(), gctx.get(), acts, grads, gdout.get(), gdx.get(),
@@ -211,7 +212,7 @@ TEST(CudaStages, StemAndHeadMatchFloat64) {
   DeviceBuffer<float> glat(latents), gt(t), gctx(context), geh(e_head), gdvel(dvel), gdes(de_stem), gde0(de0),
       gdeh(de_head0), ggs(gs0), ggh(gh0), gvel(video_out, -1.f), gdlat(video_in, -1.f),
       gdcontext(B * d.Lc * c.text_dim, -1.f), ss(std::max(stem_scratch_stat_numel(c, d), B * 2 * D), -1.f),
-      scratch(cuda::CudaOps::block_scratch_numel(c, d), 0.f);
+      scratch(cuda::block_reduction_scratch(c, d), 0.f);
   DeviceFields fields;
   cuda::GpuStemActs sa{};
   cuda::GpuHeadActs ha{};
@@ -219,7 +220,7 @@ TEST(CudaStages, StemAndHeadMatchFloat64) {
   visit_stem_acts(c, d, sa, alloc);
   visit_head_acts(c, d, ha, alloc, /*fused=*/true);
   cuda::GemmContext gemm;
-  cuda::CudaOps ops{gemm, nullptr, scratch.get(), cuda::CudaOps::block_scratch_numel(c, d)};
+  cuda::CudaOps ops{gemm, nullptr, scratch.get(), cuda::block_reduction_scratch(c, d)};
   const StemW<const uint16_t*> wsd = bind_stem<const uint16_t>(c, gws.get());
   const HeadW<const uint16_t*> whd = bind_head<const uint16_t>(c, gwh.get());
   cuda::stem_forward(ops, c, d, wsd, glat.get(), gt.get(), gctx.get(), sa);

@@ -161,7 +161,6 @@ void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, 
   MS_CUDA_CHECK_LAUNCH();
 }
 
-int64_t attention_backward_scratch(const AttentionDims& a) { return a.B * a.nh * a.Lq; }
 
 void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
                         const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch,

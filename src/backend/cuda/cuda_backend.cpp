@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "backend/cuda/check.h"
@@ -85,6 +86,13 @@ int CudaBackend::create_stream(const std::string& name, StreamKind kind) {
 void CudaBackend::pin_host(void* p, size_t bytes) {
   MS_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
   pinned_.push_back(p);
+}
+
+void CudaBackend::unpin_host(void* p) {
+  const auto it = std::find(pinned_.begin(), pinned_.end(), p);
+  MS_CHECK(it != pinned_.end(), "unpin_host: the buffer was not pinned by this backend");
+  pinned_.erase(it);
+  MS_CUDA_CHECK(cudaHostUnregister(p));
 }
 
 cuda::Stream CudaBackend::stream(int id) const {

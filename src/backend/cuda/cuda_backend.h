@@ -30,6 +30,7 @@ class CudaBackend final : public Backend {
   void free_device(void* p) override;
   int create_stream(const std::string& name, StreamKind kind) override;
   void pin_host(void* p, size_t bytes) override;
+  void unpin_host(void* p) override;
   // Device streams: fn runs now on the calling thread with cuda::current_stream() set to the stream, and
   // enqueues kernels there. Host streams: fn runs on the stream's worker thread, in order.
   void launch(int stream, const char* name, std::function<void()> fn) override;

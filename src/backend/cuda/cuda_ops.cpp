@@ -18,18 +18,9 @@
 
 namespace ms::cuda {
 
-int64_t CudaOps::block_scratch_numel(const ModelConfig& c, const ModelDims& d) {
-  const int64_t N = d.N(), D = c.dim, Nc = d.B * d.Lt, nh = c.num_heads, hd = c.head_dim();
-  return std::max({linear_backward_scratch(N, D), linear_backward_scratch(N, c.ffn_dim), linear_backward_scratch(Nc, D),
-                   layernorm_backward_scratch(N, D), rmsnorm_backward_scratch(N, D), rmsnorm_backward_scratch(Nc, D),
-                   modulate_backward_scratch(d.L, D), layernorm_modulate_backward_scratch(d.L, D),
-                   attention_backward_scratch({d.B, d.L, d.L, nh, hd}),
-                   attention_backward_scratch({d.B, d.L, d.Lt, nh, hd})});
-}
-
 float* CudaOps::scratch_for(int64_t need) const {
   MS_CHECK(need <= scratch_numel, "CudaOps: an op needs ", need, " floats of scratch, the buffer holds ", scratch_numel,
-           " (size it with CudaOps::block_scratch_numel)");
+           " (size it with block_reduction_scratch, ops/reduction_scratch.h)");
   return scratch;
 }
 

@@ -1,6 +1,6 @@
 // The CUDA ops policy of model/block_impl.h: bf16 activations and weights, fp32 statistics, modulation and
 // weight gradients, every op enqueued on one stream. GEMMs go through a GemmContext; the deterministic
-// reductions of the backward share one fp32 scratch buffer (block_scratch_numel), which the stream's order
+// reductions of the backward share one fp32 scratch buffer (block_reduction_scratch), which the stream's order
 // makes safe to reuse from op to op. The local attention types have no kernels here yet (issue 6), and the
 // LayerNorm before each modulation is fused with it (the normalised tensor is never written).
 #pragma once
@@ -28,10 +28,7 @@ struct CudaOps {
   GemmContext& gemm;
   Stream stream;
   float* scratch;         // [scratch_numel] on the device
-  int64_t scratch_numel;  // >= block_scratch_numel of the shapes it runs
-
-  // The fp32 scratch one block's backward needs.
-  static int64_t block_scratch_numel(const ModelConfig& c, const ModelDims& d);
+  int64_t scratch_numel;  // >= block_reduction_scratch (ops/reduction_scratch.h) of the shapes it runs
 
   void zero(uint16_t* p, int64_t n);
   void zero(float* p, int64_t n);

@@ -7,11 +7,11 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device.h"
+#include "ops/reduction_scratch.h"
 
 namespace ms::cuda {
 
-constexpr int kRowThreads = 256;     // threads per row in the row-wise kernels (norms)
-constexpr int64_t kColumnRows = 64;  // rows per partial in the column reduction
+constexpr int kRowThreads = 256;  // threads per row in the row-wise kernels (norms)
 
 __device__ inline float load(const uint16_t* p, int64_t i) {
   return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
@@ -72,8 +72,7 @@ __device__ void layernorm_row_backward(const uint16_t* xr, float mu, float rs, G
 }
 
 // Column sums in a fixed order: partial[chunk, c] = sum over the chunk's rows of f(n, c), then
-// out[c] += sum over chunks. scratch holds column_scratch(N, C) floats.
-inline int64_t column_scratch(int64_t N, int64_t C) { return (N + kColumnRows - 1) / kColumnRows * C; }
+// out[c] += sum over chunks. scratch holds column_scratch(N, C) floats (ops/reduction_scratch.h).
 
 template <class F>
 __global__ void column_partials(F f, float* partial, int64_t N, int64_t C) {

@@ -38,7 +38,6 @@ void layernorm_modulate_forward(const uint16_t* x, const float* shift, const flo
   MS_CUDA_CHECK_LAUNCH();
 }
 
-int64_t layernorm_modulate_backward_scratch(int64_t L, int64_t C) { return column_scratch(L, C); }
 
 void layernorm_modulate_backward(const uint16_t* x, const float* mean, const float* rstd, const float* scale,
                                  const uint16_t* dy, uint16_t* dx, float* dshift, float* dscale, float* scratch,

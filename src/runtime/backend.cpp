@@ -1,0 +1,36 @@
+#include "runtime/backend.h"
+
+#include "core/check.h"
+#include "runtime/cpu_backend.h"
+
+#ifdef MEGASLIDE_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/device.h"
+#endif
+
+namespace ms {
+
+std::string backend_unavailable(const std::string& name) {
+  if (name == "cpu") return "";
+  if (name != "cuda") return cat("there is no backend '", name, "' (cpu or cuda)");
+#ifdef MEGASLIDE_HAVE_CUDA
+  if (std::string why = cuda::unusable_reason(); !why.empty())
+    return cat("no usable CUDA GPU on this machine (", why, ")");
+  return "";
+#else
+  return "this build of megaslide has no CUDA backend (configure with nvcc on the PATH, or -DMEGASLIDE_CUDA=ON)";
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, double link_gbps, Trace* trace) {
+  if (const std::string why = backend_unavailable(name); !why.empty()) MS_FAIL("--backend ", name, ": ", why);
+  if (name == "cpu") return std::make_unique<CpuBackend>(link_gbps, trace);
+  if (link_gbps > 0) MS_FAIL("--link-gbps emulates a host link on the CPU backend; a GPU has a real one: leave it out");
+#ifdef MEGASLIDE_HAVE_CUDA
+  return std::make_unique<CudaBackend>(trace);
+#else
+  MS_FAIL("unreachable: backend ", name);
+#endif
+}
+
+}  // namespace ms

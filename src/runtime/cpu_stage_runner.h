@@ -1,0 +1,34 @@
+// The CPU backend's stage runner: f32 weights and activations in host memory, the CPU kernels
+// (model/block.h, stem.h, head.h), each stage run on the compute stream's worker thread.
+#pragma once
+#include "runtime/stage_runner.h"
+
+namespace ms {
+
+class CpuStageRunner final : public StageRunner {
+ public:
+  CpuStageRunner(const ModelConfig& c, const ModelDims& d) : cfg_(c), dims_(d), table_(c) {}
+
+  int act_bytes() const override { return 4; }
+  int64_t workspace_bytes(const WorkspaceLayout& layout, int64_t align) const override;
+  void bind(void* base, const WorkspaceLayout& layout, int64_t align) override;
+  void* checkpoint(int64_t slot) const override { return ws_.xs + slot * dims_.N() * cfg_.dim; }
+  void stem_forward(const void* w, const StepInputs& in, void* x0) override;
+  void block_forward(int64_t b, const void* w, const void* x, void* out) override;
+  void head_step(const void* w, const void* x, const StepInputs& in, float* velocity, float* dvelocity,
+                 float* g) override;
+  void block_backward(int64_t b, const void* w, const void* x, float* g) override;
+  void stem_backward(const void* w, float* g) override;
+  double loss() override { return loss_; }
+  void set_probe(StageProbe<float> probe) override { probe_ = std::move(probe); }
+
+ private:
+  ModelConfig cfg_;
+  ModelDims dims_;
+  ParamTable table_;
+  ModelWorkspace<float> ws_{};
+  double loss_ = 0;
+  StageProbe<float> probe_;
+};
+
+}  // namespace ms
