@@ -35,8 +35,9 @@ std::vector<SlotUse> slot_schedule(int stages, int K) {
   return out;
 }
 
-StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& backend, const StreamOptions& o)
-    : cfg_(c), dims_(d), table_(c), be_(backend), opts_(o), runner_(make_stage_runner(backend, c, d)) {
+StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& backend, const StreamOptions& o,
+                             std::unique_ptr<StageRunner> runner)
+    : cfg_(c), dims_(d), table_(c), be_(backend), opts_(o), runner_(std::move(runner)) {
   ArenaOptions ao;
   ao.prefetch = o.prefetch;
   ao.weight_bytes = backend.weight_bytes();

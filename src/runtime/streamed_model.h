@@ -47,8 +47,10 @@ std::vector<SlotUse> slot_schedule(int stages, int K);
 
 class StreamedModel {
  public:
-  // Plans and carves the arena; throws ms::Error when it exceeds the budget, naming the minimum.
-  StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& backend, const StreamOptions& o);
+  // Plans and carves the arena for `runner` (make_stage_runner(backend, c, d): the backend's stages); throws
+  // ms::Error when it exceeds the budget, naming the minimum.
+  StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& backend, const StreamOptions& o,
+                std::unique_ptr<StageRunner> runner);
   ~StreamedModel();
   StreamedModel(const StreamedModel&) = delete;
   StreamedModel& operator=(const StreamedModel&) = delete;

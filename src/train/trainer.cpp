@@ -101,7 +101,8 @@ class Run {
       updated_.resize(table_.stages().size());
       streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_,
                                                   StreamOptions{opts.prefetch, opts.device_memory, opts.serialize,
-                                                                opts.transfer_only, opts.offload_activations});
+                                                                opts.transfer_only, opts.offload_activations},
+                                                  make_stage_runner(*backend_, cfg, dims_));
     } else {
       resident_ = std::make_unique<ResidentModel<float>>(cfg, dims_);
       params_ = AlignedBuffer<float>(size_t(table_.total()));

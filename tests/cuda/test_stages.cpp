@@ -15,59 +15,13 @@
 #include "model/cpu_ops.h"
 #include "model/head_impl.h"
 #include "model/stem_impl.h"
+#include "model/workspace.h"
+#include "model_reference.h"
 #include "ops/reduction_scratch.h"
-#include "reference_ops.h"
 #include "small_config.h"
 
 namespace ms::test {
 namespace {
-
-// CpuOps<double> with the GEMMs and attention as plain loops (the CPU kernels would need OpenBLAS) and without the
-// local attention types, whose branches would link them.
-struct RefOps : CpuOps<double> {
-  static constexpr bool kLocalAttention = false;
-
-  void linear_forward(const double* x, const double* w, const double* b, double* y, int64_t N, int64_t in,
-                      int64_t out) {
-    reference_linear_forward(x, w, b, y, N, in, out);
-  }
-  void linear_backward(const double* x, const double* w, const double* dy, double* dx, double* dw, double* db,
-                       int64_t N, int64_t in, int64_t out) {
-    reference_linear_backward(x, w, dy, dx, dw, db, N, in, out);
-  }
-  // The time path's linear is the same layer in float64.
-  template <class... Args>
-  void time_linear_forward(Args... args) {
-    linear_forward(args...);
-  }
-  template <class... Args>
-  void time_linear_backward(Args... args) {
-    linear_backward(args...);
-  }
-  void attention_forward(const double* q, const double* k, const double* v, double* out, double* lse,
-                         const cpu::AttentionDims& a) {
-    const AttentionReference r = run(a, q, k, v, nullptr, nullptr, nullptr, nullptr);
-    std::copy(r.out.begin(), r.out.end(), out);
-    std::copy(r.lse.begin(), r.lse.end(), lse);
-  }
-  void attention_backward(const double* q, const double* k, const double* v, const double*, const double*,
-                          const double* dout, double* dq, double* dk, double* dv, const cpu::AttentionDims& a) {
-    const AttentionReference r = run(a, q, k, v, dout, dq, dk, dv);
-    std::copy(r.dq.begin(), r.dq.end(), dq);
-    std::copy(r.dk.begin(), r.dk.end(), dk);
-    std::copy(r.dv.begin(), r.dv.end(), dv);
-  }
-
- private:
-  // reference_attention on the arrays (null dout and gradients: zeros).
-  static AttentionReference run(const cpu::AttentionDims& a, const double* q, const double* k, const double* v,
-                                const double* dout, const double* dq, const double* dk, const double* dv) {
-    const size_t nq = size_t(a.B * a.Lq * a.nh * a.d), nk = size_t(a.B * a.Lk * a.nh * a.d);
-    auto vec = [](const double* p, size_t n) { return p ? std::vector<double>(p, p + n) : std::vector<double>(n); };
-    return reference_attention(a, vec(q, nq), vec(k, nk), vec(v, nk), vec(dout, nq), vec(dq, nq), vec(dk, nk),
-                               vec(dv, nk));
-  }
-};
 
 // Device buffers for a visited struct of pointers, every byte 0xff (NaN in bf16 and fp32) until written.
 class DeviceFields {
@@ -85,29 +39,6 @@ class DeviceFields {
  private:
   std::vector<std::unique_ptr<void, cudaError_t (*)(void*)>> held_;
 };
-
-template <class T>
-using Pointee = std::remove_pointer_t<std::remove_reference_t<T>>;
-
-// Parameters of one stage (visit: visit_block, visit_stem or visit_head bound to the config): N(0, 0.4^2), norm
-// weights near 1 like trained models; rounded to bf16.
-template <class W, class Visit>
-Bf16Input stage_weights(Visit&& visit, uint64_t seed) {
-  int64_t count = 0;
-  W fields{};
-  visit(fields, [&](const std::string&, const Shape& s, auto&) { count += numel(s); });
-  Bf16Input w = random_bf16(size_t(count), seed, 0.4);
-  int64_t offset = 0;
-  visit(fields, [&](const std::string& name, const Shape& s, auto&) {
-    if (name.find("norm") != std::string::npos && name.find(".weight") != std::string::npos)
-      for (int64_t i = offset; i < offset + numel(s); ++i) {
-        w.bits[size_t(i)] = f32_to_bf16(float(w.values[size_t(i)] + 1.0));
-        w.values[size_t(i)] = double(bf16_to_f32(w.bits[size_t(i)]));
-      }
-    offset += numel(s);
-  });
-  return w;
-}
 
 // Expects each parameter's gradient in got (fp32, the stage's layout) close to ref.
 template <class W, class Visit>
