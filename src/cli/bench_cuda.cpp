@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm.h"
 #include "cli/bench_cuda_block.h"
+#include "cli/bench_cuda_stream.h"
 #include "cli/cuda_timing.h"
 #include "core/aligned.h"
 #endif
@@ -29,7 +30,9 @@ namespace {
 struct BenchCudaArgs {
   int64_t copy_mib = 1024;  // bytes per copy measurement
   int repeats = 10;
-  std::vector<int64_t> block_grid{8, 32, 32};  // token grid of the block benchmark; a zero skips it
+  std::vector<int64_t> block_grid{8, 32, 32};   // token grid of the block benchmark; a zero skips it
+  std::vector<int64_t> stream_grid{8, 32, 32};  // token grid of the streamed-step benchmark; a zero skips it
+  int64_t stream_layers = 8;
   bool json = false;
 };
 
@@ -49,6 +52,33 @@ double gemm_rate(cuda::GemmContext& ctx, int64_t M, int64_t N, int64_t K, int re
   cudaFree(B);
   cudaFree(C);
   return 2.0 * double(M) * double(N) * double(K) / s;
+}
+
+void print_block(const nlohmann::json& b) {
+  std::printf("  block (Wan-14B shapes, %lld tokens): forward %.2f ms, backward %.2f ms (recomputes the forward)\n",
+              static_cast<long long>(b["tokens"].get<int64_t>()), 1e3 * b["forward_s"].get<double>(),
+              1e3 * b["backward_s"].get<double>());
+  std::printf(
+      "    MFU %.3f (GEMM FLOPs of forward + backward over the step, against square 8192); attention "
+      "(plain kernel) %.2f ms of the step; GEMMs outside it at %.3f of that rate\n",
+      b["mfu"].get<double>(), 1e3 * b["attention_step_s"].get<double>(),
+      b["gemm_fraction_outside_attention"].get<double>());
+}
+
+void print_stream(const nlohmann::json& s, double pinned_h2d_gbps) {
+  const double gib = double(1 << 30);
+  std::printf(
+      "  streamed step (Wan-14B blocks x %lld, %lld tokens; weights %.2f GiB in host memory; arena %.2f GiB, plan "
+      "%.2f GiB, budget %.2f GiB; device memory in use %.2f GiB)\n",
+      static_cast<long long>(s["layers"].get<int64_t>()), static_cast<long long>(s["tokens"].get<int64_t>()),
+      s["weights_bytes"].get<double>() / gib, s["arena_bytes"].get<double>() / gib, s["plan_bytes"].get<double>() / gib,
+      s["budget_bytes"].get<double>() / gib, s["device_used_bytes"].get<double>() / gib);
+  std::printf("    prefetch on: %.1f ms, MFU %.3f; serialized: %.1f ms, MFU %.3f; copies alone %.1f ms\n",
+              1e3 * s["step_s"].get<double>(), s["mfu"].get<double>(), 1e3 * s["serialized_step_s"].get<double>(),
+              s["serialized_mfu"].get<double>(), 1e3 * s["copies_only_s"].get<double>());
+  std::printf("    transfer time hidden %.3f; H2D in the copies-only step %.1f GB/s, %.3f of the pinned ceiling\n",
+              s["transfer_hidden"].get<double>(), s["h2d_gbps_copies_only"].get<double>(),
+              s["h2d_gbps_copies_only"].get<double>() / pinned_h2d_gbps);
 }
 
 void bench_cuda(const BenchCudaArgs& a) {
@@ -135,6 +165,11 @@ void bench_cuda(const BenchCudaArgs& a) {
     b["gemm_fraction_outside_attention"] = outside > 0 ? 4 * gemm / outside / ceiling : 0.0;  // what runs: 4x
     r["block"] = b;
   }
+  if (std::all_of(a.stream_grid.begin(), a.stream_grid.end(), [](int64_t v) { return v > 0; })) {
+    const StreamBenchShape shape{
+        {a.stream_grid[0], a.stream_grid[1], a.stream_grid[2]}, a.stream_layers, std::min(a.repeats, 3)};
+    r["stream"] = bench_cuda_stream(shape, r["gemm_tflops"][shapes[0].what].get<double>() * 1e12);
+  }
   cudaStreamDestroy(up);
   cudaStreamDestroy(down);
   if (a.json) {
@@ -158,18 +193,9 @@ void bench_cuda(const BenchCudaArgs& a) {
   row("device-to-device (r+w)", "device_copy_gbps", nullptr);
   for (const Shape& s : shapes)
     std::printf("  bf16 GEMM %-30s %7.1f TFLOP/s\n", s.what, r["gemm_tflops"][s.what].get<double>());
-  if (!r.contains("block")) return;
-  const nlohmann::json& b = r["block"];
-  std::printf("  block (Wan-14B shapes, %lld tokens): forward %.2f ms, backward %.2f ms (recomputes the forward)\n",
-              static_cast<long long>(b["tokens"].get<int64_t>()), 1e3 * b["forward_s"].get<double>(),
-              1e3 * b["backward_s"].get<double>());
-  std::printf(
-      "    MFU %.3f (GEMM FLOPs of forward + backward over the step, against square 8192); attention "
-      "(plain kernel) %.2f ms of the step; GEMMs outside it at %.3f of that rate\n",
-      b["mfu"].get<double>(), 1e3 * b["attention_step_s"].get<double>(),
-      b["gemm_fraction_outside_attention"].get<double>());
+  if (r.contains("block")) print_block(r["block"]);
+  if (r.contains("stream")) print_stream(r["stream"], r["pinned_h2d_gbps"].get<double>());
 }
-
 #else
 
 void bench_cuda(const BenchCudaArgs&) { resolve_backend("cuda"); }  // says this build has none
@@ -186,6 +212,12 @@ void add_bench_cuda(CLI::App& bench) {
   cmd->add_option("--block-grid", a->block_grid,
                   "Token grid (f h w) of the one-block benchmark at Wan2.1-14B shapes; 0 0 0 skips it")
       ->expected(3)
+      ->capture_default_str();
+  cmd->add_option("--stream-grid", a->stream_grid,
+                  "Token grid (f h w) of the streamed-step benchmark (Wan2.1-14B blocks); 0 0 0 skips it")
+      ->expected(3)
+      ->capture_default_str();
+  cmd->add_option("--stream-layers", a->stream_layers, "Blocks of the streamed-step benchmark's model")
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] { bench_cuda(*a); });
