@@ -1,6 +1,7 @@
 #include "cli/bench_cuda_block.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,42 +12,18 @@
 #include "core/rng.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "model/workspace.h"
 #include "ops/reduction_scratch.h"
 
 namespace ms::cli {
 namespace {
 
-// One cudaMalloc handed out in 256-byte aligned pieces.
-class DeviceBump {
- public:
-  explicit DeviceBump(size_t bytes) : size_(bytes) { MS_CUDA_CHECK(cudaMalloc(&base_, bytes)); }
-  ~DeviceBump() { cudaFree(base_); }
-  DeviceBump(const DeviceBump&) = delete;
-  DeviceBump& operator=(const DeviceBump&) = delete;
-  template <class T>
-  T* take(int64_t n) {
-    const size_t at = used_;
-    used_ += (sizeof(T) * size_t(n) + 255) / 256 * 256;
-    MS_CHECK(used_ <= size_, "bench cuda block: the buffer plan is short by ", used_ - size_, " bytes");
-    return reinterpret_cast<T*>(static_cast<char*>(base_) + at);
-  }
-
- private:
-  void* base_ = nullptr;
-  size_t size_, used_ = 0;
-};
-
-template <class T>
-using Pointee = std::remove_pointer_t<std::remove_reference_t<T>>;
-
-// Bytes of every buffer the benchmark takes, each rounded up to 256 (what DeviceBump hands out).
-struct Sizer {
-  size_t bytes = 0;
-  template <class T>
-  T* take(int64_t n) {
-    bytes += (sizeof(T) * size_t(n) + 255) / 256 * 256;
-    return nullptr;
-  }
+// Every buffer the benchmark takes, laid out in one cudaMalloc by visit_buffers (model/workspace.h).
+struct Buffers {
+  cuda::GpuBlockActs acts;
+  cuda::GpuBlockGrads grads;
+  uint16_t *weights, *x, *ctx, *dout, *out, *dx, *dctx;
+  float *wgrads, *e0, *de0, *scratch;
 };
 
 }  // namespace
@@ -69,38 +46,32 @@ nlohmann::json bench_cuda_block(cuda::GemmContext& gemm, const std::array<int64_
   int64_t P = 0;
   BlockW<uint16_t*> counted{};
   visit_block(c, 0, counted, [&](const std::string&, const Shape& s, auto&) { P += numel(s); });
-  cuda::GpuBlockActs acts{};
-  cuda::GpuBlockGrads grads{};
-  struct Inputs {
-    uint16_t *weights, *x, *ctx, *dout, *out, *dx, *dctx;
-    float *grads, *e0, *de0, *scratch;
-  } in{};
-  auto carve = [&](auto& pool) {  // the same sequence of takes sizes the buffer and then carves it
-    auto field = [&](int64_t n, auto& f) { f = pool.template take<Pointee<decltype(f)>>(n); };
-    visit_block_acts(c, d, acts, field, /*fused=*/true);
-    visit_block_grads(c, d, grads, field);
-    for (auto [p, n] : {std::pair{&in.weights, P},
-                        {&in.x, N * D},
-                        {&in.ctx, Nc * D},
-                        {&in.dout, N * D},
-                        {&in.out, N * D},
-                        {&in.dx, N * D},
-                        {&in.dctx, Nc * D}})
-      *p = pool.template take<uint16_t>(n);
-    for (auto [p, n] : {std::pair{&in.grads, P}, {&in.e0, 6 * D}, {&in.de0, 6 * D}, {&in.scratch, scratch_n}})
-      *p = pool.template take<float>(n);
+  auto visit = [&](Buffers& b, auto&& f) {
+    visit_block_acts(c, d, b.acts, f, cuda::CudaOps::kFusedNormModulate);
+    visit_block_grads(c, d, b.grads, f);
+    for (auto [p, n] : {std::pair{&b.weights, P},
+                        {&b.x, N * D},
+                        {&b.ctx, Nc * D},
+                        {&b.dout, N * D},
+                        {&b.out, N * D},
+                        {&b.dx, N * D},
+                        {&b.dctx, Nc * D}})
+      f(n, *p);
+    for (auto [p, n] : {std::pair{&b.wgrads, P}, {&b.e0, 6 * D}, {&b.de0, 6 * D}, {&b.scratch, scratch_n}}) f(n, *p);
   };
-  Sizer sizer;
-  carve(sizer);
-  DeviceBump pool(sizer.bytes);
-  carve(pool);
+  void* base = nullptr;
+  MS_CUDA_CHECK(cudaMalloc(&base, size_t(workspace_bytes<Buffers>(visit, 256))));
+  const std::unique_ptr<void, cudaError_t (*)(void*)> held(base, cudaFree);
+  const Buffers in = bind_workspace<Buffers>(base, visit, 256);
+  const cuda::GpuBlockActs& acts = in.acts;
+  const cuda::GpuBlockGrads& grads = in.grads;
   for (auto [p, n] : {std::pair{in.weights, P}, {in.x, N * D}, {in.ctx, Nc * D}, {in.dout, N * D}})
     fill_random_bf16(p, n);
   std::vector<float> e0(size_t(6 * D));
   Rng rng(11);
   for (float& v : e0) v = float(0.1 * rng.normal());
   MS_CUDA_CHECK(cudaMemcpy(in.e0, e0.data(), e0.size() * 4, cudaMemcpyHostToDevice));
-  MS_CUDA_CHECK(cudaMemset(in.grads, 0, size_t(P) * 4));
+  MS_CUDA_CHECK(cudaMemset(in.wgrads, 0, size_t(P) * 4));
   MS_CUDA_CHECK(cudaMemset(in.de0, 0, size_t(6 * D) * 4));
   MS_CUDA_CHECK(cudaMemset(in.dctx, 0, size_t(Nc * D) * 2));
 
@@ -110,7 +81,7 @@ nlohmann::json bench_cuda_block(cuda::GemmContext& gemm, const std::array<int64_
       time_events(stream, repeats, [&] { cuda::block_forward(ops, c, d, 0, w, in.x, in.e0, in.ctx, acts, in.out); });
   const double bwd = time_events(stream, repeats, [&] {
     cuda::block_backward(ops, c, d, 0, w, in.x, in.e0, in.ctx, acts, grads, in.dout, in.dx, in.de0, in.dctx,
-                         bind_block<float>(c, in.grads));
+                         bind_block<float>(c, in.wgrads));
   });
   // The attention kernels alone on the block's own q, k, v (left by the last forward).
   const cpu::AttentionDims self{d.B, d.L, d.L, c.num_heads, c.head_dim()},

@@ -40,7 +40,7 @@ void ArenaOptions::validate() const {
 WorkspaceLayout ArenaOptions::layout(const ModelConfig& c, const ModelDims& d) const {
   WorkspaceLayout l;
   l.checkpoint_slots = offload_activations ? 3 : -1;
-  if (act_bytes == 2) {  // the CUDA backend (backend/cuda/cuda_ops.h)
+  if (act_bytes == 2) {  // the CUDA backend (backend/cuda/cuda_ops.h: CudaOps::kFusedNormModulate)
     l.fused_norm = true;
     l.reduction_scratch = cuda::block_reduction_scratch(c, d);
   }

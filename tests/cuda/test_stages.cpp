@@ -76,7 +76,7 @@ TEST(CudaStages, BlockForwardAndBackwardMatchFloat64) {
   cuda::GpuBlockActs acts{};
   cuda::GpuBlockGrads grads{};
   auto alloc = [&](int64_t n, auto& field) { field = fields.take<Pointee<decltype(field)>>(n); };
-  visit_block_acts(c, d, acts, alloc, /*fused=*/true);
+  visit_block_acts(c, d, acts, alloc, cuda::CudaOps::kFusedNormModulate);
   visit_block_grads(c, d, grads, alloc);
   cuda::GemmContext gemm;
   cuda::CudaOps ops{gemm, nullptr, scratch.get(), cuda::block_reduction_scratch(c, d)};
@@ -149,7 +149,7 @@ TEST(CudaStages, StemAndHeadMatchFloat64) {
   cuda::GpuHeadActs ha{};
   auto alloc = [&](int64_t n, auto& field) { field = fields.take<Pointee<decltype(field)>>(n); };
   visit_stem_acts(c, d, sa, alloc);
-  visit_head_acts(c, d, ha, alloc, /*fused=*/true);
+  visit_head_acts(c, d, ha, alloc, cuda::CudaOps::kFusedNormModulate);
   cuda::GemmContext gemm;
   cuda::CudaOps ops{gemm, nullptr, scratch.get(), cuda::block_reduction_scratch(c, d)};
   const StemW<const uint16_t*> wsd = bind_stem<const uint16_t>(c, gws.get());
