@@ -146,12 +146,19 @@ ModelConfig streamed_config() {
   return c;
 }
 
+// The model the step tests train: 3 blocks, 2 clips of 3 x 2 x 3 tokens, context 5 of 7, random weights.
+struct StreamedCase {
+  ModelConfig c = streamed_config();
+  ModelDims d = ModelDims::make(c, 2, 3, 4, 6, 5);
+  ParamTable table{c};
+  Bf16Input w;
+  explicit StreamedCase(uint64_t seed) : w(model_weights(table, seed)) {}
+};
+
 TEST(CudaStreamed, StepMatchesFloat64) {
   MS_REQUIRE_GPU();
-  const ModelConfig c = streamed_config();
-  const ModelDims d = ModelDims::make(c, 2, 3, 4, 6, 5);
-  const ParamTable table(c);
-  const Bf16Input w = model_weights(table, 401);
+  const StreamedCase k(401);
+  const auto& [c, d, table, w] = k;
   const StepData s = step_data(c, d, 402);
   const StepResult got = cuda_steps(c, d, StreamOptions{}, w, {s});
   const Reference ref = float64_step(c, d, w, s);
@@ -169,10 +176,8 @@ TEST(CudaStreamed, StepMatchesFloat64) {
 // Deterministic kernels and a schedule that only moves data: every way of streaming gives the same bits.
 TEST(CudaStreamed, EveryScheduleGivesTheSameBits) {
   MS_REQUIRE_GPU();
-  const ModelConfig c = streamed_config();
-  const ModelDims d = ModelDims::make(c, 2, 3, 4, 6, 5);
-  const ParamTable table(c);
-  const Bf16Input w = model_weights(table, 411);
+  const StreamedCase k(411);
+  const auto& [c, d, table, w] = k;
   const StepData first = step_data(c, d, 412), second = step_data(c, d, 415);
   const StepResult base = cuda_steps(c, d, StreamOptions{}, w, {second});
   StreamOptions every;
