@@ -46,9 +46,10 @@ void attention_backward_head(const T* q, const T* k, const T* v, const T* out, c
 }  // namespace ms::cpu
 
 // The CUDA kernels (backend/cuda/attention.cu), enqueued on `stream`: q, k, v, out, dout, dq, dk, dv bf16,
-// lse fp32. A plain kernel, correct rather than fast (one block per query row, the scores recomputed in
-// each pass; the flash-style kernels are issue 6); deterministic: the backward writes dq per query row and
-// dk, dv per key row, no atomics. Head dims up to 256. scratch holds attention_backward_scratch(a) floats.
+// lse fp32. Head dims up to 128 (every Wan2.1 model's) run the flash-style tensor-core kernels
+// (backend/cuda/flash_attention.h); wider heads, up to 256, a plain kernel (one block per query row, the
+// scores recomputed in each pass). Both deterministic: the backward writes dq per query row and dk, dv per
+// key row, no atomics. scratch holds attention_backward_scratch(a) floats.
 namespace ms::cuda {
 
 using cpu::AttentionDims;

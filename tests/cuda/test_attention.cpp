@@ -1,5 +1,8 @@
-// The plain CUDA attention kernel against float64 loops (softmax written out), for self- and cross-attention
-// shapes, key counts over one chunk of the kernel, and head dims over its threads. Skipped without a GPU.
+// The CUDA attention kernels against float64 loops (softmax written out): the flash-style kernels (head dims up
+// to 128) on self- and cross-attention shapes, partial and several 64-row tiles, head dims padded to the 16 of
+// the tensor-core tiles; the plain kernel (wider heads) on key counts over one chunk and head dims over its
+// threads. The flash kernels round the probabilities and their gradients to bf16 before the products (2^-9
+// relative each, averaged over the keys), inside the tolerances below. Skipped without a GPU.
 #include "cuda_util.h"
 #include "ops/attention.h"
 #include "reference_ops.h"
@@ -38,8 +41,17 @@ TEST(CudaAttention, CrossAttentionMatchesFloat64Loops) {
   check({2, 53, 19, 2, 40}, 71);
 }
 
-// 300 keys (or queries): three chunks of the kernel's 128 in the forward and dq (or dk, dv) loops; head dim
-// 200: two channels per thread.
+// Flash tiles: a head dim of 12 padded to 16, Wan's 128, and lengths of several 64-row tiles with a partial last
+// one, queries and keys of different counts.
+TEST(CudaAttention, FlashTilesMatchFloat64Loops) {
+  MS_REQUIRE_GPU();
+  check({2, 37, 29, 2, 12}, 101);
+  check({1, 130, 77, 2, 128}, 111);
+  check({1, 200, 333, 1, 64}, 121);
+}
+
+// The plain kernel (head dims over 128). 300 keys (or queries): three chunks of the kernel's 128 in the forward
+// and dq (or dk, dv) loops; head dim 200: two channels per thread.
 TEST(CudaAttention, LongKeysAndWideHeadsMatchFloat64Loops) {
   MS_REQUIRE_GPU();
   check({1, 9, 300, 2, 200}, 81);

@@ -1,5 +1,6 @@
 #include <cfloat>
 
+#include "backend/cuda/flash_attention.h"
 #include "backend/cuda/kernel_util.cuh"
 #include "ops/attention.h"
 
@@ -156,6 +157,7 @@ void check_dims(const AttentionDims& a) {
 void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
                        const AttentionDims& a, Stream stream) {
   check_dims(a);
+  if (a.d <= kFlashMaxHeadDim) return flash_attention_forward(q, k, v, out, lse, a, stream);
   forward_kernel<<<dim3(unsigned(a.Lq), unsigned(a.nh), unsigned(a.B)), kThreads, 0, stream>>>(q, k, v, out, lse, a,
                                                                                                1.f / sqrtf(float(a.d)));
   MS_CUDA_CHECK_LAUNCH();
@@ -171,6 +173,7 @@ void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v,
       keys(unsigned(a.Lk), unsigned(a.nh), unsigned(a.B));
   delta_kernel<<<queries, kThreads, 0, stream>>>(out, dout, scratch, a);
   MS_CUDA_CHECK_LAUNCH();
+  if (a.d <= kFlashMaxHeadDim) return flash_attention_backward(q, k, v, lse, dout, scratch, dq, dk, dv, a, stream);
   dq_kernel<<<queries, kThreads, 0, stream>>>(q, k, v, lse, dout, scratch, dq, a, scale);
   MS_CUDA_CHECK_LAUNCH();
   dkv_kernel<<<keys, kThreads, 0, stream>>>(q, k, v, lse, dout, scratch, dk, dv, a, scale);

@@ -1,0 +1,312 @@
+#include "backend/cuda/flash_attention.h"
+
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <cmath>
+
+#include "backend/cuda/kernel_util.cuh"
+
+namespace ms::cuda {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+using bf16 = __nv_bfloat16;
+
+constexpr int kTile = 64;   // query and key rows per tile
+constexpr int kWarps = 4;   // warp w owns rows 16 w .. 16 w + 15 of the block's own tile
+constexpr int kFlashThreads = 32 * kWarps;
+constexpr int kMma = 16;    // the WMMA shape: 16 x 16 x 16
+constexpr float kLog2e = 1.4426950408889634f;
+
+using FragA = wmma::fragment<wmma::matrix_a, kMma, kMma, kMma, bf16, wmma::row_major>;
+using FragB = wmma::fragment<wmma::matrix_b, kMma, kMma, kMma, bf16, wmma::row_major>;
+using FragBt = wmma::fragment<wmma::matrix_b, kMma, kMma, kMma, bf16, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, kMma, kMma, kMma, float>;
+
+// Shared memory handed out in 128-byte aligned pieces, in order. Carving from address 0 counts the bytes a launch
+// needs, so the host's size and the kernel's layout come from the same code.
+struct Carve {
+  uintptr_t at;
+  template <class T>
+  __host__ __device__ T* take(int64_t n) {
+    T* p = reinterpret_cast<T*>(at);
+    at += (uintptr_t(n) * sizeof(T) + 127) / 128 * 128;
+    return p;
+  }
+};
+
+// Head h of sample b, rows r0 .. r0 + kTile of a [B, L, nh, d] tensor into tile [kTile, Dp]: zeros past L and d.
+__device__ void load_tile(bf16* tile, const uint16_t* x, int64_t b, int64_t r0, int64_t h, int64_t L, int64_t nh,
+                          int64_t d, int Dp) {
+  const bf16* src = reinterpret_cast<const bf16*>(x);
+  for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) {
+    const int r = e / Dp, c = e % Dp;
+    const int64_t i = r0 + r;
+    tile[e] = i < L && c < d ? src[((b * L + i) * nh + h) * d + c] : __float2bfloat16(0.f);
+  }
+}
+
+// out [16, ldo] fp32 = a [16, Dp] times b^T, b [kTile, Dp]: one warp's rows of a tile of scores.
+__device__ void mma_abt(float* out, int ldo, const bf16* a, const bf16* b, int Dp) {
+  for (int n = 0; n < kTile; n += kMma) {
+    FragC acc;
+    wmma::fill_fragment(acc, 0.f);
+    for (int k = 0; k < Dp; k += kMma) {
+      FragA fa;
+      FragBt fb;
+      wmma::load_matrix_sync(fa, a + k, unsigned(Dp));
+      wmma::load_matrix_sync(fb, b + n * Dp + k, unsigned(Dp));
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(out + n, acc, unsigned(ldo), wmma::mem_row_major);
+  }
+}
+
+// acc [16, Dp] fp32 += a [16, kTile] (row stride kTile) times b [kTile, Dp]: one warp's rows.
+__device__ void mma_ab_acc(float* acc, const bf16* a, const bf16* b, int Dp) {
+  for (int n = 0; n < Dp; n += kMma) {
+    FragC c;
+    wmma::load_matrix_sync(c, acc + n, unsigned(Dp), wmma::mem_row_major);
+    for (int k = 0; k < kTile; k += kMma) {
+      FragA fa;
+      FragB fb;
+      wmma::load_matrix_sync(fa, a + k, unsigned(kTile));
+      wmma::load_matrix_sync(fb, b + k * Dp + n, unsigned(Dp));
+      wmma::mma_sync(c, fa, fb, c);
+    }
+    wmma::store_matrix_sync(acc + n, c, unsigned(Dp), wmma::mem_row_major);
+  }
+}
+
+// rows [kTile] of a [B, L, nh, d] bf16 tensor from the block's sample and head: row r0 + r, channels c < d get
+// base + scale * acc[r, c] (base: the tensor's own values, accumulated into). Lane pairs split each warp's rows.
+__device__ void accumulate_rows(uint16_t* x, const float* acc, float scale, int64_t b, int64_t r0, int64_t h,
+                                int64_t L, int64_t nh, int64_t d, int Dp) {
+  for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) {
+    const int r = e / Dp, c = e % Dp;
+    const int64_t i = r0 + r;
+    if (i < L && c < d) {
+      const int64_t at = ((b * L + i) * nh + h) * d + c;
+      store(x, at, load(x, at) + scale * acc[e]);
+    }
+  }
+}
+
+struct ForwardSmem {
+  bf16 *q, *k, *v, *p;  // [kTile, Dp] x 3, [kTile, kTile]
+  float *s, *o;         // [kTile, kTile], [kTile, Dp]
+};
+__host__ __device__ ForwardSmem forward_smem(Carve& c, int Dp) {
+  ForwardSmem m;
+  m.q = c.take<bf16>(kTile * Dp), m.k = c.take<bf16>(kTile * Dp), m.v = c.take<bf16>(kTile * Dp);
+  m.p = c.take<bf16>(kTile * kTile);
+  m.s = c.take<float>(kTile * kTile), m.o = c.take<float>(kTile * Dp);
+  return m;
+}
+
+// Block (query tile, h, b): out, lse for its 64 queries, over every key tile.
+__global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(const uint16_t* q, const uint16_t* k,
+                                                                      const uint16_t* v, uint16_t* out, float* lse,
+                                                                      AttentionDims a, int Dp, float scale) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  Carve carve{uintptr_t(smem)};
+  const ForwardSmem m = forward_smem(carve, Dp);
+  const int64_t i0 = int64_t(blockIdx.x) * kTile, h = blockIdx.y, b = blockIdx.z;
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
+  const int row = w * kMma + r;  // the lane's query row in the tile; the lane pair splits its columns
+  load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp);
+  for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) m.o[e] = 0.f;
+  const float scale2 = scale * kLog2e;  // scores in log2 units
+  float mx = -INFINITY, l = 0;          // the row's running max and sum
+  for (int64_t j0 = 0; j0 < a.Lk; j0 += kTile) {
+    __syncthreads();  // the previous tile's k and v are no longer read
+    load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp);
+    load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp);
+    __syncthreads();
+    mma_abt(m.s + w * kMma * kTile, kTile, m.q + w * kMma * Dp, m.k, Dp);
+    __syncwarp();
+    float* s = m.s + row * kTile;
+    float tile_max = -INFINITY;
+    for (int c = half * 32; c < half * 32 + 32; ++c) {
+      s[c] = j0 + c < a.Lk ? s[c] * scale2 : -INFINITY;
+      tile_max = fmaxf(tile_max, s[c]);
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    const float mnew = fmaxf(mx, tile_max), alpha = exp2f(mx - mnew);  // every tile has a valid key: mnew finite
+    float sum = 0;
+    for (int c = half * 32; c < half * 32 + 32; ++c) {
+      const bf16 p = __float2bfloat16(exp2f(s[c] - mnew));
+      m.p[row * kTile + c] = p;
+      sum += __bfloat162float(p);  // the rounded p that the product uses: the normalisation matches it
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    l = l * alpha + sum;
+    mx = mnew;
+    for (int c = half; c < Dp; c += 2) m.o[row * Dp + c] *= alpha;
+    __syncwarp();
+    mma_ab_acc(m.o + w * kMma * Dp, m.p + w * kMma * kTile, m.v, Dp);
+    __syncwarp();
+  }
+  const int64_t i = i0 + row;
+  if (i < a.Lq) {
+    uint16_t* o = out + ((b * a.Lq + i) * a.nh + h) * a.d;
+    for (int c = half; c < a.d; c += 2) store(o, c, m.o[row * Dp + c] / l);
+    if (half == 0) lse[(b * a.nh + h) * a.Lq + i] = (mx + log2f(l)) / kLog2e;
+  }
+}
+
+struct KeySmem {
+  bf16 *k, *v, *q, *dout, *pt, *dst;  // [kTile, Dp] x 4, [kTile, kTile] x 2 (key rows by query columns)
+  float *dk, *dv, *st, *dpt;          // [kTile, Dp] x 2, [kTile, kTile] x 2
+  float *lse, *delta;                 // [kTile] of the query tile, lse in log2 units
+};
+__host__ __device__ KeySmem key_smem(Carve& c, int Dp) {
+  KeySmem m;
+  m.k = c.take<bf16>(kTile * Dp), m.v = c.take<bf16>(kTile * Dp), m.q = c.take<bf16>(kTile * Dp);
+  m.dout = c.take<bf16>(kTile * Dp), m.pt = c.take<bf16>(kTile * kTile), m.dst = c.take<bf16>(kTile * kTile);
+  m.dk = c.take<float>(kTile * Dp), m.dv = c.take<float>(kTile * Dp);
+  m.st = c.take<float>(kTile * kTile), m.dpt = c.take<float>(kTile * kTile);
+  m.lse = c.take<float>(kTile), m.delta = c.take<float>(kTile);
+  return m;
+}
+
+// Loads one query tile's lse (in log2 units) and delta, zeros past Lq.
+__device__ void load_row_stats(float* lse2, float* dl, const float* lse, const float* delta, const AttentionDims& a,
+                               int64_t b, int64_t h, int64_t i0) {
+  for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
+    const int64_t i = i0 + r, at = (b * a.nh + h) * a.Lq + i;
+    lse2[r] = i < a.Lq ? lse[at] * kLog2e : 0.f;
+    dl[r] = i < a.Lq ? delta[at] : 0.f;
+  }
+}
+
+// Block (key tile, h, b): dk, dv of its 64 keys, over every query tile. p^T and ds^T per warp's key rows.
+__global__ void __launch_bounds__(kFlashThreads) flash_dkv_kernel(const uint16_t* q, const uint16_t* k,
+                                                                  const uint16_t* v, const float* lse,
+                                                                  const uint16_t* dout, const float* delta,
+                                                                  uint16_t* dk, uint16_t* dv, AttentionDims a, int Dp,
+                                                                  float scale) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  Carve carve{uintptr_t(smem)};
+  const KeySmem m = key_smem(carve, Dp);
+  const int64_t j0 = int64_t(blockIdx.x) * kTile, h = blockIdx.y, b = blockIdx.z;
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2, row = w * kMma + r;
+  load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp);
+  load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp);
+  for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) m.dk[e] = m.dv[e] = 0.f;
+  const float scale2 = scale * kLog2e;
+  const bool key_valid = j0 + row < a.Lk;
+  for (int64_t i0 = 0; i0 < a.Lq; i0 += kTile) {
+    __syncthreads();
+    load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp);
+    load_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp);
+    load_row_stats(m.lse, m.delta, lse, delta, a, b, h, i0);
+    __syncthreads();
+    mma_abt(m.st + w * kMma * kTile, kTile, m.k + w * kMma * Dp, m.q, Dp);     // s^T = k q^T
+    mma_abt(m.dpt + w * kMma * kTile, kTile, m.v + w * kMma * Dp, m.dout, Dp);  // dp^T = v dout^T
+    __syncwarp();
+    for (int c = half * 32; c < half * 32 + 32; ++c) {
+      const int at = row * kTile + c;
+      const float p = key_valid && i0 + c < a.Lq ? exp2f(m.st[at] * scale2 - m.lse[c]) : 0.f;
+      m.pt[at] = __float2bfloat16(p);
+      m.dst[at] = __float2bfloat16(p * (m.dpt[at] - m.delta[c]));
+    }
+    __syncwarp();
+    mma_ab_acc(m.dv + w * kMma * Dp, m.pt + w * kMma * kTile, m.dout, Dp);  // dv += p^T dout
+    mma_ab_acc(m.dk + w * kMma * Dp, m.dst + w * kMma * kTile, m.q, Dp);    // dk += ds^T q (scaled below)
+    __syncwarp();
+  }
+  __syncthreads();
+  accumulate_rows(dk, m.dk, scale, b, j0, h, a.Lk, a.nh, a.d, Dp);
+  accumulate_rows(dv, m.dv, 1.f, b, j0, h, a.Lk, a.nh, a.d, Dp);
+}
+
+struct QuerySmem {
+  bf16 *q, *dout, *k, *v, *ds;  // [kTile, Dp] x 4, [kTile, kTile]
+  float *dq, *s, *dp;           // [kTile, Dp], [kTile, kTile] x 2
+  float *lse, *delta;           // [kTile], lse in log2 units
+};
+__host__ __device__ QuerySmem query_smem(Carve& c, int Dp) {
+  QuerySmem m;
+  m.q = c.take<bf16>(kTile * Dp), m.dout = c.take<bf16>(kTile * Dp), m.k = c.take<bf16>(kTile * Dp);
+  m.v = c.take<bf16>(kTile * Dp), m.ds = c.take<bf16>(kTile * kTile);
+  m.dq = c.take<float>(kTile * Dp), m.s = c.take<float>(kTile * kTile), m.dp = c.take<float>(kTile * kTile);
+  m.lse = c.take<float>(kTile), m.delta = c.take<float>(kTile);
+  return m;
+}
+
+// Block (query tile, h, b): dq of its 64 queries, over every key tile.
+__global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(const uint16_t* q, const uint16_t* k,
+                                                                 const uint16_t* v, const float* lse,
+                                                                 const uint16_t* dout, const float* delta,
+                                                                 uint16_t* dq, AttentionDims a, int Dp, float scale) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  Carve carve{uintptr_t(smem)};
+  const QuerySmem m = query_smem(carve, Dp);
+  const int64_t i0 = int64_t(blockIdx.x) * kTile, h = blockIdx.y, b = blockIdx.z;
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2, row = w * kMma + r;
+  load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp);
+  load_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp);
+  load_row_stats(m.lse, m.delta, lse, delta, a, b, h, i0);
+  for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) m.dq[e] = 0.f;
+  const float scale2 = scale * kLog2e;
+  const bool query_valid = i0 + row < a.Lq;
+  for (int64_t j0 = 0; j0 < a.Lk; j0 += kTile) {
+    __syncthreads();
+    load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp);
+    load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp);
+    __syncthreads();
+    mma_abt(m.s + w * kMma * kTile, kTile, m.q + w * kMma * Dp, m.k, Dp);      // s = q k^T
+    mma_abt(m.dp + w * kMma * kTile, kTile, m.dout + w * kMma * Dp, m.v, Dp);  // dp = dout v^T
+    __syncwarp();
+    for (int c = half * 32; c < half * 32 + 32; ++c) {
+      const int at = row * kTile + c;
+      const float p = query_valid && j0 + c < a.Lk ? exp2f(m.s[at] * scale2 - m.lse[row]) : 0.f;
+      m.ds[at] = __float2bfloat16(p * (m.dp[at] - m.delta[row]));
+    }
+    __syncwarp();
+    mma_ab_acc(m.dq + w * kMma * Dp, m.ds + w * kMma * kTile, m.k, Dp);  // dq += ds k (scaled below)
+    __syncwarp();
+  }
+  __syncthreads();
+  accumulate_rows(dq, m.dq, scale, b, i0, h, a.Lq, a.nh, a.d, Dp);
+}
+
+int padded_head_dim(const AttentionDims& a) {
+  MS_CHECK(a.d > 0 && a.d <= kFlashMaxHeadDim, "flash attention: head dim ", a.d, " must be in 1..", kFlashMaxHeadDim);
+  MS_CHECK(a.Lq > 0 && a.Lk > 0 && a.nh > 0 && a.B > 0, "flash attention: empty dims");
+  MS_CHECK(a.nh <= 65535 && a.B <= 65535, "flash attention: at most 65535 heads and samples");
+  return int((a.d + kMma - 1) / kMma * kMma);
+}
+
+// Launches kernel over (tiles, nh, B) with the dynamic shared memory its layout needs.
+template <class Kernel, class Layout, class... Args>
+void launch(Kernel kernel, Layout layout, int64_t rows, const AttentionDims& a, int Dp, Stream stream,
+            Args... args) {
+  Carve count{0};
+  layout(count, Dp);
+  const int bytes = int(count.at);
+  MS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  const dim3 grid(unsigned((rows + kTile - 1) / kTile), unsigned(a.nh), unsigned(a.B));
+  kernel<<<grid, kFlashThreads, size_t(bytes), stream>>>(args..., a, Dp, 1.f / sqrtf(float(a.d)));
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void flash_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                             const AttentionDims& a, Stream stream) {
+  const int Dp = padded_head_dim(a);
+  launch(flash_forward_kernel, forward_smem, a.Lq, a, Dp, stream, q, k, v, out, lse);
+}
+
+void flash_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse,
+                              const uint16_t* dout, const float* delta, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                              const AttentionDims& a, Stream stream) {
+  const int Dp = padded_head_dim(a);
+  launch(flash_dkv_kernel, key_smem, a.Lk, a, Dp, stream, q, k, v, lse, dout, delta, dk, dv);
+  launch(flash_dq_kernel, query_smem, a.Lq, a, Dp, stream, q, k, v, lse, dout, delta, dq);
+}
+
+}  // namespace ms::cuda
