@@ -18,6 +18,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm.h"
+#include "cli/bench_cuda_attention.h"
 #include "cli/bench_cuda_block.h"
 #include "cli/bench_cuda_stream.h"
 #include "cli/cuda_timing.h"
@@ -33,6 +34,7 @@ struct BenchCudaArgs {
   std::vector<int64_t> block_grid{8, 32, 32};   // token grid of the block benchmark; a zero skips it
   std::vector<int64_t> stream_grid{8, 32, 32};  // token grid of the streamed-step benchmark; a zero skips it
   int64_t stream_layers = 8;
+  std::vector<int64_t> attention_tokens{4096, 8192, 16384, 32768};  // dense attention benchmark; empty skips it
   bool json = false;
 };
 
@@ -60,9 +62,19 @@ void print_block(const nlohmann::json& b) {
               1e3 * b["backward_s"].get<double>());
   std::printf(
       "    MFU %.3f (GEMM FLOPs of forward + backward over the step, against square 8192); attention "
-      "(plain kernel) %.2f ms of the step; GEMMs outside it at %.3f of that rate\n",
+      "%.2f ms of the step; GEMMs outside it at %.3f of that rate\n",
       b["mfu"].get<double>(), 1e3 * b["attention_step_s"].get<double>(),
       b["gemm_fraction_outside_attention"].get<double>());
+}
+
+void print_attention(const nlohmann::json& rows, double gemm_tflops) {
+  std::printf("  dense attention, 40 heads of 128 (forward, backward; TFLOP/s and its share of square 8192):\n");
+  for (const auto& t : rows)
+    std::printf("    %7lld tokens: %9.2f ms %9.2f ms; forward %6.1f TFLOP/s (%.3f), step %6.1f TFLOP/s (%.3f)\n",
+                static_cast<long long>(t["tokens"].get<int64_t>()), 1e3 * t["forward_s"].get<double>(),
+                1e3 * t["backward_s"].get<double>(), t["forward_tflops"].get<double>(),
+                t["forward_tflops"].get<double>() / gemm_tflops, t["step_tflops"].get<double>(),
+                t["step_tflops"].get<double>() / gemm_tflops);
 }
 
 void print_stream(const nlohmann::json& s, double pinned_h2d_gbps) {
@@ -156,7 +168,7 @@ void bench_cuda(const BenchCudaArgs& a) {
                    {"runtime_both_gbps", 2.0 * double(bytes) / rt_both / 1e9}};
   for (const Shape& s : shapes) r["gemm_tflops"][s.what] = gemm_rate(ctx, s.M, s.N, s.K, a.repeats, up) / 1e12;
   if (std::all_of(a.block_grid.begin(), a.block_grid.end(), [](int64_t v) { return v > 0; })) {
-    // at most 3 repeats: until issue 6 the plain attention kernel takes seconds per block step
+    // at most 3 repeats
     nlohmann::json b =
         bench_cuda_block(ctx, {a.block_grid[0], a.block_grid[1], a.block_grid[2]}, std::min(a.repeats, 3), up);
     const double ceiling = r["gemm_tflops"][shapes[0].what].get<double>() * 1e12, step = b["step_s"].get<double>();
@@ -165,6 +177,8 @@ void bench_cuda(const BenchCudaArgs& a) {
     b["gemm_fraction_outside_attention"] = outside > 0 ? 4 * gemm / outside / ceiling : 0.0;  // what runs: 4x
     r["block"] = b;
   }
+  if (!a.attention_tokens.empty() && a.attention_tokens.front() > 0)
+    r["attention"] = bench_cuda_attention(a.attention_tokens, std::min(a.repeats, 3), up);
   if (std::all_of(a.stream_grid.begin(), a.stream_grid.end(), [](int64_t v) { return v > 0; })) {
     const StreamBenchShape shape{
         {a.stream_grid[0], a.stream_grid[1], a.stream_grid[2]}, a.stream_layers, std::min(a.repeats, 3)};
@@ -193,6 +207,7 @@ void bench_cuda(const BenchCudaArgs& a) {
   row("device-to-device (r+w)", "device_copy_gbps", nullptr);
   for (const Shape& s : shapes)
     std::printf("  bf16 GEMM %-30s %7.1f TFLOP/s\n", s.what, r["gemm_tflops"][s.what].get<double>());
+  if (r.contains("attention")) print_attention(r["attention"], r["gemm_tflops"][shapes[0].what].get<double>());
   if (r.contains("block")) print_block(r["block"]);
   if (r.contains("stream")) print_stream(r["stream"], r["pinned_h2d_gbps"].get<double>());
 }
@@ -218,6 +233,9 @@ void add_bench_cuda(CLI::App& bench) {
       ->expected(3)
       ->capture_default_str();
   cmd->add_option("--stream-layers", a->stream_layers, "Blocks of the streamed-step benchmark's model")
+      ->capture_default_str();
+  cmd->add_option("--attention-tokens", a->attention_tokens,
+                  "Token counts of the dense attention benchmark (Wan2.1-14B heads); 0 skips it")
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] { bench_cuda(*a); });

@@ -1,6 +1,6 @@
 // `megaslide bench cuda`'s block section (CUDA builds only): one Wan2.1-14B-shaped block's forward and
-// backward on the GPU (cuda::block_forward / block_backward; dense self-attention through the plain
-// kernel until issue 6), timed with CUDA events, with the attention kernels also timed alone.
+// backward on the GPU (cuda::block_forward / block_backward; dense self-attention through the
+// flash-style kernels), timed with CUDA events, with the attention kernels also timed alone.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -1,10 +1,9 @@
-#include "backend/cuda/flash_attention.h"
-
 #include <cuda_bf16.h>
 #include <mma.h>
 
 #include <cmath>
 
+#include "backend/cuda/flash_attention.h"
 #include "backend/cuda/kernel_util.cuh"
 
 namespace ms::cuda {
@@ -13,10 +12,10 @@ namespace {
 namespace wmma = nvcuda::wmma;
 using bf16 = __nv_bfloat16;
 
-constexpr int kTile = 64;   // query and key rows per tile
-constexpr int kWarps = 4;   // warp w owns rows 16 w .. 16 w + 15 of the block's own tile
+constexpr int kTile = 64;  // query and key rows per tile
+constexpr int kWarps = 4;  // warp w owns rows 16 w .. 16 w + 15 of the block's own tile
 constexpr int kFlashThreads = 32 * kWarps;
-constexpr int kMma = 16;    // the WMMA shape: 16 x 16 x 16
+constexpr int kMma = 16;  // the WMMA shape: 16 x 16 x 16
 constexpr float kLog2e = 1.4426950408889634f;
 
 using FragA = wmma::fragment<wmma::matrix_a, kMma, kMma, kMma, bf16, wmma::row_major>;
@@ -81,8 +80,8 @@ __device__ void mma_ab_acc(float* acc, const bf16* a, const bf16* b, int Dp) {
 
 // rows [kTile] of a [B, L, nh, d] bf16 tensor from the block's sample and head: row r0 + r, channels c < d get
 // base + scale * acc[r, c] (base: the tensor's own values, accumulated into). Lane pairs split each warp's rows.
-__device__ void accumulate_rows(uint16_t* x, const float* acc, float scale, int64_t b, int64_t r0, int64_t h,
-                                int64_t L, int64_t nh, int64_t d, int Dp) {
+__device__ void accumulate_rows(uint16_t* x, const float* acc, float scale, int64_t b, int64_t r0, int64_t h, int64_t L,
+                                int64_t nh, int64_t d, int Dp) {
   for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) {
     const int r = e / Dp, c = e % Dp;
     const int64_t i = r0 + r;
@@ -106,9 +105,9 @@ __host__ __device__ ForwardSmem forward_smem(Carve& c, int Dp) {
 }
 
 // Block (query tile, h, b): out, lse for its 64 queries, over every key tile.
-__global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(const uint16_t* q, const uint16_t* k,
-                                                                      const uint16_t* v, uint16_t* out, float* lse,
-                                                                      AttentionDims a, int Dp, float scale) {
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                         AttentionDims a, int Dp, float scale) {
   extern __shared__ __align__(128) unsigned char smem[];
   Carve carve{uintptr_t(smem)};
   const ForwardSmem m = forward_smem(carve, Dp);
@@ -182,11 +181,9 @@ __device__ void load_row_stats(float* lse2, float* dl, const float* lse, const f
 }
 
 // Block (key tile, h, b): dk, dv of its 64 keys, over every query tile. p^T and ds^T per warp's key rows.
-__global__ void __launch_bounds__(kFlashThreads) flash_dkv_kernel(const uint16_t* q, const uint16_t* k,
-                                                                  const uint16_t* v, const float* lse,
-                                                                  const uint16_t* dout, const float* delta,
-                                                                  uint16_t* dk, uint16_t* dv, AttentionDims a, int Dp,
-                                                                  float scale) {
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_dkv_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse, const uint16_t* dout,
+                     const float* delta, uint16_t* dk, uint16_t* dv, AttentionDims a, int Dp, float scale) {
   extern __shared__ __align__(128) unsigned char smem[];
   Carve carve{uintptr_t(smem)};
   const KeySmem m = key_smem(carve, Dp);
@@ -203,7 +200,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dkv_kernel(const uint16_t
     load_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp);
     load_row_stats(m.lse, m.delta, lse, delta, a, b, h, i0);
     __syncthreads();
-    mma_abt(m.st + w * kMma * kTile, kTile, m.k + w * kMma * Dp, m.q, Dp);     // s^T = k q^T
+    mma_abt(m.st + w * kMma * kTile, kTile, m.k + w * kMma * Dp, m.q, Dp);      // s^T = k q^T
     mma_abt(m.dpt + w * kMma * kTile, kTile, m.v + w * kMma * Dp, m.dout, Dp);  // dp^T = v dout^T
     __syncwarp();
     for (int c = half * 32; c < half * 32 + 32; ++c) {
@@ -237,10 +234,9 @@ __host__ __device__ QuerySmem query_smem(Carve& c, int Dp) {
 }
 
 // Block (query tile, h, b): dq of its 64 queries, over every key tile.
-__global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(const uint16_t* q, const uint16_t* k,
-                                                                 const uint16_t* v, const float* lse,
-                                                                 const uint16_t* dout, const float* delta,
-                                                                 uint16_t* dq, AttentionDims a, int Dp, float scale) {
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_dq_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse, const uint16_t* dout,
+                    const float* delta, uint16_t* dq, AttentionDims a, int Dp, float scale) {
   extern __shared__ __align__(128) unsigned char smem[];
   Carve carve{uintptr_t(smem)};
   const QuerySmem m = query_smem(carve, Dp);
@@ -282,8 +278,7 @@ int padded_head_dim(const AttentionDims& a) {
 
 // Launches kernel over (tiles, nh, B) with the dynamic shared memory its layout needs.
 template <class Kernel, class Layout, class... Args>
-void launch(Kernel kernel, Layout layout, int64_t rows, const AttentionDims& a, int Dp, Stream stream,
-            Args... args) {
+void launch(Kernel kernel, Layout layout, int64_t rows, const AttentionDims& a, int Dp, Stream stream, Args... args) {
   Carve count{0};
   layout(count, Dp);
   const int bytes = int(count.at);
