@@ -1,7 +1,7 @@
 // The block's forward and backward written once over an ops policy (model/cpu_ops.h, backend/cuda/cuda_ops.h):
 // the policy names the element types (Act for activations, Stat for statistics and the modulation, Weight, Grad)
 // and supplies every op with the CPU contract of src/ops. block.cpp instantiates it for the CPU, the CUDA backend
-// for the GPU. The local attention types (window, dsa, dsa_fixed) run where Ops::kLocalAttention.
+// for the GPU. Window attention runs where Ops::kWindowAttention, dsa and dsa_fixed where Ops::kDsaAttention.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -83,15 +83,18 @@ void self_attention_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, 
     ops.attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, {d.B, d.L, d.L, c.num_heads, c.head_dim()});
     return;
   }
-  if constexpr (Ops::kLocalAttention) {
-    if (at.type == "window") {
-      cpu::window_attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, video_dims(c, d), at.window,
-                                    window_shifted(c, index));
-    } else {  // dsa, dsa_fixed
-      if (at.has_offsets()) offset_net_forward(c, d, w, a);
-      cpu::dsa_forward(a.q, a.k, a.v, at.has_offsets() ? a.offsets : nullptr, a.attn, a.attn_lse, video_dims(c, d),
-                       {at.window, c.groups()});
-    }
+  if (at.type == "window") {
+    if constexpr (Ops::kWindowAttention)
+      ops.window_attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, video_dims(c, d), at.window,
+                                   window_shifted(c, index));
+    else
+      MS_FAIL("attention type 'window' has no kernel on this backend");
+  } else if constexpr (Ops::kDsaAttention) {  // dsa, dsa_fixed
+    if (at.has_offsets()) offset_net_forward(c, d, w, a);
+    cpu::dsa_forward(a.q, a.k, a.v, at.has_offsets() ? a.offsets : nullptr, a.attn, a.attn_lse, video_dims(c, d),
+                     {at.window, c.groups()});
+  } else {
+    MS_FAIL("attention type '", at.type, "' has no kernel on this backend");
   }
 }
 
@@ -106,15 +109,18 @@ void self_attention_backward(Ops& ops, const ModelConfig& c, const ModelDims& d,
                            {d.B, d.L, d.L, c.num_heads, c.head_dim()});
     return;
   }
-  if constexpr (Ops::kLocalAttention) {
-    if (at.type == "window") {
-      cpu::window_attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, dattn, dq, dk, dv, video_dims(c, d), at.window,
-                                     window_shifted(c, index));
-    } else {
-      const bool off = at.has_offsets();
-      cpu::dsa_backward(a.q, a.k, a.v, off ? a.offsets : nullptr, a.attn, a.attn_lse, dattn, dq, dk, dv,
-                        off ? doff : nullptr, video_dims(c, d), {at.window, c.groups()});
-    }
+  if (at.type == "window") {
+    if constexpr (Ops::kWindowAttention)
+      ops.window_attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, dattn, dq, dk, dv, video_dims(c, d), at.window,
+                                    window_shifted(c, index));
+    else
+      MS_FAIL("attention type 'window' has no kernel on this backend");
+  } else if constexpr (Ops::kDsaAttention) {
+    const bool off = at.has_offsets();
+    cpu::dsa_backward(a.q, a.k, a.v, off ? a.offsets : nullptr, a.attn, a.attn_lse, dattn, dq, dk, dv,
+                      off ? doff : nullptr, video_dims(c, d), {at.window, c.groups()});
+  } else {
+    MS_FAIL("attention type '", at.type, "' has no kernel on this backend");
   }
 }
 
@@ -123,8 +129,9 @@ void self_attention_backward(Ops& ops, const ModelConfig& c, const ModelDims& d,
 template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat>
 void block_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Weights<Ops>& w, const A* x,
                    const S* e0, const A* ctx, const Acts<Ops>& a, A* out) {
-  MS_CHECK(Ops::kLocalAttention || c.attention.type == "dense", "attention type '", c.attention.type,
-           "' has no kernel on this backend yet: use dense attention, or the CPU backend");
+  const bool local = c.attention.type != "dense";
+  MS_CHECK(!local || (c.attention.type == "window" ? Ops::kWindowAttention : Ops::kDsaAttention), "attention type '",
+           c.attention.type, "' has no kernel on this backend yet: use dense attention, or the CPU backend");
   const int64_t B = d.B, L = d.L, N = d.N(), D = c.dim, Nc = d.B * d.Lt, S6 = 6 * D;
   ops.modulation_forward(w.modulation, e0, a.mod, B, 6, D, true);
   // self-attention
@@ -212,7 +219,7 @@ void block_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t 
   linear_rms_backward(ops, w.self_attn.k, w.self_attn.norm_k, a.xn, a.k_lin, a.k_rstd, dk, g.b, dxn, gw.self_attn.k,
                       gw.self_attn.norm_k, N, D);
   ops.linear_backward(a.xn, w.self_attn.v.w, dv, dxn, gw.self_attn.v.w, gw.self_attn.v.b, N, D, D);
-  if constexpr (Ops::kLocalAttention)
+  if constexpr (Ops::kDsaAttention)
     if (c.attention.has_offsets()) offset_net_backward(c, d, w, a, g.off, dq, dk, dxn, gw);  // dq, dk are free
   ops.norm_modulate_backward(x, a.ln1, a.ln1_mean, a.ln1_rstd, a.mod + D, dxn, g.b, dres, g.mod, g.mod + D, B, L, D,
                              S6);

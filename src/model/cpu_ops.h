@@ -14,6 +14,7 @@
 #include "ops/patchify.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
+#include "ops/window_attention.h"
 
 namespace ms {
 
@@ -24,7 +25,8 @@ struct CpuOps {
   using Weight = T;
   using Grad = T;
   using Io = T;  // the model's inputs (latents, timesteps, context) and output (velocity)
-  static constexpr bool kLocalAttention = true;      // window and DSA kernels exist
+  static constexpr bool kWindowAttention = true;     // window_attention_* below
+  static constexpr bool kDsaAttention = true;        // the DSA kernels (ops/dsa.h) and the offset network
   static constexpr bool kFusedNormModulate = false;  // the normalised tensor is kept for modulate_backward
 
   void zero(T* p, int64_t n) { std::fill(p, p + n, T(0)); }
@@ -112,6 +114,15 @@ struct CpuOps {
   void gate_residual_backward(const T* y, const T* gate, const T* dout, T* dx, T* dy, T* dgate, int64_t B, int64_t L,
                               int64_t C, int64_t stride) {
     cpu::gate_residual_backward(y, gate, dout, dx, dy, dgate, B, L, C, stride);
+  }
+  void window_attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const cpu::VideoAttentionDims& d,
+                                const std::array<int64_t, 3>& window, bool shifted) {
+    cpu::window_attention_forward(q, k, v, out, lse, d, window, shifted);
+  }
+  void window_attention_backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq,
+                                 T* dk, T* dv, const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window,
+                                 bool shifted) {
+    cpu::window_attention_backward(q, k, v, out, lse, dout, dq, dk, dv, d, window, shifted);
   }
   void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const cpu::AttentionDims& a) {
     cpu::attention_forward(q, k, v, out, lse, a);

@@ -15,7 +15,8 @@ namespace ms::test {
 // CpuOps<double> with the GEMMs and attention as plain loops (the CPU kernels would need OpenBLAS) and without the
 // local attention types, whose branches would link them.
 struct RefOps : CpuOps<double> {
-  static constexpr bool kLocalAttention = false;
+  static constexpr bool kWindowAttention = false;
+  static constexpr bool kDsaAttention = false;
 
   void linear_forward(const double* x, const double* w, const double* b, double* y, int64_t N, int64_t in,
                       int64_t out) {

@@ -22,7 +22,8 @@ struct CudaOps {
   using Weight = uint16_t;  // bf16
   using Grad = float;
   using Io = float;  // the model's inputs and the velocity
-  static constexpr bool kLocalAttention = false;
+  static constexpr bool kWindowAttention = false;
+  static constexpr bool kDsaAttention = false;
   static constexpr bool kFusedNormModulate = true;
 
   GemmContext& gemm;
