@@ -8,14 +8,28 @@
 #include "cuda_util.h"
 #include "model/cpu_ops.h"
 #include "model/weights.h"
+#include "reference_model.h"
 #include "reference_ops.h"
 
 namespace ms::test {
 
-// CpuOps<double> with the GEMMs and attention as plain loops (the CPU kernels would need OpenBLAS) and without the
-// local attention types, whose branches would link them.
+// Tokens i and j of a T x H x W grid attend to each other iff they share Video Swin's cell on every axis.
+inline AttentionMask swin_mask(const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
+  return [=](int64_t i, int64_t j) {
+    const int64_t ci[3] = {i / (d.H * d.W), i / d.W % d.H, i % d.W}, cj[3] = {j / (d.H * d.W), j / d.W % d.H, j % d.W},
+                  ext[3] = {d.T, d.H, d.W};
+    for (int a = 0; a < 3; ++a)
+      if (ref_swin_cell(ci[a], ext[a], window[size_t(a)], shifted) !=
+          ref_swin_cell(cj[a], ext[a], window[size_t(a)], shifted))
+        return false;
+    return true;
+  };
+}
+
+// CpuOps<double> with the GEMMs and attention as plain loops (the CPU kernels would need OpenBLAS): window attention
+// as dense attention masked to Video Swin's cells, and no DSA, whose CPU kernels would link OpenBLAS.
 struct RefOps : CpuOps<double> {
-  static constexpr bool kWindowAttention = false;
+  static constexpr bool kWindowAttention = true;  // masked dense attention with Video Swin's cells
   static constexpr bool kDsaAttention = false;
 
   void linear_forward(const double* x, const double* w, const double* b, double* y, int64_t N, int64_t in,
@@ -35,6 +49,22 @@ struct RefOps : CpuOps<double> {
   void time_linear_backward(Args... args) {
     linear_backward(args...);
   }
+  void window_attention_forward(const double* q, const double* k, const double* v, double* out, double* lse,
+                                const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
+    const AttentionReference r =
+        run({d.B, d.L(), d.L(), d.nh, d.d}, q, k, v, nullptr, nullptr, nullptr, nullptr, swin_mask(d, window, shifted));
+    std::copy(r.out.begin(), r.out.end(), out);
+    std::copy(r.lse.begin(), r.lse.end(), lse);
+  }
+  void window_attention_backward(const double* q, const double* k, const double* v, const double*, const double*,
+                                 const double* dout, double* dq, double* dk, double* dv,
+                                 const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
+    const AttentionReference r =
+        run({d.B, d.L(), d.L(), d.nh, d.d}, q, k, v, dout, dq, dk, dv, swin_mask(d, window, shifted));
+    std::copy(r.dq.begin(), r.dq.end(), dq);
+    std::copy(r.dk.begin(), r.dk.end(), dk);
+    std::copy(r.dv.begin(), r.dv.end(), dv);
+  }
   void attention_forward(const double* q, const double* k, const double* v, double* out, double* lse,
                          const cpu::AttentionDims& a) {
     const AttentionReference r = run(a, q, k, v, nullptr, nullptr, nullptr, nullptr);
@@ -52,11 +82,12 @@ struct RefOps : CpuOps<double> {
  private:
   // reference_attention on the arrays (null dout and gradients: zeros).
   static AttentionReference run(const cpu::AttentionDims& a, const double* q, const double* k, const double* v,
-                                const double* dout, const double* dq, const double* dk, const double* dv) {
+                                const double* dout, const double* dq, const double* dk, const double* dv,
+                                const AttentionMask& allowed = nullptr) {
     const size_t nq = size_t(a.B * a.Lq * a.nh * a.d), nk = size_t(a.B * a.Lk * a.nh * a.d);
     auto vec = [](const double* p, size_t n) { return p ? std::vector<double>(p, p + n) : std::vector<double>(n); };
     return reference_attention(a, vec(q, nq), vec(k, nk), vec(v, nk), vec(dout, nq), vec(dq, nq), vec(dk, nk),
-                               vec(dv, nk));
+                               vec(dv, nk), allowed);
   }
 };
 

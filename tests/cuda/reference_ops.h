@@ -2,6 +2,7 @@
 // test binary does not link: dense attention written out (softmax materialised) and the linear layer.
 #pragma once
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "cuda_util.h"
@@ -13,11 +14,16 @@ struct AttentionReference {
   std::vector<double> out, lse, dq, dk, dv;
 };
 
-// softmax(q k^T / sqrt(d)) v per head and its gradients, in float64; dq, dk, dv start from the given values.
+// Which query i may attend to key j (null: every pair).
+using AttentionMask = std::function<bool(int64_t i, int64_t j)>;
+
+// softmax(q k^T / sqrt(d)) v per head and its gradients, in float64, over the pairs `allowed` admits; dq, dk, dv
+// start from the given values.
 inline AttentionReference reference_attention(const cpu::AttentionDims& a, const std::vector<double>& q,
                                               const std::vector<double>& k, const std::vector<double>& v,
                                               const std::vector<double>& dout, std::vector<double> dq,
-                                              std::vector<double> dk, std::vector<double> dv) {
+                                              std::vector<double> dk, std::vector<double> dv,
+                                              const AttentionMask& allowed = nullptr) {
   AttentionReference r{
       std::vector<double>(q.size()), std::vector<double>(static_cast<size_t>(a.B * a.nh * a.Lq)), {}, {}, {}};
   const double scale = 1.0 / std::sqrt(double(a.d));
@@ -33,7 +39,7 @@ inline AttentionReference reference_attention(const cpu::AttentionDims& a, const
           double s = 0;
           for (int64_t c = 0; c < a.d; ++c)
             s += q[at(b, i, h, a.Lq) + static_cast<size_t>(c)] * k[at(b, j, h, a.Lk) + static_cast<size_t>(c)];
-          p[static_cast<size_t>(j)] = s * scale;
+          p[static_cast<size_t>(j)] = allowed && !allowed(i, j) ? -INFINITY : s * scale;
           mx = std::max(mx, p[static_cast<size_t>(j)]);
         }
         for (double& x : p) sum += (x = std::exp(x - mx));

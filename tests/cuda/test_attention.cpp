@@ -3,32 +3,53 @@
 // the tensor-core tiles; the plain kernel (wider heads) on key counts over one chunk and head dims over its
 // threads. The flash kernels round the probabilities and their gradients to bf16 before the products (2^-9
 // relative each, averaged over the keys), inside the tolerances below. Skipped without a GPU.
+#include <array>
+#include <functional>
+
 #include "cuda_util.h"
+#include "model_reference.h"
 #include "ops/attention.h"
+#include "ops/window_attention.h"
 #include "reference_ops.h"
 
 namespace ms::test {
 namespace {
 
-void check(const cpu::AttentionDims& a, uint64_t seed) {
+// Runs the CUDA forward (out, lse) and backward (dq, dk, dv +=) on device buffers.
+using GpuAttention =
+    std::function<void(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                       const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch)>;
+
+void check(const cpu::AttentionDims& a, uint64_t seed, const GpuAttention& gpu, const AttentionMask& allowed) {
   const size_t nq = static_cast<size_t>(a.B * a.Lq * a.nh * a.d), nk = static_cast<size_t>(a.B * a.Lk * a.nh * a.d);
   auto q = random_bf16(nq, seed, 2.0), k = random_bf16(nk, seed + 1, 2.0), v = random_bf16(nk, seed + 2),
        dout = random_bf16(nq, seed + 3), dq0 = random_bf16(nq, seed + 4, kAccumulateScale),
        dk0 = random_bf16(nk, seed + 5, kAccumulateScale), dv0 = random_bf16(nk, seed + 6, kAccumulateScale);
   const AttentionReference ref =
-      reference_attention(a, q.values, k.values, v.values, dout.values, dq0.values, dk0.values, dv0.values);
+      reference_attention(a, q.values, k.values, v.values, dout.values, dq0.values, dk0.values, dv0.values, allowed);
   DeviceBuffer<uint16_t> gq(q.bits), gk(k.bits), gv(v.bits), gdout(dout.bits), gdq(dq0.bits), gdk(dk0.bits),
       gdv(dv0.bits), gout(std::vector<uint16_t>(nq, 0x7fc0));
   DeviceBuffer<float> glse(std::vector<float>(ref.lse.size(), -1.f)), scratch(cuda::attention_backward_scratch(a), 0.f);
-  cuda::attention_forward(gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), a, nullptr);
-  cuda::attention_backward(gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(),
-                           gdv.get(), scratch.get(), a, nullptr);
+  gpu(gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(), gdv.get(),
+      scratch.get());
   expect_close("out", widen(gout.read()), ref.out, kBf16Tol);
   expect_close("lse", glse.read(), ref.lse, kDeviceF32Tol);
   // The backward reads the bf16-rounded out (as the model does): its delta term carries that rounding.
   expect_close("dq", widen(gdq.read()), ref.dq, 2 * kBf16Tol);
   expect_close("dk", widen(gdk.read()), ref.dk, 2 * kBf16Tol);
   expect_close("dv", widen(gdv.read()), ref.dv, kBf16Tol);
+}
+
+// Dense attention.
+void check(const cpu::AttentionDims& a, uint64_t seed) {
+  check(
+      a, seed,
+      [&](const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse, const uint16_t* dout,
+          uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch) {
+        cuda::attention_forward(q, k, v, out, lse, a, nullptr);
+        cuda::attention_backward(q, k, v, out, lse, dout, dq, dk, dv, scratch, a, nullptr);
+      },
+      nullptr);
 }
 
 TEST(CudaAttention, SelfAttentionMatchesFloat64Loops) {
@@ -56,6 +77,36 @@ TEST(CudaAttention, LongKeysAndWideHeadsMatchFloat64Loops) {
   MS_REQUIRE_GPU();
   check({1, 9, 300, 2, 200}, 81);
   check({1, 300, 9, 2, 200}, 91);
+}
+
+// Window attention: the flash kernels per cell against dense attention masked to Video Swin's cells (tests/
+// reference_model.h), divisible and not, shifted and not, even windows, a window longer than the grid on one axis,
+// cells over one 64-row tile.
+TEST(CudaAttention, WindowMatchesMaskedFloat64Loops) {
+  MS_REQUIRE_GPU();
+  struct Case {
+    cpu::VideoAttentionDims d;
+    std::array<int64_t, 3> window;
+    bool shifted;
+  };
+  const Case cases[] = {{{2, 4, 4, 6, 2, 12}, {2, 2, 3}, false},
+                        {{2, 4, 4, 6, 2, 12}, {2, 2, 3}, true},
+                        {{1, 5, 6, 7, 3, 40}, {2, 4, 3}, true},
+                        {{1, 3, 7, 5, 2, 16}, {4, 3, 2}, true},
+                        {{1, 4, 9, 10, 1, 64}, {4, 8, 8}, true}};
+  uint64_t seed = 130;
+  for (const Case& k : cases) {
+    const cpu::AttentionDims a{k.d.B, k.d.L(), k.d.L(), k.d.nh, k.d.d};
+    check(
+        a, seed += 10,
+        [&](const uint16_t* q, const uint16_t* kk, const uint16_t* v, uint16_t* out, float* lse, const uint16_t* dout,
+            uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch) {
+          cuda::window_attention_forward(q, kk, v, out, lse, k.d, k.window, k.shifted, nullptr);
+          cuda::window_attention_backward(q, kk, v, out, lse, dout, dq, dk, dv, scratch, k.d, k.window, k.shifted,
+                                          nullptr);
+        },
+        swin_mask(k.d, k.window, k.shifted));
+  }
 }
 
 }  // namespace

@@ -53,10 +53,8 @@ void expect_stage_grads(Visit&& visit, const std::vector<float>& got, const std:
   });
 }
 
-TEST(CudaStages, BlockForwardAndBackwardMatchFloat64) {
-  MS_REQUIRE_GPU();
-  const ModelConfig c = small_config();                   // 2 heads of 12: RoPE parts of 2, 2 and 2 pairs
-  const ModelDims d = ModelDims::make(c, 2, 3, 4, 6, 5);  // tokens 3 x 2 x 3 per sample
+// One block (odd: its windows are shifted) on the GPU against float64, every output and every gradient.
+void check_block(const ModelConfig& c, const ModelDims& d) {
   const int64_t N = d.N(), D = c.dim, Nc = d.B * d.Lt;
   auto visit = [&](auto& fields, auto&& f) { visit_block(c, 0, fields, f); };
   const Bf16Input w = stage_weights<BlockW<uint16_t*>>(visit, 201);
@@ -66,7 +64,7 @@ TEST(CudaStages, BlockForwardAndBackwardMatchFloat64) {
   const std::vector<float> e0 = to_f32(randn(size_t(d.B * 6 * D), 206, 0.5)),
                            de00 = to_f32(randn(size_t(d.B * 6 * D), 207, kAccumulateScale)),
                            gw0 = to_f32(randn(size_t(P), 208, kAccumulateScale));
-  const int layer = 1;  // odd: the shifted windows would apply (none with dense attention)
+  const int layer = 1;
 
   // GPU
   DeviceBuffer<uint16_t> gw_bits(w.bits), gx(x.bits), gctx(ctx.bits), gdout(dout.bits), gdctx(dctx0.bits),
@@ -110,6 +108,24 @@ TEST(CudaStages, BlockForwardAndBackwardMatchFloat64) {
   expect_close("de0", gde0.read(), de0, 6e-2);
   expect_close("dctx", widen(gdctx.read()), dctx, 6e-2);
   expect_stage_grads<BlockW<uint16_t*>>(visit, ggrads.read(), gw, 6e-2);
+}
+
+TEST(CudaStages, BlockForwardAndBackwardMatchFloat64) {
+  MS_REQUIRE_GPU();
+  const ModelConfig c = small_config();               // 2 heads of 12: RoPE parts of 2, 2 and 2 pairs
+  check_block(c, ModelDims::make(c, 2, 3, 4, 6, 5));  // tokens 3 x 2 x 3 per sample
+}
+
+// Window attention through the flash kernels per cell: shifted (odd block), a window longer than the grid on one
+// axis, cells cut at the borders.
+TEST(CudaStages, WindowBlockMatchesFloat64) {
+  MS_REQUIRE_GPU();
+  ModelConfig c = small_config();
+  c.attention.type = "window";
+  c.attention.window = {2, 4, 2};
+  c.attention.shift = true;
+  c.validate();
+  check_block(c, ModelDims::make(c, 2, 5, 6, 10, 5));  // tokens 5 x 3 x 5 per sample
 }
 
 // The stem and the head: x0 and ctx (bf16 through one or two linears), e and e0 (the fp32 time path), the velocity,

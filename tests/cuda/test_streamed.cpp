@@ -148,29 +148,43 @@ ModelConfig streamed_config() {
 
 // The model the step tests train: 3 blocks, 2 clips of 3 x 2 x 3 tokens, context 5 of 7, random weights.
 struct StreamedCase {
-  ModelConfig c = streamed_config();
+  ModelConfig c;
   ModelDims d = ModelDims::make(c, 2, 3, 4, 6, 5);
   ParamTable table{c};
   Bf16Input w;
-  explicit StreamedCase(uint64_t seed) : w(model_weights(table, seed)) {}
+  explicit StreamedCase(uint64_t seed, const ModelConfig& config = streamed_config())
+      : c(config), w(model_weights(table, seed)) {}
 };
 
-TEST(CudaStreamed, StepMatchesFloat64) {
-  MS_REQUIRE_GPU();
-  const StreamedCase k(401);
-  const auto& [c, d, table, w] = k;
-  const StepData s = step_data(c, d, 402);
-  const StepResult got = cuda_steps(c, d, StreamOptions{}, w, {s});
-  const Reference ref = float64_step(c, d, w, s);
+// One step's loss and every stage's gradients against float64, with the tolerances argued below.
+void expect_step_matches_float64(const StreamedCase& k, uint64_t seed) {
+  const StepData s = step_data(k.c, k.d, seed);
+  const StepResult got = cuda_steps(k.c, k.d, StreamOptions{}, k.w, {s});
+  const Reference ref = float64_step(k.c, k.d, k.w, s);
   // Each stage alone is within 1.5e-2 of float64 (test_stages.cpp: a CPU emulation of the bf16 roundings); five
   // stages in a chain compound that, so the whole step gets the stage tests' 6e-2 per parameter and 2e-2 on the
   // loss (a mean over the velocity, whose error is the head's 3e-2 output tolerance averaged).
   EXPECT_NEAR(got.loss, ref.loss, 2e-2 * ref.loss);
-  for (const StageInfo& st : table.stages()) {
+  for (const StageInfo& st : k.table.stages()) {
     const auto b = long(st.offset), e = long(st.offset + st.numel);
     expect_close("grad " + st.name, std::vector<float>(got.grads.begin() + b, got.grads.begin() + e),
                  std::vector<double>(ref.grads.begin() + b, ref.grads.begin() + e), 6e-2);
   }
+}
+
+TEST(CudaStreamed, StepMatchesFloat64) {
+  MS_REQUIRE_GPU();
+  expect_step_matches_float64(StreamedCase(401), 402);
+}
+
+// Window attention (shifted on block 1) through the whole streamed step.
+TEST(CudaStreamed, WindowStepMatchesFloat64) {
+  MS_REQUIRE_GPU();
+  ModelConfig c = streamed_config();
+  c.attention.type = "window";
+  c.attention.window = {2, 2, 2};
+  c.validate();
+  expect_step_matches_float64(StreamedCase(421, c), 422);
 }
 
 // Deterministic kernels and a schedule that only moves data: every way of streaming gives the same bits.
@@ -217,14 +231,14 @@ TEST(CudaStreamed, ArenaIsThePlanAndABudgetBelowItIsRefused) {
   EXPECT_NE(e.find("--device-memory " + std::to_string(plan.peak())), std::string::npos) << e;
 }
 
-// Attention types without CUDA kernels are refused before anything is allocated, naming the way out.
+// DSA (no CUDA kernels yet) is refused before anything is allocated, naming the way out.
 TEST(CudaStreamed, LocalAttentionIsRefusedWithAMessage) {
   MS_REQUIRE_GPU();
   ModelConfig c = streamed_config();
-  c.attention.type = "window";
+  c.attention.type = "dsa";
   const ModelDims d = ModelDims::make(c, 1, 3, 4, 6, 5);
   const std::string e = error_of([&] { cuda::CudaStageRunner r(c, d); });
-  EXPECT_NE(e.find("'window' has no CUDA kernel"), std::string::npos) << e;
+  EXPECT_NE(e.find("'dsa' has no CUDA kernel"), std::string::npos) << e;
   EXPECT_NE(e.find("--backend cpu"), std::string::npos) << e;
 }
 

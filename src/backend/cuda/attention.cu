@@ -157,12 +157,16 @@ void check_dims(const AttentionDims& a) {
 void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
                        const AttentionDims& a, Stream stream) {
   check_dims(a);
-  if (a.d <= kFlashMaxHeadDim) return flash_attention_forward(q, k, v, out, lse, a, stream);
+  if (a.d <= kFlashMaxHeadDim) return flash_attention_forward(q, k, v, out, lse, dense_rows(a), stream);
   forward_kernel<<<dim3(unsigned(a.Lq), unsigned(a.nh), unsigned(a.B)), kThreads, 0, stream>>>(q, k, v, out, lse, a,
                                                                                                1.f / sqrtf(float(a.d)));
   MS_CUDA_CHECK_LAUNCH();
 }
 
+void attention_delta(const uint16_t* out, const uint16_t* dout, float* delta, const AttentionDims& a, Stream stream) {
+  delta_kernel<<<dim3(unsigned(a.Lq), unsigned(a.nh), unsigned(a.B)), kThreads, 0, stream>>>(out, dout, delta, a);
+  MS_CUDA_CHECK_LAUNCH();
+}
 
 void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
                         const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch,
@@ -171,9 +175,9 @@ void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v,
   const float scale = 1.f / sqrtf(float(a.d));
   const dim3 queries(unsigned(a.Lq), unsigned(a.nh), unsigned(a.B)),
       keys(unsigned(a.Lk), unsigned(a.nh), unsigned(a.B));
-  delta_kernel<<<queries, kThreads, 0, stream>>>(out, dout, scratch, a);
-  MS_CUDA_CHECK_LAUNCH();
-  if (a.d <= kFlashMaxHeadDim) return flash_attention_backward(q, k, v, lse, dout, scratch, dq, dk, dv, a, stream);
+  attention_delta(out, dout, scratch, a, stream);
+  if (a.d <= kFlashMaxHeadDim)
+    return flash_attention_backward(q, k, v, lse, dout, scratch, dq, dk, dv, dense_rows(a), stream);
   dq_kernel<<<queries, kThreads, 0, stream>>>(q, k, v, lse, dout, scratch, dq, a, scale);
   MS_CUDA_CHECK_LAUNCH();
   dkv_kernel<<<keys, kThreads, 0, stream>>>(q, k, v, lse, dout, scratch, dk, dv, a, scale);

@@ -15,6 +15,7 @@
 #include "ops/patchify.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
+#include "ops/window_attention.h"
 
 namespace ms::cuda {
 
@@ -135,6 +136,18 @@ void CudaOps::gate_residual_backward(const uint16_t* y, const float* gate, const
                                      uint16_t* dy, float* dgate, int64_t B, int64_t L, int64_t C, int64_t stride) {
   cuda::gate_residual_backward(y, gate, dout, dx, dy, dgate, scratch_for(modulate_backward_scratch(L, C)), B, L, C,
                                stride, stream);
+}
+void CudaOps::window_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
+                                       float* lse, const cpu::VideoAttentionDims& d,
+                                       const std::array<int64_t, 3>& window, bool shifted) {
+  cuda::window_attention_forward(q, k, v, out, lse, d, window, shifted, stream);
+}
+void CudaOps::window_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
+                                        const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk,
+                                        uint16_t* dv, const cpu::VideoAttentionDims& d,
+                                        const std::array<int64_t, 3>& window, bool shifted) {
+  float* delta = scratch_for(attention_backward_scratch({d.B, d.L(), d.L(), d.nh, d.d}));
+  cuda::window_attention_backward(q, k, v, out, lse, dout, dq, dk, dv, delta, d, window, shifted, stream);
 }
 void CudaOps::attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
                                 const cpu::AttentionDims& a) {

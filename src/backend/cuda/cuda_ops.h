@@ -1,9 +1,10 @@
 // The CUDA ops policy of model/block_impl.h: bf16 activations and weights, fp32 statistics, modulation and
 // weight gradients, every op enqueued on one stream. GEMMs go through a GemmContext; the deterministic
 // reductions of the backward share one fp32 scratch buffer (block_reduction_scratch), which the stream's order
-// makes safe to reuse from op to op. The local attention types have no kernels here yet (issue 6), and the
-// LayerNorm before each modulation is fused with it (the normalised tensor is never written).
+// makes safe to reuse from op to op. Window attention runs the flash kernels per cell; DSA has no kernels here yet
+// (issue 6). The LayerNorm before each modulation is fused with it (the normalised tensor is never written).
 #pragma once
+#include <array>
 #include <cstdint>
 
 #include "backend/cuda/device.h"
@@ -22,7 +23,7 @@ struct CudaOps {
   using Weight = uint16_t;  // bf16
   using Grad = float;
   using Io = float;  // the model's inputs and the velocity
-  static constexpr bool kWindowAttention = false;
+  static constexpr bool kWindowAttention = true;
   static constexpr bool kDsaAttention = false;
   static constexpr bool kFusedNormModulate = true;
 
@@ -81,6 +82,11 @@ struct CudaOps {
                              int64_t L, int64_t C, int64_t stride);
   void gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t* dout, uint16_t* dx, uint16_t* dy,
                               float* dgate, int64_t B, int64_t L, int64_t C, int64_t stride);
+  void window_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                                const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
+  void window_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
+                                 const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                                 const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
   void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
                          const cpu::AttentionDims& a);
   void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,

@@ -4,6 +4,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/cuda_stages.h"
+#include "backend/cuda/flash_attention.h"
 #include "core/check.h"
 #include "model/workspace.h"
 #include "ops/mse_loss.h"
@@ -17,9 +18,12 @@ uint16_t* bf16(void* p) { return static_cast<uint16_t*>(p); }
 int64_t video_numel(const ModelConfig& c, const ModelDims& d) { return d.B * c.out_dim * d.F * d.H * d.W; }
 
 const ModelConfig& with_gpu_attention(const ModelConfig& c) {
-  if (c.attention.type != "dense")
+  if (c.attention.type != "dense" && c.attention.type != "window")
     MS_FAIL("--backend cuda: attention type '", c.attention.type,
-            "' has no CUDA kernel yet (only dense runs on the GPU); use dense attention or --backend cpu");
+            "' has no CUDA kernel yet (dense and window run on the GPU); use one of them or --backend cpu");
+  if (c.head_dim() > kFlashMaxHeadDim && c.attention.type == "window")
+    MS_FAIL("--backend cuda: window attention on the GPU takes head dims up to ", kFlashMaxHeadDim, ", not ",
+            c.head_dim(), "; use --backend cpu");
   return c;
 }
 

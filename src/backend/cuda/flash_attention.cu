@@ -1,6 +1,7 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/flash_attention.h"
@@ -35,14 +36,51 @@ struct Carve {
   }
 };
 
-// Head h of sample b, rows r0 .. r0 + kTile of a [B, L, nh, d] tensor into tile [kTile, Dp]: zeros past L and d.
+// One group of rows (FlashRows): its query and key counts and the token of each of its rows.
+struct Group {
+  int64_t nq, nk;
+  int64_t start[3], size[3], H, W;  // a window cell; size[0] == 0: dense, row i is token i
+  __device__ int64_t token(int64_t i) const {
+    if (size[0] == 0) return i;
+    const int64_t t = start[0] + i / (size[1] * size[2]), h = start[1] + i / size[2] % size[1];
+    return (t * H + h) * W + start[2] + i % size[2];
+  }
+};
+
+__device__ Group group_of(const FlashRows& rows, int64_t g) {
+  Group gr{rows.a.Lq, rows.a.Lk, {0, 0, 0}, {0, 0, 0}, rows.ext[1], rows.ext[2]};
+  if (rows.ext[0] == 0) return gr;
+  const int64_t m[3] = {g / (rows.n[1] * rows.n[2]), g / rows.n[2] % rows.n[1], g % rows.n[2]};
+  gr.nq = 1;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t b0 = max(int64_t(0), rows.o[i] + m[i] * rows.k[i]);
+    gr.start[i] = b0;
+    gr.size[i] = min(rows.ext[i], rows.o[i] + (m[i] + 1) * rows.k[i]) - b0;
+    gr.nq *= gr.size[i];
+  }
+  gr.nk = gr.nq;
+  return gr;
+}
+
+// Where a block works: its sample, group and the first of its 64 rows (of `rows_per_group` tiles of 64).
+struct BlockRows {
+  int64_t b, h, r0;
+  Group g;
+};
+__device__ BlockRows block_rows(const FlashRows& rows, int64_t rows_per_group) {
+  const int64_t tiles = (rows_per_group + kTile - 1) / kTile;
+  return {blockIdx.z, blockIdx.y, int64_t(blockIdx.x) % tiles * kTile, group_of(rows, int64_t(blockIdx.x) / tiles)};
+}
+
+// Head h of sample b, group rows r0 .. r0 + kTile (count in the group, tokens by gr) of a [B, L, nh, d] tensor into
+// tile [kTile, Dp]: zeros past the group's rows and past d.
 __device__ void load_tile(bf16* tile, const uint16_t* x, int64_t b, int64_t r0, int64_t h, int64_t L, int64_t nh,
-                          int64_t d, int Dp) {
+                          int64_t d, int Dp, int64_t count, const Group& gr) {
   const bf16* src = reinterpret_cast<const bf16*>(x);
   for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) {
     const int r = e / Dp, c = e % Dp;
     const int64_t i = r0 + r;
-    tile[e] = i < L && c < d ? src[((b * L + i) * nh + h) * d + c] : __float2bfloat16(0.f);
+    tile[e] = i < count && c < d ? src[((b * L + gr.token(i)) * nh + h) * d + c] : __float2bfloat16(0.f);
   }
 }
 
@@ -78,15 +116,15 @@ __device__ void mma_ab_acc(float* acc, const bf16* a, const bf16* b, int Dp) {
   }
 }
 
-// rows [kTile] of a [B, L, nh, d] bf16 tensor from the block's sample and head: row r0 + r, channels c < d get
-// base + scale * acc[r, c] (base: the tensor's own values, accumulated into). Lane pairs split each warp's rows.
+// Group rows r0 .. r0 + kTile (count in the group, tokens by gr) of a [B, L, nh, d] bf16 tensor, the block's
+// sample and head: channels c < d get their value + scale * acc[r, c].
 __device__ void accumulate_rows(uint16_t* x, const float* acc, float scale, int64_t b, int64_t r0, int64_t h, int64_t L,
-                                int64_t nh, int64_t d, int Dp) {
+                                int64_t nh, int64_t d, int Dp, int64_t count, const Group& gr) {
   for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) {
     const int r = e / Dp, c = e % Dp;
     const int64_t i = r0 + r;
-    if (i < L && c < d) {
-      const int64_t at = ((b * L + i) * nh + h) * d + c;
+    if (i < count && c < d) {
+      const int64_t at = ((b * L + gr.token(i)) * nh + h) * d + c;
       store(x, at, load(x, at) + scale * acc[e]);
     }
   }
@@ -104,31 +142,35 @@ __host__ __device__ ForwardSmem forward_smem(Carve& c, int Dp) {
   return m;
 }
 
-// Block (query tile, h, b): out, lse for its 64 queries, over every key tile.
+// Block (group x query tile, h, b): out, lse for its 64 queries, over every key tile of the group.
 __global__ void __launch_bounds__(kFlashThreads)
     flash_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                         AttentionDims a, int Dp, float scale) {
+                         FlashRows rows, int Dp, float scale) {
   extern __shared__ __align__(128) unsigned char smem[];
   Carve carve{uintptr_t(smem)};
   const ForwardSmem m = forward_smem(carve, Dp);
-  const int64_t i0 = int64_t(blockIdx.x) * kTile, h = blockIdx.y, b = blockIdx.z;
+  const AttentionDims& a = rows.a;
+  const BlockRows br = block_rows(rows, rows.max_q);
+  const int64_t i0 = br.r0, h = br.h, b = br.b;
+  const Group& gr = br.g;
+  if (i0 >= gr.nq) return;  // the whole block: a tile past a small cell
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
   const int row = w * kMma + r;  // the lane's query row in the tile; the lane pair splits its columns
-  load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp);
+  load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
   for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) m.o[e] = 0.f;
   const float scale2 = scale * kLog2e;  // scores in log2 units
   float mx = -INFINITY, l = 0;          // the row's running max and sum
-  for (int64_t j0 = 0; j0 < a.Lk; j0 += kTile) {
+  for (int64_t j0 = 0; j0 < gr.nk; j0 += kTile) {
     __syncthreads();  // the previous tile's k and v are no longer read
-    load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp);
-    load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp);
+    load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
+    load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
     __syncthreads();
     mma_abt(m.s + w * kMma * kTile, kTile, m.q + w * kMma * Dp, m.k, Dp);
     __syncwarp();
     float* s = m.s + row * kTile;
     float tile_max = -INFINITY;
     for (int c = half * 32; c < half * 32 + 32; ++c) {
-      s[c] = j0 + c < a.Lk ? s[c] * scale2 : -INFINITY;
+      s[c] = j0 + c < gr.nk ? s[c] * scale2 : -INFINITY;
       tile_max = fmaxf(tile_max, s[c]);
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
@@ -147,8 +189,8 @@ __global__ void __launch_bounds__(kFlashThreads)
     mma_ab_acc(m.o + w * kMma * Dp, m.p + w * kMma * kTile, m.v, Dp);
     __syncwarp();
   }
-  const int64_t i = i0 + row;
-  if (i < a.Lq) {
+  if (i0 + row < gr.nq) {
+    const int64_t i = gr.token(i0 + row);
     uint16_t* o = out + ((b * a.Lq + i) * a.nh + h) * a.d;
     for (int c = half; c < a.d; c += 2) store(o, c, m.o[row * Dp + c] / l);
     if (half == 0) lse[(b * a.nh + h) * a.Lq + i] = (mx + log2f(l)) / kLog2e;
@@ -170,42 +212,48 @@ __host__ __device__ KeySmem key_smem(Carve& c, int Dp) {
   return m;
 }
 
-// Loads one query tile's lse (in log2 units) and delta, zeros past Lq.
+// Loads one query tile's lse (in log2 units) and delta, zeros past the group's queries.
 __device__ void load_row_stats(float* lse2, float* dl, const float* lse, const float* delta, const AttentionDims& a,
-                               int64_t b, int64_t h, int64_t i0) {
+                               int64_t b, int64_t h, int64_t i0, const Group& gr) {
   for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
-    const int64_t i = i0 + r, at = (b * a.nh + h) * a.Lq + i;
-    lse2[r] = i < a.Lq ? lse[at] * kLog2e : 0.f;
-    dl[r] = i < a.Lq ? delta[at] : 0.f;
+    const bool valid = i0 + r < gr.nq;
+    const int64_t at = (b * a.nh + h) * a.Lq + (valid ? gr.token(i0 + r) : 0);
+    lse2[r] = valid ? lse[at] * kLog2e : 0.f;
+    dl[r] = valid ? delta[at] : 0.f;
   }
 }
 
-// Block (key tile, h, b): dk, dv of its 64 keys, over every query tile. p^T and ds^T per warp's key rows.
+// Block (group x key tile, h, b): dk, dv of its 64 keys, over every query tile of the group. p^T and ds^T per
+// warp's key rows.
 __global__ void __launch_bounds__(kFlashThreads)
     flash_dkv_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse, const uint16_t* dout,
-                     const float* delta, uint16_t* dk, uint16_t* dv, AttentionDims a, int Dp, float scale) {
+                     const float* delta, uint16_t* dk, uint16_t* dv, FlashRows rows, int Dp, float scale) {
   extern __shared__ __align__(128) unsigned char smem[];
   Carve carve{uintptr_t(smem)};
   const KeySmem m = key_smem(carve, Dp);
-  const int64_t j0 = int64_t(blockIdx.x) * kTile, h = blockIdx.y, b = blockIdx.z;
+  const AttentionDims& a = rows.a;
+  const BlockRows br = block_rows(rows, rows.max_k);
+  const int64_t j0 = br.r0, h = br.h, b = br.b;
+  const Group& gr = br.g;
+  if (j0 >= gr.nk) return;  // the whole block: a tile past a small cell
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2, row = w * kMma + r;
-  load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp);
-  load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp);
+  load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
+  load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
   for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) m.dk[e] = m.dv[e] = 0.f;
   const float scale2 = scale * kLog2e;
-  const bool key_valid = j0 + row < a.Lk;
-  for (int64_t i0 = 0; i0 < a.Lq; i0 += kTile) {
+  const bool key_valid = j0 + row < gr.nk;
+  for (int64_t i0 = 0; i0 < gr.nq; i0 += kTile) {
     __syncthreads();
-    load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp);
-    load_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp);
-    load_row_stats(m.lse, m.delta, lse, delta, a, b, h, i0);
+    load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
+    load_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
+    load_row_stats(m.lse, m.delta, lse, delta, a, b, h, i0, gr);
     __syncthreads();
     mma_abt(m.st + w * kMma * kTile, kTile, m.k + w * kMma * Dp, m.q, Dp);      // s^T = k q^T
     mma_abt(m.dpt + w * kMma * kTile, kTile, m.v + w * kMma * Dp, m.dout, Dp);  // dp^T = v dout^T
     __syncwarp();
     for (int c = half * 32; c < half * 32 + 32; ++c) {
       const int at = row * kTile + c;
-      const float p = key_valid && i0 + c < a.Lq ? exp2f(m.st[at] * scale2 - m.lse[c]) : 0.f;
+      const float p = key_valid && i0 + c < gr.nq ? exp2f(m.st[at] * scale2 - m.lse[c]) : 0.f;
       m.pt[at] = __float2bfloat16(p);
       m.dst[at] = __float2bfloat16(p * (m.dpt[at] - m.delta[c]));
     }
@@ -215,8 +263,8 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncwarp();
   }
   __syncthreads();
-  accumulate_rows(dk, m.dk, scale, b, j0, h, a.Lk, a.nh, a.d, Dp);
-  accumulate_rows(dv, m.dv, 1.f, b, j0, h, a.Lk, a.nh, a.d, Dp);
+  accumulate_rows(dk, m.dk, scale, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
+  accumulate_rows(dv, m.dv, 1.f, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
 }
 
 struct QuerySmem {
@@ -233,32 +281,36 @@ __host__ __device__ QuerySmem query_smem(Carve& c, int Dp) {
   return m;
 }
 
-// Block (query tile, h, b): dq of its 64 queries, over every key tile.
+// Block (group x query tile, h, b): dq of its 64 queries, over every key tile of the group.
 __global__ void __launch_bounds__(kFlashThreads)
     flash_dq_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse, const uint16_t* dout,
-                    const float* delta, uint16_t* dq, AttentionDims a, int Dp, float scale) {
+                    const float* delta, uint16_t* dq, FlashRows rows, int Dp, float scale) {
   extern __shared__ __align__(128) unsigned char smem[];
   Carve carve{uintptr_t(smem)};
   const QuerySmem m = query_smem(carve, Dp);
-  const int64_t i0 = int64_t(blockIdx.x) * kTile, h = blockIdx.y, b = blockIdx.z;
+  const AttentionDims& a = rows.a;
+  const BlockRows br = block_rows(rows, rows.max_q);
+  const int64_t i0 = br.r0, h = br.h, b = br.b;
+  const Group& gr = br.g;
+  if (i0 >= gr.nq) return;  // the whole block: a tile past a small cell
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2, row = w * kMma + r;
-  load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp);
-  load_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp);
-  load_row_stats(m.lse, m.delta, lse, delta, a, b, h, i0);
+  load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
+  load_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
+  load_row_stats(m.lse, m.delta, lse, delta, a, b, h, i0, gr);
   for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) m.dq[e] = 0.f;
   const float scale2 = scale * kLog2e;
-  const bool query_valid = i0 + row < a.Lq;
-  for (int64_t j0 = 0; j0 < a.Lk; j0 += kTile) {
+  const bool query_valid = i0 + row < gr.nq;
+  for (int64_t j0 = 0; j0 < gr.nk; j0 += kTile) {
     __syncthreads();
-    load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp);
-    load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp);
+    load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
+    load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
     __syncthreads();
     mma_abt(m.s + w * kMma * kTile, kTile, m.q + w * kMma * Dp, m.k, Dp);      // s = q k^T
     mma_abt(m.dp + w * kMma * kTile, kTile, m.dout + w * kMma * Dp, m.v, Dp);  // dp = dout v^T
     __syncwarp();
     for (int c = half * 32; c < half * 32 + 32; ++c) {
       const int at = row * kTile + c;
-      const float p = query_valid && j0 + c < a.Lk ? exp2f(m.s[at] * scale2 - m.lse[row]) : 0.f;
+      const float p = query_valid && j0 + c < gr.nk ? exp2f(m.s[at] * scale2 - m.lse[row]) : 0.f;
       m.ds[at] = __float2bfloat16(p * (m.dp[at] - m.delta[row]));
     }
     __syncwarp();
@@ -266,7 +318,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncwarp();
   }
   __syncthreads();
-  accumulate_rows(dq, m.dq, scale, b, i0, h, a.Lq, a.nh, a.d, Dp);
+  accumulate_rows(dq, m.dq, scale, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
 }
 
 int padded_head_dim(const AttentionDims& a) {
@@ -276,32 +328,60 @@ int padded_head_dim(const AttentionDims& a) {
   return int((a.d + kMma - 1) / kMma * kMma);
 }
 
-// Launches kernel over (tiles, nh, B) with the dynamic shared memory its layout needs.
+// Launches kernel over (groups x tiles of `rows_per_group`, nh, B) with the dynamic shared memory its layout needs.
 template <class Kernel, class Layout, class... Args>
-void launch(Kernel kernel, Layout layout, int64_t rows, const AttentionDims& a, int Dp, Stream stream, Args... args) {
+void launch(Kernel kernel, Layout layout, int64_t rows_per_group, const FlashRows& rows, Stream stream, Args... args) {
+  const int Dp = padded_head_dim(rows.a);
   Carve count{0};
   layout(count, Dp);
   const int bytes = int(count.at);
   MS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  const dim3 grid(unsigned((rows + kTile - 1) / kTile), unsigned(a.nh), unsigned(a.B));
-  kernel<<<grid, kFlashThreads, size_t(bytes), stream>>>(args..., a, Dp, 1.f / sqrtf(float(a.d)));
+  const int64_t blocks = rows.groups * ((rows_per_group + kTile - 1) / kTile);
+  MS_CHECK(blocks < (int64_t(1) << 31), "flash attention: ", blocks, " tiles per head");
+  const dim3 grid(unsigned(blocks), unsigned(rows.a.nh), unsigned(rows.a.B));
+  kernel<<<grid, kFlashThreads, size_t(bytes), stream>>>(args..., rows, Dp, 1.f / sqrtf(float(rows.a.d)));
   MS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
+FlashRows dense_rows(const AttentionDims& a) {
+  FlashRows r;
+  r.a = a;
+  r.max_q = a.Lq;
+  r.max_k = a.Lk;
+  return r;
+}
+
+FlashRows window_rows(const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
+  FlashRows r;
+  r.a = {d.B, d.L(), d.L(), d.nh, d.d};
+  const int64_t ext[3] = {d.T, d.H, d.W};
+  r.max_q = 1;
+  for (int i = 0; i < 3; ++i) {  // the cells of window_attention.cpp's AxisCells
+    MS_CHECK(window[size_t(i)] > 0, "window attention: window size ", window[size_t(i)]);
+    r.ext[i] = ext[i];
+    r.k[i] = std::min(window[size_t(i)], ext[i]);
+    const int64_t s = shifted && window[size_t(i)] < ext[i] ? r.k[i] / 2 : 0;
+    r.o[i] = s > 0 ? s - r.k[i] : 0;
+    r.n[i] = (ext[i] - r.o[i] + r.k[i] - 1) / r.k[i];
+    r.max_q *= r.k[i];
+  }
+  r.groups = r.n[0] * r.n[1] * r.n[2];
+  r.max_k = r.max_q;
+  return r;
+}
+
 void flash_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                             const AttentionDims& a, Stream stream) {
-  const int Dp = padded_head_dim(a);
-  launch(flash_forward_kernel, forward_smem, a.Lq, a, Dp, stream, q, k, v, out, lse);
+                             const FlashRows& rows, Stream stream) {
+  launch(flash_forward_kernel, forward_smem, rows.max_q, rows, stream, q, k, v, out, lse);
 }
 
 void flash_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse,
                               const uint16_t* dout, const float* delta, uint16_t* dq, uint16_t* dk, uint16_t* dv,
-                              const AttentionDims& a, Stream stream) {
-  const int Dp = padded_head_dim(a);
-  launch(flash_dkv_kernel, key_smem, a.Lk, a, Dp, stream, q, k, v, lse, dout, delta, dk, dv);
-  launch(flash_dq_kernel, query_smem, a.Lq, a, Dp, stream, q, k, v, lse, dout, delta, dq);
+                              const FlashRows& rows, Stream stream) {
+  launch(flash_dkv_kernel, key_smem, rows.max_k, rows, stream, q, k, v, lse, dout, delta, dk, dv);
+  launch(flash_dq_kernel, query_smem, rows.max_q, rows, stream, q, k, v, lse, dout, delta, dq);
 }
 
 }  // namespace ms::cuda

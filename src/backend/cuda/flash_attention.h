@@ -4,8 +4,10 @@
 // sum per query row), lse is saved for the backward. bf16 operands through WMMA (16x16x16, fp32 accumulation);
 // the probabilities and their gradients are rounded to bf16 before their products, as in FlashAttention-2.
 // The backward is two kernels without atomics, so it is deterministic: one per key tile (dk, dv), one per query
-// tile (dq), each recomputing the tile's scores.
+// tile (dq), each recomputing the tile's scores. The same kernels run window attention (ops/window_attention.h):
+// a group of rows is then one Swin cell of the token grid instead of a whole sample.
 #pragma once
+#include <array>
 #include <cstdint>
 
 #include "backend/cuda/device.h"
@@ -15,12 +17,28 @@ namespace ms::cuda {
 
 constexpr int64_t kFlashMaxHeadDim = 128;
 
-// q [B, Lq, nh, d], k, v [B, Lk, nh, d] bf16 -> out [B, Lq, nh, d] bf16, lse [B, nh, Lq] fp32.
+// Which queries attend to which keys: per sample, groups of query rows attending to groups of key rows. Dense: one
+// group, every query to every key. Window: each cell of the token grid (the CPU's cells: per axis, cell m covers
+// [o + m k, o + (m + 1) k) clipped to [0, E)) attends to itself.
+struct FlashRows {
+  AttentionDims a;                          // q [B, Lq, nh, d], k, v [B, Lk, nh, d]
+  int64_t groups = 1;                       // per sample
+  int64_t max_q = 0, max_k = 0;             // the most query / key rows of a group
+  int64_t ext[3] = {0, 0, 0};               // window: the token grid T, H, W (ext[0] == 0: dense)
+  int64_t k[3] = {}, o[3] = {}, n[3] = {};  // window, per axis: cell size, first cell's start, cells
+};
+FlashRows dense_rows(const AttentionDims& a);
+FlashRows window_rows(const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
+
+// q, k, v bf16 -> out bf16 (shapes of q), lse [B, nh, Lq] fp32.
 void flash_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                             const AttentionDims& a, Stream stream);
-// dq, dk, dv += the gradients, from lse and delta [B, nh, Lq] = rowsum(dout * out) (fp32).
+                             const FlashRows& rows, Stream stream);
+// dq, dk, dv += the gradients, from lse and delta [B, nh, Lq] = rowsum(dout * out) (fp32, attention_delta).
 void flash_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse,
                               const uint16_t* dout, const float* delta, uint16_t* dq, uint16_t* dk, uint16_t* dv,
-                              const AttentionDims& a, Stream stream);
+                              const FlashRows& rows, Stream stream);
+
+// delta [B, nh, Lq] = rowsum(dout * out) per query row and head (backend/cuda/attention.cu).
+void attention_delta(const uint16_t* out, const uint16_t* dout, float* delta, const AttentionDims& a, Stream stream);
 
 }  // namespace ms::cuda

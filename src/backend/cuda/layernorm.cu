@@ -40,7 +40,6 @@ void layernorm_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, 
   MS_CUDA_CHECK_LAUNCH();
 }
 
-
 void layernorm_backward(const uint16_t* x, const uint16_t* w, const float* mean, const float* rstd, const uint16_t* dy,
                         uint16_t* dx, float* dw, float* db, float* scratch, int64_t N, int64_t C, Stream stream) {
   if (N == 0) return;

@@ -38,7 +38,6 @@ void layernorm_modulate_forward(const uint16_t* x, const float* shift, const flo
   MS_CUDA_CHECK_LAUNCH();
 }
 
-
 void layernorm_modulate_backward(const uint16_t* x, const float* mean, const float* rstd, const float* scale,
                                  const uint16_t* dy, uint16_t* dx, float* dshift, float* dscale, float* scratch,
                                  int64_t B, int64_t L, int64_t C, int64_t stride, Stream stream) {

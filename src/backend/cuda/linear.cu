@@ -71,7 +71,6 @@ void linear_forward(GemmContext& g, const uint16_t* x, const uint16_t* w, const 
   g.gemm<uint16_t>(false, true, N, out, in, 1.f, x, in, w, in, 0.f, y, out, stream, b);
 }
 
-
 void linear_backward(GemmContext& g, const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw,
                      float* db, float* scratch, int64_t N, int64_t in, int64_t out, Stream stream) {
   // dx [N, in] += dy [N, out] w [out, in]

@@ -27,7 +27,6 @@ void modulate_forward(const uint16_t* x, const float* shift, const float* scale,
   });
 }
 
-
 void modulate_backward(const uint16_t* x, const float* scale, const uint16_t* dy, uint16_t* dx, float* dshift,
                        float* dscale, float* scratch, int64_t B, int64_t L, int64_t C, int64_t stride, Stream stream) {
   if (dx)

@@ -42,7 +42,6 @@ void rmsnorm_forward(const uint16_t* x, const uint16_t* w, uint16_t* y, float* r
   MS_CUDA_CHECK_LAUNCH();
 }
 
-
 void rmsnorm_backward(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy, uint16_t* dx,
                       float* dw, float* scratch, int64_t N, int64_t C, Stream stream) {
   if (N == 0) return;
