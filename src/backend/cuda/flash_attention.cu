@@ -62,6 +62,24 @@ __device__ Group group_of(const FlashRows& rows, int64_t g) {
   return gr;
 }
 
+// The block's dynamic shared memory, carved by `layout`.
+template <class Smem>
+__device__ Smem shared_layout(Smem (*layout)(Carve&, int), int Dp) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  Carve carve{uintptr_t(smem)};
+  return layout(carve, Dp);
+}
+
+// The calling thread's place: warp w owns the tile's rows 16 w .. 16 w + 15; lanes 2 r and 2 r + 1 share row
+// 16 w + r, each taking half of its columns.
+struct Lane {
+  int w, half, row;
+};
+__device__ Lane lane_of() {
+  const int w = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  return {w, lane % 2, w * kMma + lane / 2};
+}
+
 // Where a block works: its sample, group and the first of its 64 rows (of `rows_per_group` tiles of 64).
 struct BlockRows {
   int64_t b, h, r0;
@@ -146,16 +164,13 @@ __host__ __device__ ForwardSmem forward_smem(Carve& c, int Dp) {
 __global__ void __launch_bounds__(kFlashThreads)
     flash_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
                          FlashRows rows, int Dp, float scale) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  Carve carve{uintptr_t(smem)};
-  const ForwardSmem m = forward_smem(carve, Dp);
+  const ForwardSmem m = shared_layout(forward_smem, Dp);
   const AttentionDims& a = rows.a;
   const BlockRows br = block_rows(rows, rows.max_q);
   const int64_t i0 = br.r0, h = br.h, b = br.b;
   const Group& gr = br.g;
-  if (i0 >= gr.nq) return;  // the whole block: a tile past a small cell
-  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
-  const int row = w * kMma + r;  // the lane's query row in the tile; the lane pair splits its columns
+  if (i0 >= gr.nq) return;                // the whole block: a tile past a small cell
+  const auto [w, half, row] = lane_of();  // row: the lane's query row in the tile
   load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
   for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) m.o[e] = 0.f;
   const float scale2 = scale * kLog2e;  // scores in log2 units
@@ -228,15 +243,13 @@ __device__ void load_row_stats(float* lse2, float* dl, const float* lse, const f
 __global__ void __launch_bounds__(kFlashThreads)
     flash_dkv_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse, const uint16_t* dout,
                      const float* delta, uint16_t* dk, uint16_t* dv, FlashRows rows, int Dp, float scale) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  Carve carve{uintptr_t(smem)};
-  const KeySmem m = key_smem(carve, Dp);
+  const KeySmem m = shared_layout(key_smem, Dp);
   const AttentionDims& a = rows.a;
   const BlockRows br = block_rows(rows, rows.max_k);
   const int64_t j0 = br.r0, h = br.h, b = br.b;
   const Group& gr = br.g;
   if (j0 >= gr.nk) return;  // the whole block: a tile past a small cell
-  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2, row = w * kMma + r;
+  const auto [w, half, row] = lane_of();
   load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
   load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
   for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) m.dk[e] = m.dv[e] = 0.f;
@@ -285,15 +298,13 @@ __host__ __device__ QuerySmem query_smem(Carve& c, int Dp) {
 __global__ void __launch_bounds__(kFlashThreads)
     flash_dq_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse, const uint16_t* dout,
                     const float* delta, uint16_t* dq, FlashRows rows, int Dp, float scale) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  Carve carve{uintptr_t(smem)};
-  const QuerySmem m = query_smem(carve, Dp);
+  const QuerySmem m = shared_layout(query_smem, Dp);
   const AttentionDims& a = rows.a;
   const BlockRows br = block_rows(rows, rows.max_q);
   const int64_t i0 = br.r0, h = br.h, b = br.b;
   const Group& gr = br.g;
   if (i0 >= gr.nq) return;  // the whole block: a tile past a small cell
-  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2, row = w * kMma + r;
+  const auto [w, half, row] = lane_of();
   load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
   load_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
   load_row_stats(m.lse, m.delta, lse, delta, a, b, h, i0, gr);
