@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/units.h"
 #include "model/model.h"
+#include "model/workspace.h"
 #include "plan/plan.h"
 #include "plan/report.h"
 #include "temp_dir.h"
@@ -77,6 +78,37 @@ TEST(Plan, StreamedArenaAndOffloadedCheckpoints) {
   EXPECT_EQ(off.checkpoints, 3 * ND * 2);
   EXPECT_EQ(off.checkpoints_host, on.checkpoints);
   EXPECT_EQ(off.peak(), on.peak() - on.checkpoints + off.checkpoints);
+}
+
+// The GPU layout (act_bytes 2) is the CUDA stage runner's, buffer by buffer: bf16 activations, fp32 statistics and
+// time path, no normalised copies, the reduction scratch, every buffer rounded up to 256 bytes (on a small odd
+// config, where no size is a multiple of 256 by chance), and the fp32 inputs.
+TEST(Plan, GpuArenaIsTheCudaLayoutBufferByBuffer) {
+  ModelConfig c = preset_config("tiny");
+  c.dim = 40;
+  c.ffn_dim = 97;
+  c.num_heads = 4;
+  c.text_dim = 11;
+  c.validate();
+  const ModelDims d = ModelDims::make(c, 1, 3, 10, 6, c.text_len);
+  ArenaOptions o;  // act_bytes 2, weight_bytes 2
+  o.prefetch = 3;
+  const DevicePlan p = plan_device(c, d, o);
+  const int64_t stage = ParamTable(c).max_stage_numel();
+  auto up = [](int64_t b) { return (b + 255) / 256 * 256; };
+  ASSERT_NE(stage * 2 % 256, 0);
+  EXPECT_EQ(p.weight_slots, 3 * up(stage * 2));
+  EXPECT_EQ(p.grad_slots, 2 * up(stage * 4));
+  const WorkspaceLayout l = o.layout(c, d);
+  EXPECT_TRUE(l.fused_norm);
+  EXPECT_GE(l.reduction_scratch, d.N() * c.dim / 64);
+  const int64_t workspace = workspace_bytes<ModelWorkspace<uint16_t, float>>(
+      [&](auto& ws, auto&& f) { visit_model_workspace(c, d, ws, f, l); }, 256);
+  EXPECT_EQ(p.workspace(), workspace);
+  int64_t inputs = 0;
+  for (int64_t n : input_buffers(c, d)) inputs += up(n * 4);
+  EXPECT_EQ(p.inputs, inputs);
+  EXPECT_EQ(p.peak(), p.weight_slots + p.grad_slots + workspace + inputs);
 }
 
 TEST(Plan, AttentionFlops) {

@@ -52,8 +52,11 @@ DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOpti
   const ParamTable table(c);
   DevicePlan p;
   p.stage_numel = table.max_stage_numel();
-  p.weight_slots = (o.resident ? table.total() : o.prefetch * p.stage_numel) * o.weight_bytes;
-  p.grad_slots = int64_t(o.grad_slots) * p.stage_numel * 4;
+  const int64_t align = o.align();
+  auto rounded = [&](int64_t bytes) { return (bytes + align - 1) / align * align; };  // one buffer, as carved
+  p.weight_slots =
+      o.resident ? rounded(table.total() * o.weight_bytes) : o.prefetch * rounded(p.stage_numel * o.weight_bytes);
+  p.grad_slots = int64_t(o.grad_slots) * rounded(p.stage_numel * 4);
 
   // Every activation buffer of the schedule, by the visitor that lays it out in the backend's types and alignment.
   auto count = [&](auto ws) {
@@ -82,8 +85,7 @@ DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOpti
     count(ModelWorkspace<uint16_t, float>{});
   else
     count(ModelWorkspace<float>{});
-  const int64_t align = o.align(), ND = d.N() * c.dim;
-  auto rounded = [&](int64_t bytes) { return (bytes + align - 1) / align * align; };
+  const int64_t ND = d.N() * c.dim;
   MS_CHECK(p.checkpoints == rounded((c.num_layers + 1) * ND * o.act_bytes), "checkpoints ", p.checkpoints);
   if (o.offload_activations) {
     p.checkpoints_host = (c.num_layers + 1) * ND * o.act_bytes;
