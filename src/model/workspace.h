@@ -11,10 +11,13 @@ namespace ms {
 template <class P>
 using Pointee = std::remove_pointer_t<std::remove_reference_t<P>>;
 
+// bytes rounded up to a multiple of align: what one buffer of the layout takes.
+inline int64_t round_up(int64_t bytes, int64_t align) { return (bytes + align - 1) / align * align; }
+
 // Bytes of one buffer of n elements of `field`'s type, rounded up to `align`.
 template <class P>
 int64_t aligned_bytes(int64_t n, int64_t align) {
-  return (n * int64_t(sizeof(Pointee<P>)) + align - 1) / align * align;
+  return round_up(n * int64_t(sizeof(Pointee<P>)), align);
 }
 
 // Returns the bytes a layout needs: visit(ws, f) calls f(numel, field) for every buffer.

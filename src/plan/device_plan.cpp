@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "model/model.h"
 #include "model/param_table.h"
+#include "model/workspace.h"
 #include "ops/reduction_scratch.h"
 #include "plan/flops.h"
 
@@ -53,7 +54,7 @@ DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOpti
   DevicePlan p;
   p.stage_numel = table.max_stage_numel();
   const int64_t align = o.align();
-  auto rounded = [&](int64_t bytes) { return (bytes + align - 1) / align * align; };  // one buffer, as carved
+  auto rounded = [&](int64_t bytes) { return round_up(bytes, align); };  // one buffer, as carved
   p.weight_slots =
       o.resident ? rounded(table.total() * o.weight_bytes) : o.prefetch * rounded(p.stage_numel * o.weight_bytes);
   p.grad_slots = int64_t(o.grad_slots) * rounded(p.stage_numel * 4);
@@ -65,7 +66,7 @@ DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOpti
     visit_model_workspace(
         c, d, ws,
         [&](int64_t n, auto& field) {
-          const int64_t bytes = aligned_bytes<decltype(field)>(n, o.align());
+          const int64_t bytes = aligned_bytes<decltype(field)>(n, align);
           const void* f = &field;
           const bool attention = f == &ws.block.attn_lse || f == &ws.block.yc_lse || f == &ws.block.off_h ||
                                  f == &ws.block.off_g || f == &ws.block.off_raw || f == &ws.block.offsets ||

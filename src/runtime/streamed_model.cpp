@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/units.h"
+#include "model/workspace.h"
 #include "ops/mse_loss.h"
 
 namespace ms {
@@ -62,7 +63,7 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
   char* p = arena_;
   auto take = [&](int64_t bytes) {
     char* q = p;
-    p += (bytes + align - 1) / align * align;
+    p += round_up(bytes, align);
     return q;
   };
   const int64_t stage = table_.max_stage_numel();
