@@ -1,5 +1,8 @@
 // The small odd model config the model-level tests share (test_model, test_model_attention, the CUDA block test).
 #pragma once
+#include <array>
+#include <string>
+
 #include "model/config.h"
 
 namespace ms::test {
@@ -17,6 +20,16 @@ inline ModelConfig small_config() {
   c.text_dim = 11;
   c.freq_dim = 10;
   c.patch_size = {1, 2, 2};
+  c.validate();
+  return c;
+}
+
+// c with self-attention `type` over `window` (offset_groups for dsa: 0 means one group per head), validated.
+inline ModelConfig with_attention(ModelConfig c, const std::string& type, const std::array<int64_t, 3>& window,
+                                  int64_t offset_groups = 0) {
+  c.attention.type = type;
+  c.attention.window = window;
+  c.attention.offset_groups = offset_groups;
   c.validate();
   return c;
 }

@@ -31,28 +31,40 @@ echo "== CUDA tests (against the CPU reference) =="
 "$bin/megaslide_cuda_tests" --gtest_output="json:$out/cuda_tests.json"
 tests_rc=$?
 echo "== bench cuda =="
-# In two runs, each cut by a timeout so that the whole check stays under 8 minutes and the table below is printed
-# whatever happens: the ceilings, dense attention and one block; then streamed steps at 16384 tokens.
-timeout 200 "$bin/megaslide_device" bench cuda --json --stream-grid 0 0 0 > "$out/bench_cuda.json"
+# In four runs, each cut by a timeout so that the whole check stays under 8 minutes and the table below is printed
+# whatever happens: the ceilings and one block; attention at 4k-32k tokens; attention at 128k (no dense: quadratic);
+# streamed steps at 16384 tokens. The later runs measure the ceilings again on short copies (their own GEMM rate
+# is what their TFLOP/s are compared with).
+timeout 120 "$bin/megaslide_device" bench cuda --json --stream-grid 0 0 0 --attention-tokens 0 > "$out/bench_cuda.json"
 bench_rc=$?
 [ $bench_rc -eq 0 ] && cat "$out/bench_cuda.json"
+short=(--json --copy-mib 64 --repeats 2 --block-grid 0 0 0 --stream-grid 0 0 0)
+echo "== bench cuda: attention =="
+timeout 100 "$bin/megaslide_device" bench cuda "${short[@]}" --attention-tokens 4096 16384 32768 > "$out/bench_attention.json"
+attention_rc=$?
+[ $attention_rc -eq 0 ] && cat "$out/bench_attention.json"
+timeout 80 "$bin/megaslide_device" bench cuda "${short[@]}" --attention-tokens 131072 > "$out/bench_attention_128k.json"
+[ $? -eq 0 ] && cat "$out/bench_attention_128k.json"
 echo "== bench cuda: streamed steps =="
-timeout 180 "$bin/megaslide_device" bench cuda --json --copy-mib 256 --repeats 2 --block-grid 0 0 0 \
+timeout 130 "$bin/megaslide_device" bench cuda --json --copy-mib 256 --repeats 2 --block-grid 0 0 0 \
   --attention-tokens 0 --stream-grid 8 32 64 --stream-layers 8 > "$out/bench_stream.json"
 stream_rc=$?
 [ $stream_rc -eq 0 ] && cat "$out/bench_stream.json"
 
-python3 - "$out" "$tests_rc" "$bench_rc" "$stream_rc" <<'PY'
+python3 - "$out" "$tests_rc" "$bench_rc" "$stream_rc" "$attention_rc" <<'PY'
 import json, os, sys
-out, tests_rc, bench_rc, stream_rc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+out, tests_rc, bench_rc, stream_rc, attention_rc = sys.argv[1], *map(int, sys.argv[2:6])
 def load(name):
     try:
         return json.load(open(os.path.join(out, name)))
     except (OSError, ValueError):
         return None
 tests, bench, streamed = load("cuda_tests.json"), load("bench_cuda.json"), load("bench_stream.json")
-rows, summary = [], {"tests_rc": tests_rc, "bench_rc": bench_rc, "stream_rc": stream_rc, "tests": [], "bench": bench,
-                     "stream": (streamed or {}).get("stream")}
+attention = [(r, run["gemm_tflops"]["square 8192"]) for run in (load("bench_attention.json"), load("bench_attention_128k.json"))
+             if run for r in run.get("attention", [])]
+rows, summary = [], {"tests_rc": tests_rc, "bench_rc": bench_rc, "stream_rc": stream_rc, "attention_rc": attention_rc,
+                     "tests": [], "bench": bench, "stream": (streamed or {}).get("stream"),
+                     "attention": [r for r, _ in attention]}
 for suite in (tests or {}).get("testsuites", []):
     for t in suite.get("testsuite", []):
         status = "FAILED" if t.get("failures") else ("skipped" if t.get("result") == "SKIPPED" else "ok")
@@ -75,11 +87,6 @@ if bench:
         print(f"  {what:24s} {bench[key]:8.1f} GB/s{ratio}")
     for shape, tflops in bench["gemm_tflops"].items():
         print(f"  bf16 GEMM {shape:34s} {tflops:7.1f} TFLOP/s")
-    for t in bench.get("attention", []):
-        ceiling = bench["gemm_tflops"]["square 8192"]
-        print(f"  dense attention {t['tokens']:7d} tokens (40 x 128): forward {1e3 * t['forward_s']:9.2f} ms "
-              f"{t['forward_tflops']:6.1f} TFLOP/s ({t['forward_tflops'] / ceiling:.3f} of GEMM), backward "
-              f"{1e3 * t['backward_s']:9.2f} ms, step {t['step_tflops']:6.1f} TFLOP/s")
     b = bench.get("block")
     if b:
         print(f"  one block, Wan-14B shapes, {b['tokens']} tokens: forward {1e3 * b['forward_s']:.2f} ms, backward "
@@ -100,9 +107,24 @@ if s and bench:
           f"{s['h2d_gbps_copies_only'] / bench['pinned_h2d_gbps']:.3f} of the pinned ceiling")
 else:
     print(f"streamed-step bench failed (exit {stream_rc}); see device-check.log")
+if attention:
+    print("  self-attention, 40 heads of 128, window 3x3x3 (forward+backward; TFLOP/s against the same run's GEMM rate)")
+    step = {(r["type"], r["tokens"]): r["forward_s"] + r["backward_s"] for r, _ in attention}
+    for r, ceiling in attention:
+        L, t = r["tokens"], step[(r["type"], r["tokens"])]
+        vs = [f"{t / step[(o, L)]:.3f}x the time of {o}" for o in ("dense", "dsa_fixed")
+              if r["type"] == "dsa" and (o, L) in step]
+        dense = max((n for o, n in step if o == "dense"), default=0)
+        if r["type"] == "dsa" and ("dense", L) not in step and dense:  # dense's quadratic cost from its largest run
+            vs.insert(0, f"{t / (step[('dense', dense)] * (L / dense) ** 2):.3f}x the time of dense extrapolated "
+                         f"quadratically from {dense} tokens")
+        print(f"    {r['type']:9s} {L:7d} tokens: forward {1e3 * r['forward_s']:9.2f} ms ({r['forward_tflops']:6.1f} TFLOP/s, "
+              f"{r['forward_tflops'] / ceiling:.3f} of GEMM), backward {1e3 * r['backward_s']:9.2f} ms; {'; '.join(vs)}")
+else:
+    print(f"attention bench failed (exit {attention_rc}); see device-check.log")
 PY
 status=1
-[ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $stream_rc -eq 0 ] && status=0
+[ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $stream_rc -eq 0 ] && [ $attention_rc -eq 0 ] && status=0
 exec >&- 2>&-  # close the pipe to tee and wait for it, so that the log has the table too
 wait
 exit $status

@@ -1,42 +1,104 @@
 #include "cli/bench_cuda_attention.h"
 
+#include <algorithm>
+#include <array>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/check.h"
 #include "cli/bench_cuda_block.h"
 #include "cli/cuda_timing.h"
+#include "core/check.h"
+#include "core/dtype.h"
+#include "core/rng.h"
 #include "model/config.h"
 #include "ops/attention.h"
+#include "ops/dsa.h"
+#include "ops/window_attention.h"
 
 namespace ms::cli {
+namespace {
 
-nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int repeats, cudaStream_t stream) {
+std::array<int64_t, 3> grid_of(int64_t L) {
+  MS_CHECK(L > 0 && L % 1024 == 0, "bench cuda: attention token counts must be multiples of 1024, not ", L);
+  return L <= 32768 ? std::array<int64_t, 3>{L / 1024, 32, 32} : std::array<int64_t, 3>{L / 4096, 64, 64};
+}
+
+// Offsets uniform in [-range, range] per axis (the model's offset_range bounds them the same way), in tiles.
+void fill_offsets(uint16_t* device, int64_t n, const std::array<double, 3>& range) {
+  Rng rng(13);
+  std::vector<uint16_t> tile(size_t(3) << 20);
+  for (size_t i = 0; i < tile.size(); ++i) tile[i] = f32_to_bf16(float(range[i % 3] * (2 * rng.uniform() - 1)));
+  for (int64_t o = 0; o < n; o += int64_t(tile.size()))
+    MS_CUDA_CHECK(cudaMemcpy(device + o, tile.data(), size_t(std::min<int64_t>(n - o, int64_t(tile.size()))) * 2,
+                             cudaMemcpyHostToDevice));
+}
+
+// Device memory that frees itself.
+struct DeviceBlock {
+  void* p = nullptr;
+  explicit DeviceBlock(size_t bytes) { MS_CUDA_CHECK(cudaMalloc(&p, bytes)); }
+  ~DeviceBlock() { cudaFree(p); }
+  DeviceBlock(const DeviceBlock&) = delete;
+  DeviceBlock& operator=(const DeviceBlock&) = delete;
+};
+
+}  // namespace
+
+nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t dense_max, int repeats,
+                                    cudaStream_t stream) {
   const ModelConfig c = preset_config("wan2.1-14b");
+  const std::array<int64_t, 3> window = ModelConfig{}.attention.window;
   nlohmann::json out = nlohmann::json::array();
   for (int64_t L : tokens) {
+    const std::array<int64_t, 3> g = grid_of(L);
+    const cpu::VideoAttentionDims vd{1, g[0], g[1], g[2], c.num_heads, c.head_dim()};
     const cpu::AttentionDims a{1, L, L, c.num_heads, c.head_dim()};
-    const int64_t n = L * c.dim;
-    void* base = nullptr;  // q, k, v, out, dout, dq, dk, dv bf16; lse and the backward's scratch fp32
-    const size_t floats = size_t(a.B * a.nh * L + cuda::attention_backward_scratch(a));
-    MS_CUDA_CHECK(cudaMalloc(&base, size_t(8 * n) * 2 + floats * 4));
-    const std::unique_ptr<void, cudaError_t (*)(void*)> held(base, cudaFree);
+    const cpu::DsaArgs dsa{window, c.num_heads};
+    const int64_t n = L * c.dim, noff = L * dsa.groups * dsa.P() * 3;
+    const int64_t scratch_floats = std::max(cuda::attention_backward_scratch(a), cuda::dsa_backward_scratch(vd, dsa));
+    // q, k, v, out, dout, dq, dk, dv, offsets, doffsets bf16; lse and the backward's scratch fp32
+    DeviceBlock mem(size_t(8 * n + 2 * noff) * 2 + size_t(a.nh * L + scratch_floats) * 4);
     uint16_t* t[8];
-    for (int i = 0; i < 8; ++i) t[i] = static_cast<uint16_t*>(base) + i * n;
-    float* lse = reinterpret_cast<float*>(t[7] + n);
-    float* scratch = lse + a.B * a.nh * L;
+    for (int i = 0; i < 8; ++i) t[i] = static_cast<uint16_t*>(mem.p) + i * n;
+    uint16_t *off = t[7] + n, *doff = off + noff;
+    float* lse = reinterpret_cast<float*>(doff + noff);
+    float* scratch = lse + a.nh * L;
     for (int i : {0, 1, 2, 4}) fill_random_bf16(t[i], n);
+    fill_offsets(off, noff, c.attention.offset_range);
     MS_CUDA_CHECK(cudaMemset(t[5], 0, size_t(3 * n) * 2));
-    const double fwd =
-        time_events(stream, repeats, [&] { cuda::attention_forward(t[0], t[1], t[2], t[3], lse, a, stream); });
-    const double bwd = time_events(stream, repeats, [&] {
-      cuda::attention_backward(t[0], t[1], t[2], t[3], lse, t[4], t[5], t[6], t[7], scratch, a, stream);
-    });
-    const double flops = 4.0 * double(L) * double(L) * double(c.dim);  // q k^T and p v, over every head
-    out.push_back({{"tokens", L},
-                   {"forward_s", fwd},
-                   {"backward_s", bwd},
-                   {"forward_tflops", flops / fwd / 1e12},
-                   {"step_tflops", 3.5 * flops / (fwd + bwd) / 1e12}});
+    MS_CUDA_CHECK(cudaMemset(doff, 0, size_t(noff) * 2));
+    const double P = double(dsa.P());  // the grids are wider than the window on every axis: no slot is clipped
+    for (const std::string type : {"dense", "window", "dsa_fixed", "dsa"}) {
+      if (type == "dense" && L > dense_max) continue;
+      const uint16_t* offp = type == "dsa" ? off : nullptr;
+      auto forward = [&] {
+        if (type == "dense") cuda::attention_forward(t[0], t[1], t[2], t[3], lse, a, stream);
+        if (type == "window") cuda::window_attention_forward(t[0], t[1], t[2], t[3], lse, vd, window, true, stream);
+        if (type == "dsa" || type == "dsa_fixed") cuda::dsa_forward(t[0], t[1], t[2], offp, t[3], lse, vd, dsa, stream);
+      };
+      auto backward = [&] {
+        if (type == "dense")
+          cuda::attention_backward(t[0], t[1], t[2], t[3], lse, t[4], t[5], t[6], t[7], scratch, a, stream);
+        if (type == "window")
+          cuda::window_attention_backward(t[0], t[1], t[2], t[3], lse, t[4], t[5], t[6], t[7], scratch, vd, window,
+                                          true, stream);
+        if (type == "dsa" || type == "dsa_fixed")
+          cuda::dsa_backward(t[0], t[1], t[2], offp, t[3], lse, t[4], t[5], t[6], t[7], offp ? doff : nullptr, scratch,
+                             vd, dsa, stream);
+      };
+      const double fwd = time_events(stream, repeats, forward), bwd = time_events(stream, repeats, backward);
+      const double keys = type == "dense" ? double(L) : type == "dsa" ? 8 * P : P;
+      const double flops = 4.0 * double(L) * keys * double(c.dim);
+      out.push_back({{"type", type},
+                     {"tokens", L},
+                     {"grid", g},
+                     {"forward_s", fwd},
+                     {"backward_s", bwd},
+                     {"forward_tflops", flops / fwd / 1e12},
+                     {"step_tflops", 3.5 * flops / (fwd + bwd) / 1e12}});
+    }
   }
   return out;
 }

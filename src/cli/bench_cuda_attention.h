@@ -1,5 +1,6 @@
-// `megaslide bench cuda`'s attention section (CUDA builds only): dense self-attention forward and backward at
-// Wan2.1-14B head sizes (40 heads of 128) over token counts, timed with CUDA events, and its achieved TFLOP/s.
+// `megaslide bench cuda`'s attention section (CUDA builds only): dense, window, dsa_fixed and dsa self-attention,
+// forward and backward, at Wan2.1-14B head sizes (40 heads of 128) over token counts, timed with CUDA events, with
+// their achieved TFLOP/s. Token grids: T x 32 x 32 up to 32k tokens, T x 64 x 64 above (L a multiple of 1024).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -9,8 +10,12 @@
 
 namespace ms::cli {
 
-// One entry per token count: tokens, forward_s, backward_s, forward_tflops, step_tflops (forward + backward; the
-// backward counts 2.5 forwards: five L x L x d products against two).
-nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int repeats, cudaStream_t stream);
+// One entry per (type, token count): type, tokens, grid, forward_s, backward_s, forward_tflops, step_tflops
+// (forward + backward; the backward counts 2.5 forwards). FLOPs as plan/flops.h counts them: 4 L L' D over the L'
+// keys a query attends to (L for dense, the clipped window's for window and dsa_fixed), 32 L P' D for dsa (eight
+// trilinear corners per slot). Dense runs up to dense_max tokens only (quadratic: 128k tokens take minutes); dsa
+// gets random offsets uniform within the default offset_range (1, 2, 2). The window is the default's, 3 x 3 x 3.
+nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t dense_max, int repeats,
+                                    cudaStream_t stream);
 
 }  // namespace ms::cli

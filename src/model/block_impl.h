@@ -1,19 +1,13 @@
 // The block's forward and backward written once over an ops policy (model/cpu_ops.h, backend/cuda/cuda_ops.h):
 // the policy names the element types (Act for activations, Stat for statistics and the modulation, Weight, Grad)
 // and supplies every op with the CPU contract of src/ops. block.cpp instantiates it for the CPU, the CUDA backend
-// for the GPU. Window attention runs where Ops::kWindowAttention, dsa and dsa_fixed where Ops::kDsaAttention.
+// for the GPU. Every attention type runs on both.
 #pragma once
-#include <algorithm>
 #include <cstdint>
 
-#include "core/check.h"
 #include "model/block.h"
-#include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/dsa.h"
-#include "ops/dwconv3d.h"
-#include "ops/linear.h"
-#include "ops/window_attention.h"
 
 namespace ms::block_impl {
 
@@ -50,28 +44,28 @@ inline cpu::VideoAttentionDims video_dims(const ModelConfig& c, const ModelDims&
   return {d.B, d.f, d.h, d.w, c.num_heads, c.head_dim()};
 }
 
-// DSA's offset network: offsets [N, G*P*3] = range * tanh(offset_proj(GELU(offset_conv(xn)))) (CPU ops).
-template <class T>
-void offset_net_forward(const ModelConfig& c, const ModelDims& d, const BlockW<const T*>& w, const BlockActs<T>& a) {
+// DSA's offset network: offsets [N, G*P*3] = range * tanh(offset_proj(GELU(offset_conv(xn)))).
+template <class Ops>
+void offset_net_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, const Weights<Ops>& w, const Acts<Ops>& a) {
   const int64_t N = d.N(), D = c.dim, GP = c.groups() * c.attention.slots();
-  cpu::dwconv3d_forward(a.xn, w.offset_conv_w, w.offset_conv_b, a.off_h, d.B, d.f, d.h, d.w, D);
-  cpu::gelu_tanh_forward(a.off_h, a.off_g, N * D);
-  cpu::linear_forward(a.off_g, w.offset_proj.w, w.offset_proj.b, a.off_raw, N, D, GP * 3);
-  cpu::dsa_offsets_forward(a.off_raw, a.offsets, c.attention.offset_range, N, GP);
+  ops.dwconv3d_forward(a.xn, w.offset_conv_w, w.offset_conv_b, a.off_h, d.B, d.f, d.h, d.w, D);
+  ops.gelu_tanh_forward(a.off_h, a.off_g, N * D);
+  ops.linear_forward(a.off_g, w.offset_proj.w, w.offset_proj.b, a.off_raw, N, D, GP * 3);
+  ops.dsa_offsets_forward(a.off_raw, a.offsets, c.attention.offset_range, N, GP);
 }
 
 // Inverts offset_net_forward given doff [N, G*P*3] (clobbered): dxn [N, D] +=, parameter grads +=;
 // s1, s2 [N, D] are scratch.
-template <class T>
-void offset_net_backward(const ModelConfig& c, const ModelDims& d, const BlockW<const T*>& w, const BlockActs<T>& a,
-                         T* doff, T* s1, T* s2, T* dxn, const BlockW<T*>& gw) {
+template <class Ops, class A = typename Ops::Act>
+void offset_net_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, const Weights<Ops>& w, const Acts<Ops>& a,
+                         A* doff, A* s1, A* s2, A* dxn, const WeightGrads<Ops>& gw) {
   const int64_t N = d.N(), D = c.dim, GP = c.groups() * c.attention.slots();
-  cpu::dsa_offsets_backward(a.off_raw, doff, doff, c.attention.offset_range, N, GP);
-  std::fill(s1, s1 + N * D, T(0));
-  cpu::linear_backward(a.off_g, w.offset_proj.w, doff, s1, gw.offset_proj.w, gw.offset_proj.b, N, D, GP * 3);
-  std::fill(s2, s2 + N * D, T(0));
-  cpu::gelu_tanh_backward(a.off_h, s1, s2, N * D);
-  cpu::dwconv3d_backward(a.xn, w.offset_conv_w, s2, dxn, gw.offset_conv_w, gw.offset_conv_b, d.B, d.f, d.h, d.w, D);
+  ops.dsa_offsets_backward(a.off_raw, doff, doff, c.attention.offset_range, N, GP);
+  ops.zero(s1, N * D);
+  ops.linear_backward(a.off_g, w.offset_proj.w, doff, s1, gw.offset_proj.w, gw.offset_proj.b, N, D, GP * 3);
+  ops.zero(s2, N * D);
+  ops.gelu_tanh_backward(a.off_h, s1, s2, N * D);
+  ops.dwconv3d_backward(a.xn, w.offset_conv_w, s2, dxn, gw.offset_conv_w, gw.offset_conv_b, d.B, d.f, d.h, d.w, D);
 }
 
 // The self-attention core on the roped q, k and v: attn, attn_lse from acts (dsa runs its offset network first).
@@ -81,20 +75,13 @@ void self_attention_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, 
   const auto& at = c.attention;
   if (at.type == "dense") {
     ops.attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, {d.B, d.L, d.L, c.num_heads, c.head_dim()});
-    return;
-  }
-  if (at.type == "window") {
-    if constexpr (Ops::kWindowAttention)
-      ops.window_attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, video_dims(c, d), at.window,
-                                   window_shifted(c, index));
-    else
-      MS_FAIL("attention type 'window' has no kernel on this backend");
-  } else if constexpr (Ops::kDsaAttention) {  // dsa, dsa_fixed
-    if (at.has_offsets()) offset_net_forward(c, d, w, a);
-    cpu::dsa_forward(a.q, a.k, a.v, at.has_offsets() ? a.offsets : nullptr, a.attn, a.attn_lse, video_dims(c, d),
-                     {at.window, c.groups()});
-  } else {
-    MS_FAIL("attention type '", at.type, "' has no kernel on this backend");
+  } else if (at.type == "window") {
+    ops.window_attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, video_dims(c, d), at.window,
+                                 window_shifted(c, index));
+  } else {  // dsa, dsa_fixed
+    if (at.has_offsets()) offset_net_forward(ops, c, d, w, a);
+    ops.dsa_forward(a.q, a.k, a.v, at.has_offsets() ? a.offsets : nullptr, a.attn, a.attn_lse, video_dims(c, d),
+                    {at.window, c.groups()});
   }
 }
 
@@ -107,20 +94,13 @@ void self_attention_backward(Ops& ops, const ModelConfig& c, const ModelDims& d,
   if (at.type == "dense") {
     ops.attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, dattn, dq, dk, dv,
                            {d.B, d.L, d.L, c.num_heads, c.head_dim()});
-    return;
-  }
-  if (at.type == "window") {
-    if constexpr (Ops::kWindowAttention)
-      ops.window_attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, dattn, dq, dk, dv, video_dims(c, d), at.window,
-                                    window_shifted(c, index));
-    else
-      MS_FAIL("attention type 'window' has no kernel on this backend");
-  } else if constexpr (Ops::kDsaAttention) {
-    const bool off = at.has_offsets();
-    cpu::dsa_backward(a.q, a.k, a.v, off ? a.offsets : nullptr, a.attn, a.attn_lse, dattn, dq, dk, dv,
-                      off ? doff : nullptr, video_dims(c, d), {at.window, c.groups()});
+  } else if (at.type == "window") {
+    ops.window_attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, dattn, dq, dk, dv, video_dims(c, d), at.window,
+                                  window_shifted(c, index));
   } else {
-    MS_FAIL("attention type '", at.type, "' has no kernel on this backend");
+    const bool off = at.has_offsets();
+    ops.dsa_backward(a.q, a.k, a.v, off ? a.offsets : nullptr, a.attn, a.attn_lse, dattn, dq, dk, dv,
+                     off ? doff : nullptr, video_dims(c, d), {at.window, c.groups()});
   }
 }
 
@@ -129,9 +109,6 @@ void self_attention_backward(Ops& ops, const ModelConfig& c, const ModelDims& d,
 template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat>
 void block_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Weights<Ops>& w, const A* x,
                    const S* e0, const A* ctx, const Acts<Ops>& a, A* out) {
-  const bool local = c.attention.type != "dense";
-  MS_CHECK(!local || (c.attention.type == "window" ? Ops::kWindowAttention : Ops::kDsaAttention), "attention type '",
-           c.attention.type, "' has no kernel on this backend yet: use dense attention, or the CPU backend");
   const int64_t B = d.B, L = d.L, N = d.N(), D = c.dim, Nc = d.B * d.Lt, S6 = 6 * D;
   ops.modulation_forward(w.modulation, e0, a.mod, B, 6, D, true);
   // self-attention
@@ -219,8 +196,7 @@ void block_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t 
   linear_rms_backward(ops, w.self_attn.k, w.self_attn.norm_k, a.xn, a.k_lin, a.k_rstd, dk, g.b, dxn, gw.self_attn.k,
                       gw.self_attn.norm_k, N, D);
   ops.linear_backward(a.xn, w.self_attn.v.w, dv, dxn, gw.self_attn.v.w, gw.self_attn.v.b, N, D, D);
-  if constexpr (Ops::kDsaAttention)
-    if (c.attention.has_offsets()) offset_net_backward(c, d, w, a, g.off, dq, dk, dxn, gw);  // dq, dk are free
+  if (c.attention.has_offsets()) offset_net_backward(ops, c, d, w, a, g.off, dq, dk, dxn, gw);  // dq, dk are free
   ops.norm_modulate_backward(x, a.ln1, a.ln1_mean, a.ln1_rstd, a.mod + D, dxn, g.b, dres, g.mod, g.mod + D, B, L, D,
                              S6);
   // modulation + e0: the parameter is shared by the batch

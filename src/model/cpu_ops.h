@@ -7,6 +7,8 @@
 
 #include "ops/activation.h"
 #include "ops/attention.h"
+#include "ops/dsa.h"
+#include "ops/dwconv3d.h"
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
@@ -25,8 +27,6 @@ struct CpuOps {
   using Weight = T;
   using Grad = T;
   using Io = T;  // the model's inputs (latents, timesteps, context) and output (velocity)
-  static constexpr bool kWindowAttention = true;     // window_attention_* below
-  static constexpr bool kDsaAttention = true;        // the DSA kernels (ops/dsa.h) and the offset network
   static constexpr bool kFusedNormModulate = false;  // the normalised tensor is kept for modulate_backward
 
   void zero(T* p, int64_t n) { std::fill(p, p + n, T(0)); }
@@ -123,6 +123,30 @@ struct CpuOps {
                                  T* dk, T* dv, const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window,
                                  bool shifted) {
     cpu::window_attention_backward(q, k, v, out, lse, dout, dq, dk, dv, d, window, shifted);
+  }
+  void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse,
+                   const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a) {
+    cpu::dsa_forward(q, k, v, offsets, out, lse, d, a);
+  }
+  void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
+                    T* dq, T* dk, T* dv, T* doffsets, const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a) {
+    cpu::dsa_backward(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, d, a);
+  }
+  // DSA's offset network: the depthwise convolution and the offsets' squashing.
+  void dwconv3d_forward(const T* x, const T* w, const T* b, T* y, int64_t B, int64_t Tn, int64_t H, int64_t W,
+                        int64_t C) {
+    cpu::dwconv3d_forward(x, w, b, y, B, Tn, H, W, C);
+  }
+  void dwconv3d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t B, int64_t Tn, int64_t H,
+                         int64_t W, int64_t C) {
+    cpu::dwconv3d_backward(x, w, dy, dx, dw, db, B, Tn, H, W, C);
+  }
+  void dsa_offsets_forward(const T* raw, T* offsets, const std::array<double, 3>& range, int64_t N, int64_t M) {
+    cpu::dsa_offsets_forward(raw, offsets, range, N, M);
+  }
+  void dsa_offsets_backward(const T* raw, const T* doffsets, T* draw, const std::array<double, 3>& range, int64_t N,
+                            int64_t M) {
+    cpu::dsa_offsets_backward(raw, doffsets, draw, range, N, M);
   }
   void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const cpu::AttentionDims& a) {
     cpu::attention_forward(q, k, v, out, lse, a);

@@ -9,7 +9,8 @@
 
 namespace ms::cuda {
 
-constexpr int64_t kColumnRows = 64;  // rows per partial in the column reduction
+constexpr int64_t kColumnRows = 64;   // rows per partial in the column reduction
+constexpr int64_t kDwconvRows = 256;  // tokens per partial of the depthwise convolution's weight gradient
 
 // Column sums in a fixed order (partials over kColumnRows rows, then over the partials): N x C inputs.
 inline int64_t column_scratch(int64_t N, int64_t C) { return (N + kColumnRows - 1) / kColumnRows * C; }

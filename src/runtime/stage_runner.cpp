@@ -20,4 +20,12 @@ std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const Mod
   MS_FAIL("the streamed model has no stage runner for the '", name, "' backend in this build");
 }
 
+std::string stage_runner_refuses(const std::string& backend, const ModelConfig& c) {
+#ifdef MEGASLIDE_HAVE_CUDA
+  if (backend == "cuda") return cuda::CudaStageRunner::refuses(c);
+#endif
+  (void)backend, (void)c;
+  return "";
+}
+
 }  // namespace ms

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "model/model.h"
 #include "runtime/backend.h"
@@ -49,5 +50,9 @@ class StageRunner {
 
 // The runner for `backend` (by its name: cpu or cuda); throws ms::Error for one this build cannot run.
 std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const ModelConfig& c, const ModelDims& d);
+
+// Why the `backend` runner's kernels cannot run model c (a head dim or window over their limits), in words; empty
+// when they can.
+std::string stage_runner_refuses(const std::string& backend, const ModelConfig& c);
 
 }  // namespace ms

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "model/config.h"
 #include "runtime/backend.h"
+#include "runtime/stage_runner.h"
 
 namespace ms {
 
@@ -56,8 +57,7 @@ std::string resolve_backend(const TrainOptions& o, const ModelConfig& c) {
     if (std::string gpu = backend_unavailable("cuda"); !gpu.empty()) return gpu;
     if (o.offload != "stream")
       return "the resident schedule (--offload none) runs on the CPU backend; add --offload stream";
-    if (c.attention.type != "dense" && c.attention.type != "window")
-      return cat("attention type '", c.attention.type, "' has no CUDA kernel yet (dense and window run on the GPU)");
+    if (std::string kernels = stage_runner_refuses("cuda", c); !kernels.empty()) return kernels;
     if (o.link_gbps > 0) return "--link-gbps emulates a host link on the CPU backend";
     if (o.inject_nan_activation > 0)
       return "--inject-nan-activation poisons activations in host memory, on the CPU backend";

@@ -29,9 +29,6 @@ inline AttentionMask swin_mask(const cpu::VideoAttentionDims& d, const std::arra
 // CpuOps<double> with the GEMMs and attention as plain loops (the CPU kernels would need OpenBLAS): window attention
 // as dense attention masked to Video Swin's cells, and no DSA, whose CPU kernels would link OpenBLAS.
 struct RefOps : CpuOps<double> {
-  static constexpr bool kWindowAttention = true;  // masked dense attention with Video Swin's cells
-  static constexpr bool kDsaAttention = false;
-
   void linear_forward(const double* x, const double* w, const double* b, double* y, int64_t N, int64_t in,
                       int64_t out) {
     reference_linear_forward(x, w, b, y, N, in, out);

@@ -120,12 +120,23 @@ TEST(CudaStages, BlockForwardAndBackwardMatchFloat64) {
 // axis, cells cut at the borders.
 TEST(CudaStages, WindowBlockMatchesFloat64) {
   MS_REQUIRE_GPU();
-  ModelConfig c = small_config();
-  c.attention.type = "window";
-  c.attention.window = {2, 4, 2};
-  c.attention.shift = true;
-  c.validate();
+  const ModelConfig c = with_attention(small_config(), "window", {2, 4, 2});  // shift is the default
+  check_block(c, ModelDims::make(c, 2, 5, 6, 10, 5));                         // tokens 5 x 3 x 5 per sample
+}
+
+// DSA through its offset network (random weights: offsets of order the range, many samples clamped at the borders),
+// two heads in one offset group; dsa_fixed with an even window longer than the grid on one axis. The offsets are
+// bf16 on the GPU (positions off by up to 2^-8 of a token against float64), inside the block tolerances.
+TEST(CudaStages, DsaBlockMatchesFloat64) {
+  MS_REQUIRE_GPU();
+  const ModelConfig c = with_attention(small_config(), "dsa", {3, 3, 3}, 1);
   check_block(c, ModelDims::make(c, 2, 5, 6, 10, 5));  // tokens 5 x 3 x 5 per sample
+}
+
+TEST(CudaStages, DsaFixedBlockMatchesFloat64) {
+  MS_REQUIRE_GPU();
+  const ModelConfig c = with_attention(small_config(), "dsa_fixed", {2, 4, 3});
+  check_block(c, ModelDims::make(c, 2, 5, 6, 10, 5));
 }
 
 // The stem and the head: x0 and ctx (bf16 through one or two linears), e and e0 (the fp32 time path), the velocity,

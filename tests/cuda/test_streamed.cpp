@@ -180,15 +180,17 @@ TEST(CudaStreamed, StepMatchesFloat64) {
 // Window attention (shifted on block 1) through the whole streamed step.
 TEST(CudaStreamed, WindowStepMatchesFloat64) {
   MS_REQUIRE_GPU();
-  ModelConfig c = streamed_config();
-  c.attention.type = "window";
-  c.attention.window = {2, 2, 2};
-  c.validate();
-  expect_step_matches_float64(StreamedCase(421, c), 422);
+  expect_step_matches_float64(StreamedCase(421, with_attention(streamed_config(), "window", {2, 2, 2})), 422);
 }
 
-// Deterministic kernels and a schedule that only moves data: every way of streaming gives the same bits, with dense
-// and with window attention.
+// DSA with its offset network through the whole streamed step.
+TEST(CudaStreamed, DsaStepMatchesFloat64) {
+  MS_REQUIRE_GPU();
+  expect_step_matches_float64(StreamedCase(441, with_attention(streamed_config(), "dsa", {3, 3, 3})), 442);
+}
+
+// Deterministic kernels and a schedule that only moves data: every way of streaming gives the same bits, with dense,
+// window and dsa attention.
 void expect_every_schedule_same(const StreamedCase& k) {
   const auto& [c, d, table, w] = k;
   const StepData first = step_data(c, d, 412), second = step_data(c, d, 415);
@@ -213,11 +215,8 @@ void expect_every_schedule_same(const StreamedCase& k) {
 TEST(CudaStreamed, EveryScheduleGivesTheSameBits) {
   MS_REQUIRE_GPU();
   expect_every_schedule_same(StreamedCase(411));
-  ModelConfig c = streamed_config();
-  c.attention.type = "window";
-  c.attention.window = {2, 2, 2};
-  c.validate();
-  expect_every_schedule_same(StreamedCase(431, c));
+  expect_every_schedule_same(StreamedCase(431, with_attention(streamed_config(), "window", {2, 2, 2})));
+  expect_every_schedule_same(StreamedCase(451, with_attention(streamed_config(), "dsa", {3, 3, 3})));
 }
 
 // The arena is what `megaslide plan` accounts for the GPU (act_bytes 2), and a budget below it is refused.
@@ -240,14 +239,17 @@ TEST(CudaStreamed, ArenaIsThePlanAndABudgetBelowItIsRefused) {
   EXPECT_NE(e.find("--device-memory " + std::to_string(plan.peak())), std::string::npos) << e;
 }
 
-// DSA (no CUDA kernels yet) is refused before anything is allocated, naming the way out.
-TEST(CudaStreamed, LocalAttentionIsRefusedWithAMessage) {
+// A model over the kernels' limits (window attention's flash kernels take head dims up to 128) is refused before
+// anything is allocated, naming the way out.
+TEST(CudaStreamed, AttentionOverTheKernelsLimitsIsRefusedWithAMessage) {
   MS_REQUIRE_GPU();
   ModelConfig c = streamed_config();
-  c.attention.type = "dsa";
+  c.attention.type = "window";
+  c.num_heads = 2;
+  c.dim = 2 * 136;  // head dim 136
   const ModelDims d = ModelDims::make(c, 1, 3, 4, 6, 5);
   const std::string e = error_of([&] { cuda::CudaStageRunner r(c, d); });
-  EXPECT_NE(e.find("'dsa' has no CUDA kernel"), std::string::npos) << e;
+  EXPECT_NE(e.find("head dims up to 128, not 136"), std::string::npos) << e;
   EXPECT_NE(e.find("--backend cpu"), std::string::npos) << e;
 }
 

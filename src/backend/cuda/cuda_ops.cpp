@@ -7,6 +7,8 @@
 #include "backend/cuda/check.h"
 #include "core/check.h"
 #include "ops/activation.h"
+#include "ops/dsa.h"
+#include "ops/dwconv3d.h"
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/layernorm_modulate.h"
@@ -148,6 +150,33 @@ void CudaOps::window_attention_backward(const uint16_t* q, const uint16_t* k, co
                                         const std::array<int64_t, 3>& window, bool shifted) {
   float* delta = scratch_for(attention_backward_scratch({d.B, d.L(), d.L(), d.nh, d.d}));
   cuda::window_attention_backward(q, k, v, out, lse, dout, dq, dk, dv, delta, d, window, shifted, stream);
+}
+void CudaOps::dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
+                          uint16_t* out, float* lse, const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a) {
+  cuda::dsa_forward(q, k, v, offsets, out, lse, d, a, stream);
+}
+void CudaOps::dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
+                           const uint16_t* out, const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk,
+                           uint16_t* dv, uint16_t* doffsets, const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a) {
+  cuda::dsa_backward(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, scratch_for(dsa_backward_scratch(d, a)), d,
+                     a, stream);
+}
+void CudaOps::dwconv3d_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t B,
+                               int64_t Tn, int64_t H, int64_t W, int64_t C) {
+  cuda::dwconv3d_forward(x, w, b, y, B, Tn, H, W, C, stream);
+}
+void CudaOps::dwconv3d_backward(const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw,
+                                float* db, int64_t B, int64_t Tn, int64_t H, int64_t W, int64_t C) {
+  cuda::dwconv3d_backward(x, w, dy, dx, dw, db, scratch_for(dwconv3d_backward_scratch(B * Tn * H * W, C)), B, Tn, H, W,
+                          C, stream);
+}
+void CudaOps::dsa_offsets_forward(const uint16_t* raw, uint16_t* offsets, const std::array<double, 3>& range, int64_t N,
+                                  int64_t M) {
+  cuda::dsa_offsets_forward(raw, offsets, range, N, M, stream);
+}
+void CudaOps::dsa_offsets_backward(const uint16_t* raw, const uint16_t* doffsets, uint16_t* draw,
+                                   const std::array<double, 3>& range, int64_t N, int64_t M) {
+  cuda::dsa_offsets_backward(raw, doffsets, draw, range, N, M, stream);
 }
 void CudaOps::attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
                                 const cpu::AttentionDims& a) {

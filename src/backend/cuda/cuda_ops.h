@@ -1,8 +1,9 @@
 // The CUDA ops policy of model/block_impl.h: bf16 activations and weights, fp32 statistics, modulation and
 // weight gradients, every op enqueued on one stream. GEMMs go through a GemmContext; the deterministic
 // reductions of the backward share one fp32 scratch buffer (block_reduction_scratch), which the stream's order
-// makes safe to reuse from op to op. Window attention runs the flash kernels per cell; DSA has no kernels here yet
-// (issue 6). The LayerNorm before each modulation is fused with it (the normalised tensor is never written).
+// makes safe to reuse from op to op. Window attention runs the flash kernels per cell, DSA and its offset network
+// the kernels of backend/cuda/dsa.cu and dwconv3d.cu. The LayerNorm before each modulation is fused with it (the
+// normalised tensor is never written).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "model/config.h"
 #include "model/dims.h"
 #include "ops/attention.h"
+#include "ops/dsa.h"
 #include "ops/patchify.h"
 
 namespace ms::cuda {
@@ -23,8 +25,6 @@ struct CudaOps {
   using Weight = uint16_t;  // bf16
   using Grad = float;
   using Io = float;  // the model's inputs and the velocity
-  static constexpr bool kWindowAttention = true;
-  static constexpr bool kDsaAttention = false;
   static constexpr bool kFusedNormModulate = true;
 
   GemmContext& gemm;
@@ -87,6 +87,19 @@ struct CudaOps {
   void window_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
                                  const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv,
                                  const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
+  void dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, uint16_t* out,
+                   float* lse, const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a);
+  void dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
+                    const uint16_t* out, const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk,
+                    uint16_t* dv, uint16_t* doffsets, const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a);
+  void dwconv3d_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t B, int64_t Tn,
+                        int64_t H, int64_t W, int64_t C);
+  void dwconv3d_backward(const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw, float* db,
+                         int64_t B, int64_t Tn, int64_t H, int64_t W, int64_t C);
+  void dsa_offsets_forward(const uint16_t* raw, uint16_t* offsets, const std::array<double, 3>& range, int64_t N,
+                           int64_t M);
+  void dsa_offsets_backward(const uint16_t* raw, const uint16_t* doffsets, uint16_t* draw,
+                            const std::array<double, 3>& range, int64_t N, int64_t M);
   void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
                          const cpu::AttentionDims& a);
   void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,

@@ -7,6 +7,7 @@
 #include "backend/cuda/flash_attention.h"
 #include "core/check.h"
 #include "model/workspace.h"
+#include "ops/dsa.h"
 #include "ops/mse_loss.h"
 
 namespace ms::cuda {
@@ -18,16 +19,22 @@ uint16_t* bf16(void* p) { return static_cast<uint16_t*>(p); }
 int64_t video_numel(const ModelConfig& c, const ModelDims& d) { return d.B * c.out_dim * d.F * d.H * d.W; }
 
 const ModelConfig& with_gpu_attention(const ModelConfig& c) {
-  if (c.attention.type != "dense" && c.attention.type != "window")
-    MS_FAIL("--backend cuda: attention type '", c.attention.type,
-            "' has no CUDA kernel yet (dense and window run on the GPU); use one of them or --backend cpu");
-  if (c.head_dim() > kFlashMaxHeadDim && c.attention.type == "window")
-    MS_FAIL("--backend cuda: window attention on the GPU takes head dims up to ", kFlashMaxHeadDim, ", not ",
-            c.head_dim(), "; use --backend cpu");
+  if (const std::string why = CudaStageRunner::refuses(c); !why.empty())
+    MS_FAIL("--backend cuda: ", why, "; use --backend cpu");
   return c;
 }
 
 }  // namespace
+
+std::string CudaStageRunner::refuses(const ModelConfig& c) {
+  const auto& at = c.attention;
+  const int64_t hd = c.head_dim(), limit = at.type == "window" ? kFlashMaxHeadDim : kDsaMaxHeadDim;
+  if (at.type != "dense" && hd > limit)
+    return cat(at.type, " attention on the GPU takes head dims up to ", limit, ", not ", hd);
+  if ((at.type == "dsa" || at.type == "dsa_fixed") && at.slots() > kDsaMaxSlots)
+    return cat("dsa on the GPU takes windows of up to ", kDsaMaxSlots, " slots, not ", at.slots());
+  return "";
+}
 
 CudaStageRunner::CudaStageRunner(const ModelConfig& c, const ModelDims& d)
     : cfg_(with_gpu_attention(c)),

@@ -14,6 +14,8 @@ namespace ms::cuda {
 
 class CudaStageRunner final : public StageRunner {
  public:
+  // Why this runner's kernels cannot run model c, in words (ms::cat); empty when they can.
+  static std::string refuses(const ModelConfig& c);
   // Throws ms::Error for an attention type without CUDA kernels.
   CudaStageRunner(const ModelConfig& c, const ModelDims& d);
   ~CudaStageRunner() override;
