@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# tools/cuda-emu/run.sh [GTEST_FILTER] — runs the CUDA tests on the CPU, without a GPU: every CUDA kernel
+# (src/backend/cuda/*.cu, translated by translate.py) on an emulation of the CUDA subset they use (include/:
+# a block's threads are OS threads, __syncthreads and the warp intrinsics barriers, WMMA tiles computed in
+# fp32, cuBLASLt from its documented semantics), against the tests' CPU and float64 references. It checks the
+# kernels' logic (indexing, reductions, tiling, masks, the GEMM mapping), not their speed, their resource limits
+# (shared memory, registers) or the streams: test_streamed and test_backend need a GPU. Slow (a thread per CUDA
+# thread): minutes per test. Needs a CPU-only build of megaslide_lib in $CPU_BUILD (default build-cpu, made here
+# if missing); works in build-cuda-emu/.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD cpu=${CPU_BUILD:-build-cpu} out=build-cuda-emu
+filter=${1:-Cuda*}
+if [ ! -f "$cpu/libmegaslide_lib.a" ]; then
+  cmake -S . -B "$cpu" -DCMAKE_BUILD_TYPE=Release -DMEGASLIDE_CUDA=OFF >/dev/null
+  cmake --build "$cpu" -j"$(nproc)" --target megaslide_lib megaslide_tests
+fi
+mkdir -p "$out/src" "$out/obj" "$out/include/backend/cuda"
+python3 tools/cuda-emu/translate.py src/backend/cuda/kernel_util.cuh "$out/include/backend/cuda/kernel_util.cuh"
+for f in src/backend/cuda/*.cu; do python3 tools/cuda-emu/translate.py "$f" "$out/src/$(basename "$f" .cu).cpp"; done
+flags=(-std=c++20 -O2 -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1 -I"$out/include" -Itools/cuda-emu/include -Isrc -Itests
+       -Itests/cuda)
+srcs=("$out"/src/*.cpp src/backend/cuda/{check,device,gemm,cuda_ops,cuda_stages}.cpp
+      tests/cuda/test_{ops,layers,attention,dsa,stages}.cpp)
+objs=()
+for s in "${srcs[@]}"; do
+  o="$out/obj/$(echo "$s" | tr '/' '_').o"
+  objs+=("$o")
+  [ -e "$o" ] && [ "$o" -nt "$s" ] && [ "$o" -nt tools/cuda-emu/include/emu_core.h ] && continue
+  echo "  c++ $s"
+  c++ "${flags[@]}" -c "$s" -o "$o" &
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done
+done
+wait
+# the libraries megaslide_tests links in the CPU build
+libs=$(tr ' ' '\n' <"$cpu/CMakeFiles/megaslide_tests.dir/link.txt" | grep -E '\.(so|a)$|^-Wl|^-l' | grep -v megaslide_lib)
+c++ -o "$out/emu_tests" "${objs[@]}" "$cpu/libmegaslide_lib.a" $libs -fopenmp -lpthread
+"$out/emu_tests" --gtest_filter="$filter"
