@@ -17,11 +17,12 @@ for lib in $(ldd .device/bin/* | awk '/=> \// {print $3}' | sort -u); do
     *) cp -L "$lib" .device/lib/ ;;
   esac
 done
-# The lean binaries need libgomp alone beyond the system and CUDA libraries; anything else (OpenBLAS, FFmpeg)
-# means a CUDA test or verb started linking a CPU path that pulls it in, and would fatten the carry.
-extra=$(ls .device/lib | grep -v '^libgomp' || true)
+# The lean binaries need libgomp and libhwy (the CPU DSA kernels, which the CUDA tests' references run) alone
+# beyond the system and CUDA libraries; anything else (OpenBLAS, FFmpeg) means a CUDA test or verb started linking
+# a CPU path that pulls it in, and would fatten the carry.
+extra=$(ls .device/lib | grep -v -e '^libgomp' -e '^libhwy' || true)
 if [ -n "$extra" ]; then
-  echo "device-bundle: the GPU binaries now need $(echo $extra) beyond libgomp; keep them lean (docs/cuda.md)" >&2
+  echo "device-bundle: the GPU binaries now need $(echo $extra) beyond libgomp and libhwy; keep them lean (docs/cuda.md)" >&2
   exit 1
 fi
 strip .device/bin/* 2>/dev/null || true

@@ -2,10 +2,10 @@
 # tools/cuda-emu/run.sh [GTEST_FILTER] — runs the CUDA tests on the CPU, without a GPU: every CUDA kernel
 # (src/backend/cuda/*.cu, translated by translate.py) on an emulation of the CUDA subset they use (include/:
 # a block's threads are OS threads, __syncthreads and the warp intrinsics barriers, WMMA tiles computed in
-# fp32, cuBLASLt from its documented semantics), against the tests' CPU and float64 references. It checks the
-# kernels' logic (indexing, reductions, tiling, masks, the GEMM mapping), not their speed, their resource limits
-# (shared memory, registers) or the streams: test_streamed and test_backend need a GPU. Slow (a thread per CUDA
-# thread): minutes per test. Needs a CPU-only build of megaslide_lib in $CPU_BUILD (default build-cpu, made here
+# fp32, cuBLASLt from its documented semantics, streams as threads running their work in order), against the
+# tests' CPU and float64 references. It checks the kernels' and the backend's logic (indexing, reductions, tiling,
+# masks, the GEMM mapping, event and stream ordering), not speed, resource limits (shared memory, registers) or
+# what real hardware reorders. Slow (a thread per CUDA thread): seconds to minutes per test. Needs a CPU-only build of megaslide_lib in $CPU_BUILD (default build-cpu, made here
 # if missing); works in build-cuda-emu/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,13 +20,13 @@ python3 tools/cuda-emu/translate.py src/backend/cuda/kernel_util.cuh "$out/inclu
 for f in src/backend/cuda/*.cu; do python3 tools/cuda-emu/translate.py "$f" "$out/src/$(basename "$f" .cu).cpp"; done
 flags=(-std=c++20 -O2 -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1 -I"$out/include" -Itools/cuda-emu/include -Isrc -Itests
        -Itests/cuda)
-srcs=("$out"/src/*.cpp src/backend/cuda/{check,device,gemm,cuda_ops,cuda_stages}.cpp
-      tests/cuda/test_{ops,layers,attention,dsa,stages}.cpp)
+srcs=("$out"/src/*.cpp src/backend/cuda/*.cpp tests/cuda/*.cpp)
+newest=$(ls -t tools/cuda-emu/include/* | head -1)
 objs=()
 for s in "${srcs[@]}"; do
   o="$out/obj/$(echo "$s" | tr '/' '_').o"
   objs+=("$o")
-  [ -e "$o" ] && [ "$o" -nt "$s" ] && [ "$o" -nt tools/cuda-emu/include/emu_core.h ] && continue
+  [ -e "$o" ] && [ "$o" -nt "$s" ] && [ "$o" -nt "$newest" ] && continue
   echo "  c++ $s"
   c++ "${flags[@]}" -c "$s" -o "$o" &
   while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done

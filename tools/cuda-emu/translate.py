@@ -28,7 +28,7 @@ for m in re.finditer(r'([\w:]+(?:<[^<>;]*>)?)\s*<<<(.*?)>>>\(', src, re.S):
     cfg = split_top(m.group(2))
     cfg += ['0', 'nullptr'][len(cfg) - 2:]
     out += src[at:m.start()] + (f'emu_launch(emu_dim({cfg[0]}), emu_dim({cfg[1]}), size_t({cfg[2]}), {cfg[3]}, '
-                                f'[&](auto... emu_a) {{ {m.group(1)}(emu_a...); }}, ')
+                                f'[=](auto... emu_a) {{ {m.group(1)}(emu_a...); }}, ')
     at = m.end()
 out += src[at:]
 out = re.sub(r'extern __shared__ __align__\(\d+\) unsigned char (\w+)\[\];', r'unsigned char* \1 = emu_smem_ptr;', out)

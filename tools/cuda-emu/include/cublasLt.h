@@ -124,36 +124,40 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtM
 inline float emu_lt_get(const void* p, cudaDataType_t t, int64_t i) {
   return t == CUDA_R_32F ? static_cast<const float*>(p)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
 }
+// Checks the shapes now and enqueues the product on the stream, with the descriptors copied (the caller destroys
+// them when the call returns).
 inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void* alpha, const void* A,
                                      cublasLtMatrixLayout_t la, const void* B, cublasLtMatrixLayout_t lb,
                                      const void* beta, const void* C, cublasLtMatrixLayout_t lc, void* D,
                                      cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t*, void*, size_t,
-                                     cudaStream_t) {
+                                     cudaStream_t stream) {
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   const uint64_t M = ld->rows, N = ld->cols, K = d->ta == CUBLAS_OP_N ? la->cols : la->rows;
   if ((d->ta == CUBLAS_OP_N ? la->rows : la->cols) != M || (d->tb == CUBLAS_OP_N ? lb->rows : lb->cols) != K ||
       (d->tb == CUBLAS_OP_N ? lb->cols : lb->rows) != N || lc->rows != M || lc->cols != N)
     return CUBLAS_STATUS_INVALID_VALUE;
-  std::vector<float> out(M * N);
-  for (uint64_t n = 0; n < N; ++n)
-    for (uint64_t m = 0; m < M; ++m) {
-      float s = 0;
-      for (uint64_t k = 0; k < K; ++k) {
-        const float a = emu_lt_get(A, la->type, d->ta == CUBLAS_OP_N ? m + k * la->ld : k + m * la->ld);
-        const float b = emu_lt_get(B, lb->type, d->tb == CUBLAS_OP_N ? k + n * lb->ld : n + k * lb->ld);
-        s += a * b;
+  emu_enqueue(stream, [=, d = *d, la = *la, lb = *lb, lc = *lc, ld = *ld] {
+    std::vector<float> out(M * N);
+    for (uint64_t n = 0; n < N; ++n)
+      for (uint64_t m = 0; m < M; ++m) {
+        float s = 0;
+        for (uint64_t k = 0; k < K; ++k) {
+          const float a = emu_lt_get(A, la.type, d.ta == CUBLAS_OP_N ? m + k * la.ld : k + m * la.ld);
+          const float b = emu_lt_get(B, lb.type, d.tb == CUBLAS_OP_N ? k + n * lb.ld : n + k * lb.ld);
+          s += a * b;
+        }
+        float r = al * s + (be != 0 ? be * emu_lt_get(C, lc.type, m + n * lc.ld) : 0.f);
+        if (d.ep == CUBLASLT_EPILOGUE_BIAS) r += emu_lt_get(d.bias, d.bias_type, m);
+        out[m + n * M] = r;
       }
-      float r = al * s + (be != 0 ? be * emu_lt_get(C, lc->type, m + n * lc->ld) : 0.f);
-      if (d->ep == CUBLASLT_EPILOGUE_BIAS) r += emu_lt_get(d->bias, d->bias_type, m);
-      out[m + n * M] = r;
-    }
-  for (uint64_t n = 0; n < N; ++n)
-    for (uint64_t m = 0; m < M; ++m) {
-      const int64_t i = m + n * ld->ld;
-      if (ld->type == CUDA_R_32F)
-        static_cast<float*>(D)[i] = out[m + n * M];
-      else
-        static_cast<__nv_bfloat16*>(D)[i] = __float2bfloat16(out[m + n * M]);
-    }
+    for (uint64_t n = 0; n < N; ++n)
+      for (uint64_t m = 0; m < M; ++m) {
+        const int64_t i = m + n * ld.ld;
+        if (ld.type == CUDA_R_32F)
+          static_cast<float*>(D)[i] = out[m + n * M];
+        else
+          static_cast<__nv_bfloat16*>(D)[i] = __float2bfloat16(out[m + n * M]);
+      }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }

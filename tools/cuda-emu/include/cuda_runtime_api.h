@@ -1,7 +1,10 @@
+// The CUDA runtime calls megaslide makes, emulated (emu_core.h, emu_stream.h).
 #pragma once
 #include "emu_core.h"
+
 using cudaStream_t = CUstream_st*;
-enum cudaError_t { cudaSuccess = 0, cudaErrorInsufficientDriver = 35, cudaErrorMemoryAllocation = 2 };
+using cudaEvent_t = CUevent_st*;
+enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost,
   cudaMemcpyHostToDevice,
@@ -10,6 +13,15 @@ enum cudaMemcpyKind {
   cudaMemcpyDefault
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cudaMemoryTypeDevice = 2 };
+struct cudaPointerAttributes {
+  cudaMemoryType type;
+};
+enum cudaDriverEntryPointQueryResult { cudaDriverEntryPointSuccess = 0, cudaDriverEntryPointSymbolNotFound = 1 };
+constexpr unsigned cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2, cudaEventBlockingSync = 1,
+                   cudaHostAllocMapped = 2, cudaHostRegisterDefault = 0;
+constexpr unsigned long long cudaEnableDefault = 0;
+
 inline const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmu"; }
 inline const char* cudaGetErrorString(cudaError_t) { return "emulated error"; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
@@ -17,8 +29,12 @@ inline cudaError_t cudaGetDeviceCount(int* n) {
   *n = 1;
   return cudaSuccess;
 }
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+
 inline cudaError_t cudaMalloc(void** p, size_t n) {
   *p = std::aligned_alloc(256, (n + 255) / 256 * 256 + 256);
+  const std::lock_guard<std::mutex> l(emu_memory().m);
+  emu_memory().device[static_cast<const char*>(*p)] = n;
   return cudaSuccess;
 }
 template <class T>
@@ -26,23 +42,115 @@ cudaError_t cudaMalloc(T** p, size_t n) {
   return cudaMalloc(reinterpret_cast<void**>(p), n);
 }
 inline cudaError_t cudaFree(void* p) {
+  {
+    const std::lock_guard<std::mutex> l(emu_memory().m);
+    emu_memory().device.erase(static_cast<const char*>(p));
+  }
   std::free(p);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
-  std::memmove(d, s, n);
+inline cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  *free = size_t(1) << 36;
+  *total = size_t(1) << 37;
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t = nullptr) {
-  return cudaMemcpy(d, s, n, k);
-}
-inline cudaError_t cudaMemset(void* d, int v, size_t n) {
-  std::memset(d, v, n);
+inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned) {
+  *p = std::aligned_alloc(256, (n + 255) / 256 * 256);
+  const std::lock_guard<std::mutex> l(emu_memory().m);
+  emu_memory().host[static_cast<const char*>(*p)] = n;
   return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t = nullptr) { return cudaMemset(d, v, n); }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaFreeHost(void* p) {
+  {
+    const std::lock_guard<std::mutex> l(emu_memory().m);
+    emu_memory().host.erase(static_cast<const char*>(p));
+  }
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaHostGetDevicePointer(void** d, void* h, unsigned) {
+  *d = h;
+  return cudaSuccess;
+}
+inline cudaError_t cudaHostRegister(void* p, size_t n, unsigned) {
+  const std::lock_guard<std::mutex> l(emu_memory().m);
+  emu_memory().host[static_cast<const char*>(p)] = n;
+  return cudaSuccess;
+}
+inline cudaError_t cudaHostUnregister(void* p) {
+  const std::lock_guard<std::mutex> l(emu_memory().m);
+  emu_memory().host.erase(static_cast<const char*>(p));
+  return cudaSuccess;
+}
+inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
+  const std::lock_guard<std::mutex> l(emu_memory().m);
+  a->type = EmuMemory::in(emu_memory().device, p) ? cudaMemoryTypeDevice
+            : EmuMemory::in(emu_memory().host, p) ? cudaMemoryTypeHost
+                                                  : cudaMemoryTypeUnregistered;
+  return cudaSuccess;
+}
+
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  *s = new CUstream_st;
+  const std::lock_guard<std::mutex> l(emu_memory().m);
+  emu_memory().streams.insert(*s);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  s->drain();
+  {
+    const std::lock_guard<std::mutex> l(emu_memory().m);
+    emu_memory().streams.erase(s);
+  }
+  delete s;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (s) s->drain();
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() {
+  std::vector<CUstream_st*> all;
+  {
+    const std::lock_guard<std::mutex> l(emu_memory().m);
+    all.assign(emu_memory().streams.begin(), emu_memory().streams.end());
+  }
+  for (CUstream_st* s : all) s->drain();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
+  *e = new CUevent_st;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  emu_enqueue(s, [e] { e->set(); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  e->wait();
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  emu_enqueue(s, [e] { e->wait(); });
+  return cudaSuccess;
+}
+
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t st = nullptr) {
+  emu_enqueue(st, [=] { std::memmove(d, s, n); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind k) {
+  return cudaMemcpyAsync(d, s, n, k, nullptr);
+}
+inline cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t st = nullptr) {
+  emu_enqueue(st, [=] { std::memset(d, v, n); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset(void* d, int v, size_t n) { return cudaMemsetAsync(d, v, n, nullptr); }
 template <class F>
 cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) {
   return cudaSuccess;
@@ -54,11 +162,20 @@ struct cudaDeviceProp {
   int l2CacheSize;
 };
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
-  std::strcpy(p->name, "emu");
+  std::strcpy(p->name, "emulated sm_90");
   p->major = 9;
   p->minor = 0;
   p->multiProcessorCount = 1;
-  p->totalGlobalMem = 1ull << 34;
+  p->totalGlobalMem = size_t(1) << 37;
   p->l2CacheSize = 1 << 25;
+  return cudaSuccess;
+}
+
+// cuStreamWaitValue32 through the runtime's driver entry point (cuda.h).
+#include "cuda.h"
+inline cudaError_t cudaGetDriverEntryPointByVersion(const char* name, void** fn, unsigned, unsigned long long,
+                                                    cudaDriverEntryPointQueryResult* found) {
+  *fn = std::strcmp(name, "cuStreamWaitValue32") == 0 ? reinterpret_cast<void*>(&emu_stream_wait_value32) : nullptr;
+  *found = *fn ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;
 }

@@ -1,4 +1,5 @@
-// CPU emulation of the CUDA subset megaslide's kernels use (tools/cuda-emu/run.sh, docs/cuda.md): a block's threads are OS threads run together,
+// CPU emulation of the CUDA subset megaslide's kernels use (tools/cuda-emu/run.sh, docs/cuda.md): a block's threads are
+// OS threads run together,
 // __syncthreads a block barrier, warp intrinsics a warp barrier; blocks run one after another (so static
 // "shared" arrays are per block). Device memory is host memory.
 #pragma once
@@ -8,7 +9,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -21,7 +24,7 @@
 #define __align__(n) alignas(n)
 #define __restrict__ __restrict
 
-struct CUstream_st;
+#include "emu_stream.h"
 struct float2 {
   float x, y;
 };
@@ -36,7 +39,7 @@ struct Dim3 {
 };
 using dim3 = Dim3;
 inline thread_local Dim3 threadIdx, blockIdx;
-inline Dim3 gridDim, blockDim;
+inline thread_local Dim3 gridDim, blockDim;
 
 struct EmuWarp {
   std::unique_ptr<std::barrier<>> bar;
@@ -131,10 +134,11 @@ inline Dim3 emu_dim(int d) { return Dim3(unsigned(d)); }
 inline Dim3 emu_dim(int64_t d) { return Dim3(unsigned(d)); }
 inline Dim3 emu_dim(uint64_t d) { return Dim3(unsigned(d)); }
 
+// Runs a kernel now, on the calling thread's behalf (one kernel at a time: the static "shared" arrays are shared).
 template <class K, class... Args>
-void emu_launch(Dim3 grid, Dim3 block, size_t smem, CUstream_st*, K kernel, Args... args) {
-  gridDim = grid;
-  blockDim = block;
+void emu_run_kernel(Dim3 grid, Dim3 block, size_t smem, K kernel, Args... args) {
+  static std::mutex one_at_a_time;
+  const std::lock_guard<std::mutex> lock(one_at_a_time);
   EmuBlock b;
   const unsigned nw = (block.x + 31) / 32;
   b.warps.resize(nw);
@@ -144,6 +148,8 @@ void emu_launch(Dim3 grid, Dim3 block, size_t smem, CUstream_st*, K kernel, Args
   std::vector<std::thread> ts;
   for (unsigned t = 0; t < block.x; ++t)
     ts.emplace_back([&, t] {
+      gridDim = grid;
+      blockDim = block;
       for (unsigned bz = 0; bz < grid.z; ++bz)
         for (unsigned by = 0; by < grid.y; ++by)
           for (unsigned bx = 0; bx < grid.x; ++bx) {
@@ -163,4 +169,9 @@ void emu_launch(Dim3 grid, Dim3 block, size_t smem, CUstream_st*, K kernel, Args
           }
     });
   for (auto& t : ts) t.join();
+}
+
+template <class K, class... Args>
+void emu_launch(Dim3 grid, Dim3 block, size_t smem, CUstream_st* stream, K kernel, Args... args) {
+  emu_enqueue(stream, [=] { emu_run_kernel(grid, block, smem, kernel, args...); });
 }
