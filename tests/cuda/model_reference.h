@@ -30,9 +30,13 @@ inline AttentionMask swin_mask(const cpu::VideoAttentionDims& d, const std::arra
 // sample crosses an integer position, and the offsets are bf16 after a chain of bf16 ops (conv, GELU, offset_proj),
 // which moves a few per cent of the samples across. In float64 with the GPU's bf16 roundings of that chain, a DSA
 // block's offset-network gradients move by 7e-2 to 8e-2 and its dx by 7e-2; the emulated GPU (tools/cuda-emu) gave
-// 8e-2 to 1e-1 and 7.5e-2. So they get 2e-1 and 1.5e-1 (a wrong or missing term gives errors of order 1).
+// 8e-2 to 1e-1 and 7.5e-2: the block test allows 2e-1 and 1.5e-1. Through a whole step they are worse conditioned
+// still: in float64 alone, weights moved by one bf16 rounding (2^-9 relative noise) move the offset networks'
+// gradients by 0.28 to 0.57 (the other stages' by 0.015 to 0.04), and the emulated GPU's are 0.29 to 0.65 off. The
+// step test allows 0.9 there: it still fails a zero gradient (1), a sign error (2) or an unrelated one (about 1.4),
+// and the kernels themselves are held to bf16 tolerances in test_dsa.cpp.
 inline bool in_offset_network(const std::string& param) { return param.find("self_attn.offset_") != std::string::npos; }
-constexpr double kOffsetGradTol = 2e-1, kOffsetDxTol = 1.5e-1;
+constexpr double kOffsetGradTol = 2e-1, kOffsetDxTol = 1.5e-1, kOffsetStepTol = 9e-1;
 
 // CpuOps<double> with the GEMMs and attention as plain loops (the CPU kernels would need OpenBLAS): window attention
 // as dense attention masked to Video Swin's cells. DSA and its offset network are CpuOps' own CPU kernels (plain

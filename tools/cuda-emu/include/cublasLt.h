@@ -72,23 +72,9 @@ inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
 }
 inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
                                                      const void* v, size_t) {
-  switch (a) {
-    case CUBLASLT_MATMUL_DESC_TRANSA:
-      std::memcpy(&d->ta, v, sizeof d->ta);
-      break;
-    case CUBLASLT_MATMUL_DESC_TRANSB:
-      std::memcpy(&d->tb, v, sizeof d->tb);
-      break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE:
-      std::memcpy(&d->ep, v, sizeof d->ep);
-      break;
-    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
-      std::memcpy(&d->bias, v, sizeof d->bias);
-      break;
-    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-      std::memcpy(&d->bias_type, v, sizeof d->bias_type);
-      break;
-  }
+  void* field[] = {&d->ta, &d->tb, &d->ep, &d->bias, &d->bias_type};  // in the attributes' order
+  const size_t bytes[] = {sizeof d->ta, sizeof d->tb, sizeof d->ep, sizeof d->bias, sizeof d->bias_type};
+  std::memcpy(field[a], v, bytes[a]);
   return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType_t t, uint64_t r, uint64_t c,

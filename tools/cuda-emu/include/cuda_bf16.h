@@ -1,19 +1,11 @@
+// bf16 for the CUDA emulation: megaslide's own conversions (round to nearest even, quiet NaN), as the hardware's.
 #pragma once
 #include <cstdint>
-#include <cstring>
+
+#include "core/dtype.h"
+
 struct __nv_bfloat16 {
   uint16_t bits;
 };
-inline __nv_bfloat16 __float2bfloat16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return {uint16_t((u >> 16) | 0x40)};
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return {uint16_t(u >> 16)};
-}
-inline float __bfloat162float(__nv_bfloat16 b) {
-  uint32_t u = uint32_t(b.bits) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+inline __nv_bfloat16 __float2bfloat16(float f) { return {ms::f32_to_bf16(f)}; }
+inline float __bfloat162float(__nv_bfloat16 b) { return ms::bf16_to_f32(b.bits); }

@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <barrier>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -95,16 +96,8 @@ inline void __syncthreads() { emu_block->bar->arrive_and_wait(); }
 
 inline float __expf(float x) { return std::exp(x); }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
-inline unsigned __float_as_uint(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float __uint_as_float(unsigned u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
+inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 inline int __ffs(unsigned x) { return __builtin_ffs(int(x)); }
 template <class A, class B>
 auto min(A a, B b) {
