@@ -1,6 +1,5 @@
 #include "cli/bench_cuda_attention.h"
 
-#include <algorithm>
 #include <array>
 #include <memory>
 #include <string>
@@ -30,19 +29,8 @@ void fill_offsets(uint16_t* device, int64_t n, const std::array<double, 3>& rang
   Rng rng(13);
   std::vector<uint16_t> tile(size_t(3) << 20);
   for (size_t i = 0; i < tile.size(); ++i) tile[i] = f32_to_bf16(float(range[i % 3] * (2 * rng.uniform() - 1)));
-  for (int64_t o = 0; o < n; o += int64_t(tile.size()))
-    MS_CUDA_CHECK(cudaMemcpy(device + o, tile.data(), size_t(std::min<int64_t>(n - o, int64_t(tile.size()))) * 2,
-                             cudaMemcpyHostToDevice));
+  fill_tiled_bf16(device, n, tile);
 }
-
-// Device memory that frees itself.
-struct DeviceBlock {
-  void* p = nullptr;
-  explicit DeviceBlock(size_t bytes) { MS_CUDA_CHECK(cudaMalloc(&p, bytes)); }
-  ~DeviceBlock() { cudaFree(p); }
-  DeviceBlock(const DeviceBlock&) = delete;
-  DeviceBlock& operator=(const DeviceBlock&) = delete;
-};
 
 }  // namespace
 
@@ -59,9 +47,11 @@ nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t 
     const int64_t n = L * c.dim, noff = L * dsa.groups * dsa.P() * 3;
     const int64_t scratch_floats = std::max(cuda::attention_backward_scratch(a), cuda::dsa_backward_scratch(vd, dsa));
     // q, k, v, out, dout, dq, dk, dv, offsets, doffsets bf16; lse and the backward's scratch fp32
-    DeviceBlock mem(size_t(8 * n + 2 * noff) * 2 + size_t(a.nh * L + scratch_floats) * 4);
+    void* base = nullptr;
+    MS_CUDA_CHECK(cudaMalloc(&base, size_t(8 * n + 2 * noff) * 2 + size_t(a.nh * L + scratch_floats) * 4));
+    const std::unique_ptr<void, cudaError_t (*)(void*)> held(base, cudaFree);
     uint16_t* t[8];
-    for (int i = 0; i < 8; ++i) t[i] = static_cast<uint16_t*>(mem.p) + i * n;
+    for (int i = 0; i < 8; ++i) t[i] = static_cast<uint16_t*>(base) + i * n;
     uint16_t *off = t[7] + n, *doff = off + noff;
     float* lse = reinterpret_cast<float*>(doff + noff);
     float* scratch = lse + a.nh * L;

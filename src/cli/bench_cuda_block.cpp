@@ -32,6 +32,10 @@ void fill_random_bf16(uint16_t* device, int64_t n) {
   Rng rng(7);
   std::vector<uint16_t> tile(size_t(1) << 22);
   for (auto& x : tile) x = f32_to_bf16(float(rng.normal()));
+  fill_tiled_bf16(device, n, tile);
+}
+
+void fill_tiled_bf16(uint16_t* device, int64_t n, const std::vector<uint16_t>& tile) {
   for (int64_t off = 0; off < n; off += int64_t(tile.size()))
     MS_CUDA_CHECK(cudaMemcpy(device + off, tile.data(), size_t(std::min<int64_t>(n - off, int64_t(tile.size()))) * 2,
                              cudaMemcpyHostToDevice));

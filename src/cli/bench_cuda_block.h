@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace ms::cuda {
 class GemmContext;
@@ -17,6 +18,8 @@ namespace ms::cli {
 // n bf16 values on the device from a repeated random tile (never zeros or constants: they make GEMMs run
 // faster than real data).
 void fill_random_bf16(uint16_t* device, int64_t n);
+// n bf16 values on the device: `tile` repeated.
+void fill_tiled_bf16(uint16_t* device, int64_t n, const std::vector<uint16_t>& tile);
 
 // grid: one sample's token grid (f, h, w). Returns tokens, forward_s, backward_s, step_s (forward +
 // backward, which recomputes the forward), attention_step_s (the attention kernels' share: two forwards and

@@ -36,6 +36,11 @@ struct Geo {
     c[2] = int(tok % ext[2]);
   }
   __device__ int start(int i, int axis) const { return min(max(i - kc[axis] / 2, 0), ext[axis] - kc[axis]); }
+  // The window starts of query token tok per axis.
+  __device__ void starts(int64_t tok, int* st) const {
+    coords(tok, st);
+    for (int i = 0; i < 3; ++i) st[i] = start(st[i], i);
+  }
   __device__ int slot(int jt, int jh, int jw) const { return (jt * win[1] + jh) * win[2] + jw; }
 };
 
@@ -131,8 +136,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   float qr[CH], acc[CH] = {};
   load_row(q + g.row(b, l, n), g.d, qr, g.scale);
   int st[3];
-  g.coords(l, st);
-  for (int i = 0; i < 3; ++i) st[i] = g.start(st[i], i);
+  g.starts(l, st);
   float m = -FLT_MAX, sum = 0;
   for (int jt = 0; jt < g.kc[0]; ++jt)
     for (int jh = 0; jh < g.kc[1]; ++jh)
@@ -177,8 +181,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int i = lane; i < g.P * 3; i += 32) dpos[i] = 0;
   __syncwarp();
   int st[3];
-  g.coords(l, st);
-  for (int i = 0; i < 3; ++i) st[i] = g.start(st[i], i);
+  g.starts(l, st);
   for (int n = grp * hpg; n < (grp + 1) * hpg; ++n) {
     const int64_t r = g.row(b, l, n);
     float qr[CH], dr[CH], orow[CH], dqa[CH] = {};
