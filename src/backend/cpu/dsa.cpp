@@ -47,49 +47,85 @@ void with_head_dim(int64_t d, F&& f) {
   }
 }
 
-template <class T>
-T dot(const T* a, const T* b, int64_t n) {
-  T s = 0;
+namespace hn = hwy::HWY_NAMESPACE;
+
+// A head-dim row of the per-(query, head) work: the query's q and dout rows, a sample's interpolated key, an output
+// or gradient being summed. For a run-time head dim it lives in a row of the task's scratch and the loops are plain
+// C++; for the compile-time head dims of with_head_dim it is held in Highway vectors, so that those rows stay in
+// registers across the corner and token loops (GCC's vectoriser kept them in memory, or fell back to scalar code).
+template <class T, class D, class = void>
+struct Row {
+  T* r;  // [d] the scratch row
+  int64_t d;
+  Row(D dim, T* scratch) : r(scratch), d(dim) {}
+  void load(const T* p) { std::copy(p, p + d, r); }
+  void zero() { std::fill(r, r + d, T(0)); }
+  void set_scaled(T a, const T* p) {  // r = a p
+#pragma omp simd
+    for (int64_t i = 0; i < d; ++i) r[i] = a * p[i];
+  }
+  void axpy(T a, const T* p) {  // r += a p
+#pragma omp simd
+    for (int64_t i = 0; i < d; ++i) r[i] += a * p[i];
+  }
+  T dot(const T* p) const {
+    T s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// y = alpha x.
-template <class T>
-void scaled_copy(T alpha, const T* x, T* y, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = alpha * x[i];
-}
-
-template <class T>
-void axpy(T alpha, const T* x, T* y, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
-}
-
-// The backward's per-token work in one pass over the head dim: *ab = a.b and *cd = c.d.
-template <class T>
-void dot2(const T* a, const T* b, const T* c, const T* d, int64_t n, T* ab, T* cd) {
-  T s = 0, t = 0;
-#pragma omp simd reduction(+ : s, t)
-  for (int64_t i = 0; i < n; ++i) {
-    s += a[i] * b[i];
-    t += c[i] * d[i];
+    for (int64_t i = 0; i < d; ++i) s += r[i] * p[i];
+    return s;
   }
-  *ab = s;
-  *cd = t;
-}
-
-// ... and its scatter: dk += alpha q, dv += beta dout.
-template <class T>
-void axpy2(T alpha, T beta, const T* q, const T* dout, T* dk, T* dv, int64_t n) {
+  T dot(const Row& o) const { return dot(o.r); }
+  void axpy_to(T a, T* p) const {  // p += a r
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    dk[i] += alpha * q[i];
-    dv[i] += beta * dout[i];
+    for (int64_t i = 0; i < d; ++i) p[i] += a * r[i];
   }
-}
+  void add_to(T* p) const { axpy_to(T(1), p); }
+  void store(T* p) const { std::copy(r, r + d, p); }
+};
+
+#if !HWY_HAVE_SCALABLE
+template <class T, int64_t D>
+struct Row<T, std::integral_constant<int64_t, D>, std::enable_if_t<D % hn::MaxLanes(hn::ScalableTag<T>()) == 0>> {
+  using Tag = hn::ScalableTag<T>;
+  static constexpr size_t N = hn::MaxLanes(Tag()), V = size_t(D) / N;
+  hn::Vec<Tag> r[V];
+  Row(std::integral_constant<int64_t, D>, T*) {}
+  void load(const T* p) {
+    for (size_t i = 0; i < V; ++i) r[i] = hn::LoadU(Tag(), p + i * N);
+  }
+  void zero() {
+    for (size_t i = 0; i < V; ++i) r[i] = hn::Zero(Tag());
+  }
+  void set_scaled(T a, const T* p) {
+    const auto av = hn::Set(Tag(), a);
+    for (size_t i = 0; i < V; ++i) r[i] = hn::Mul(av, hn::LoadU(Tag(), p + i * N));
+  }
+  void axpy(T a, const T* p) {
+    const auto av = hn::Set(Tag(), a);
+    for (size_t i = 0; i < V; ++i) r[i] = hn::MulAdd(av, hn::LoadU(Tag(), p + i * N), r[i]);
+  }
+  T dot(const T* p) const {  // two partial sums: half the add-latency chain
+    auto s0 = hn::Mul(r[0], hn::LoadU(Tag(), p)), s1 = hn::Zero(Tag());
+    for (size_t i = 1; i < V; ++i) (i % 2 ? s1 : s0) = hn::MulAdd(r[i], hn::LoadU(Tag(), p + i * N), i % 2 ? s1 : s0);
+    return hn::GetLane(hn::SumOfLanes(Tag(), hn::Add(s0, s1)));
+  }
+  T dot(const Row& o) const {
+    auto s0 = hn::Mul(r[0], o.r[0]), s1 = hn::Zero(Tag());
+    for (size_t i = 1; i < V; ++i) (i % 2 ? s1 : s0) = hn::MulAdd(r[i], o.r[i], i % 2 ? s1 : s0);
+    return hn::GetLane(hn::SumOfLanes(Tag(), hn::Add(s0, s1)));
+  }
+  void axpy_to(T a, T* p) const {
+    const auto av = hn::Set(Tag(), a);
+    for (size_t i = 0; i < V; ++i) hn::StoreU(hn::MulAdd(av, r[i], hn::LoadU(Tag(), p + i * N)), Tag(), p + i * N);
+  }
+  void add_to(T* p) const {
+    for (size_t i = 0; i < V; ++i) hn::StoreU(hn::Add(r[i], hn::LoadU(Tag(), p + i * N)), Tag(), p + i * N);
+  }
+  void store(T* p) const {
+    for (size_t i = 0; i < V; ++i) hn::StoreU(r[i], Tag(), p + i * N);
+  }
+};
+#endif
 
 // Linear interpolation along one axis at s + j + offset.
 template <class T>
@@ -144,7 +180,7 @@ struct QueryScratch {
   std::vector<uint64_t> seen;     // [box rows, wpr] the corners present, a bit per w
   std::vector<int32_t> number;    // [box] the distinct token number per place
   std::vector<T> prob;            // [nv] per sample: scores, then probabilities (forward)
-  std::vector<T> ks;              // [d] one sample's interpolated key (forward)
+  std::vector<T> rows;            // [4, d] Row scratch for a run-time head dim
   std::vector<T> qk, dov;         // [8 nv] per distinct token: q.k, dout.v (backward)
   QueryScratch(int64_t nv, int64_t d)
       : smp(size_t(nv)),
@@ -152,7 +188,7 @@ struct QueryScratch {
         ax(size_t(nv * 3)),
         place(size_t(nv * 8)),
         prob(size_t(nv)),
-        ks(size_t(d)),
+        rows(size_t(4 * d)),
         qk(size_t(8 * nv)),
         dov(size_t(8 * nv)) {}
 };
@@ -349,27 +385,30 @@ struct Geometry {
 template <class T, class D>
 T forward_head(QueryScratch<T>& qs, int64_t nv, const T* qr, const T* kb, const T* vb, int64_t stride, T scale, D d,
                T* o) {
+  Row<T, D> qv(d, qs.rows.data()), ks(d, qs.rows.data() + d), ov(d, qs.rows.data() + 2 * d);
+  qv.load(qr);
   T mx = -std::numeric_limits<T>::infinity();
   for (int64_t j = 0; j < nv; ++j) {
     const Sample<T>& sm = qs.smp[size_t(j)];
     T acc;
     if (sm.n == 1) {
-      acc = sm.w[0] * dot(qr, kb + sm.tok[0] * stride, d);
+      acc = sm.w[0] * qv.dot(kb + sm.tok[0] * stride);
     } else {
-      scaled_copy(sm.w[0], kb + sm.tok[0] * stride, qs.ks.data(), d);
-      for (int c = 1; c < sm.n; ++c) axpy(sm.w[c], kb + sm.tok[c] * stride, qs.ks.data(), d);
-      acc = dot(qr, qs.ks.data(), d);
+      ks.set_scaled(sm.w[0], kb + sm.tok[0] * stride);
+      for (int c = 1; c < sm.n; ++c) ks.axpy(sm.w[c], kb + sm.tok[c] * stride);
+      acc = qv.dot(ks);
     }
     mx = std::max(mx, qs.prob[size_t(j)] = acc * scale);
   }
   T sum = 0;
   for (int64_t j = 0; j < nv; ++j) sum += (qs.prob[size_t(j)] = std::exp(qs.prob[size_t(j)] - mx));
-  std::fill(o, o + d, T(0));
+  ov.zero();
   for (int64_t j = 0; j < nv; ++j) {
     const Sample<T>& sm = qs.smp[size_t(j)];
     const T p = qs.prob[size_t(j)] / sum;  // probability of sample j
-    for (int c = 0; c < sm.n; ++c) axpy(p * sm.w[c], vb + sm.tok[c] * stride, o, d);
+    for (int c = 0; c < sm.n; ++c) ov.axpy(p * sm.w[c], vb + sm.tok[c] * stride);
   }
+  ov.store(o);
   return mx + std::log(sum);
 }
 
@@ -429,11 +468,15 @@ struct Backward {
   template <int Corners, class D>
   void query_head(int64_t b, int64_t m, int64_t n, QueryScratch<T>& qs, const int32_t* tk, int32_t u, T* dpos, D dc) {
     const int64_t l = geo.query(m), row = at(b, l, n), k0 = at(b, 0, n), stride = nh * d;
-    const T *qr = q + row, *dor = dout + row;  // [d]
-    const T delta = dot(dor, out + row, dc), lse_l = lse[(b * nh + n) * L + l];
+    Row<T, D> qr(dc, qs.rows.data()), dor(dc, qs.rows.data() + dc), dqr(dc, qs.rows.data() + 2 * dc);
+    qr.load(q + row);
+    dor.load(dout + row);
+    const T delta = dor.dot(out + row), lse_l = lse[(b * nh + n) * L + l];
     T *qk = qs.qk.data(), *dov = qs.dov.data();  // [u]
-    for (int32_t t = 0; t < u; ++t)
-      dot2(qr, k + k0 + tk[t] * stride, dor, v + k0 + tk[t] * stride, dc, qk + t, dov + t);
+    for (int32_t t = 0; t < u; ++t) {
+      qk[t] = qr.dot(k + k0 + tk[t] * stride);
+      dov[t] = dor.dot(v + k0 + tk[t] * stride);
+    }
     T* cf = coef.data() + (slot(b, m) * nh + n) * 8 * nv * 2;  // [u, 2]
     std::fill(cf, cf + 2 * u, T(0));
     for (int64_t j = 0; j < nv; ++j) {
@@ -457,15 +500,17 @@ struct Backward {
         for (int ax = 0; ax < 3; ++ax) acc[ax] += dw[c][ax] * e[c];
       for (int ax = 0; ax < 3; ++ax) dpos[sm.slot * 3 + ax] += acc[ax];
     }
-    T* dqr = dq + row;  // [d]
-    for (int32_t t = 0; t < u; ++t) axpy(cf[2 * t], k + k0 + tk[t] * stride, dqr, dc);
+    dqr.zero();
+    for (int32_t t = 0; t < u; ++t) dqr.axpy(cf[2 * t], k + k0 + tk[t] * stride);
+    dqr.add_to(dq + row);
   }
 
   // Phase 2 for the grid rows r = t * H + h with r % parts == part of sample b, over the pass's queries [c0, c1) in
   // order: dk, dv += the tokens' shares.
   template <class D>
-  void scatter(int64_t b, int64_t part, int64_t parts, int64_t c1, D dc) {
+  void scatter(int64_t b, int64_t part, int64_t parts, int64_t c1, D dc, T* scratch) {
     const int64_t stride = nh * d;
+    Row<T, D> qr(dc, scratch), dor(dc, scratch + d);  // scratch [2, d]
     for (int64_t m = c0; m < c1; ++m) {
       const int64_t l = geo.query(m);
       for (int64_t n = 0; n < nh; ++n) {
@@ -473,12 +518,15 @@ struct Backward {
         const int32_t *tk = toks.data() + sg * 8 * nv, *rn = runs.data() + sg * 16 * nv;  // [u], [runs, 2]
         const T* cf = coef.data() + (slot(b, m) * nh + n) * 8 * nv * 2;                   // [u, 2]
         const Numbered nb = counts[size_t(sg)];
+        qr.load(q + row);
+        dor.load(dout + row);
         for (int32_t i = 0; i < nb.runs; ++i) {
           if (rn[2 * i + 1] % parts != part) continue;
           const int32_t end = i + 1 < nb.runs ? rn[2 * i + 2] : nb.u;
-          for (int32_t t = rn[2 * i]; t < end; ++t)
-            axpy2(cf[2 * t], cf[2 * t + 1], q + row, dout + row, dk + k0 + tk[t] * stride, dv + k0 + tk[t] * stride,
-                  dc);
+          for (int32_t t = rn[2 * i]; t < end; ++t) {
+            qr.axpy_to(cf[2 * t], dk + k0 + tk[t] * stride);
+            dor.axpy_to(cf[2 * t + 1], dv + k0 + tk[t] * stride);
+          }
         }
       }
     }
@@ -563,7 +611,10 @@ void backward(const T* q, const T* k, const T* v, const T* offsets, const T* out
         for (int64_t m = m0; m < m1; ++m) bw.query(b, m, qs, dpos.data(), d);
       };
       parallel_for(B * ntiles, tile, min_parallel_for_work(B * ntiles, 3 * work * double(c1 - bw.c0)));
-      auto rows = [&](int64_t task) { bw.scatter(task / parts, task % parts, parts, c1, d); };  // phase 2
+      auto rows = [&](int64_t task) {  // phase 2
+        std::vector<T> scratch(size_t(2 * dims.d));
+        bw.scatter(task / parts, task % parts, parts, c1, d, scratch.data());
+      };
       parallel_for(B * parts, rows, min_parallel_for_work(B * parts, 2 * work * double(c1 - bw.c0)));
     }
   });
