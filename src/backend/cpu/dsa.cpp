@@ -156,7 +156,8 @@ template <class T>
 struct Sample {
   int32_t slot;    // p
   int32_t n;       // corners, 1..8
-  int32_t tok[8];  // corner token index within the sample's grid; after Geometry::number, its distinct token number
+  int32_t tok[8];  // corner token index within the sample's grid (samples_box: its place in the box); after
+                   // Geometry::number, its distinct token number
   T w[8];          // interpolation weight
 };
 
@@ -176,7 +177,6 @@ struct QueryScratch {
   std::vector<CornerGrad<T>> dw;  // [nv] (backward with position gradients)
   std::vector<AxisSample<T>> ax;  // [nv, 3]
   int64_t lo[3], hi[3], wpr;      // the box of the corners per axis; 64-bit words per box row (t, h) in seen
-  std::vector<int32_t> place;     // [nv, 8] each corner's place in the box
   std::vector<uint64_t> seen;     // [box rows, wpr] the corners present, a bit per w
   std::vector<int32_t> number;    // [box] the distinct token number per place
   std::vector<T> prob;            // [nv] per sample: scores, then probabilities (forward)
@@ -186,7 +186,6 @@ struct QueryScratch {
       : smp(size_t(nv)),
         dw(size_t(nv)),
         ax(size_t(nv * 3)),
-        place(size_t(nv * 8)),
         prob(size_t(nv)),
         rows(size_t(4 * d)),
         qk(size_t(8 * nv)),
@@ -244,7 +243,7 @@ struct Geometry {
   }
 
   // The backward's samples (the window's aside): as samples, but every sample keeps its 8 corners, with their
-  // weight derivatives in qs.dw, and the corners' box (qs.lo, qs.hi), their places in it (qs.place) and their bits
+  // weight derivatives in qs.dw, and the corners' box (qs.lo, qs.hi), their places in it (in tok) and their bits
   // in qs.seen are filled for number. A corner of zero weight and zero derivative (the second corner on an axis
   // clamped at an integer position) adds exact zeros: the sums are those without it, and the code has no branches.
   template <class T>
@@ -288,14 +287,12 @@ struct Geometry {
       for (int ct = 0; ct < 2; ++ct)
         for (int ch = 0; ch < 2; ++ch) {
           const int64_t r = (at[0][ct] - qs.lo[0]) * bh + at[1][ch] - qs.lo[1];  // box row
-          const int64_t grid_row = (at[0][ct] * ext[1] + at[1][ch]) * ext[2];
           const T w01 = wa[0][ct] * wa[1][ch], dw0 = da[0][ct] * wa[1][ch], dw1 = wa[0][ct] * da[1][ch];
           for (int cw = 0; cw < 2; ++cw) {
             const int c = (ct * 2 + ch) * 2 + cw;
             const int64_t w = at[2][cw] - qs.lo[2];
-            qs.place[size_t(j * 8 + c)] = int32_t(r * bw + w);
+            sm.tok[c] = int32_t(r * bw + w);
             qs.seen[size_t(r * qs.wpr + w / 64)] |= uint64_t(1) << (w % 64);
-            sm.tok[c] = int32_t(grid_row + at[2][cw]);
             sm.w[c] = w01 * wa[2][cw];
             dw[c] = {dw0 * wa[2][cw], dw1 * wa[2][cw], w01 * da[2][cw]};
           }
@@ -332,7 +329,7 @@ struct Geometry {
       }
     for (int64_t j = 0; j < nv; ++j) {
       Sample<T>& sm = qs.smp[size_t(j)];
-      for (int c = 0; c < sm.n; ++c) sm.tok[c] = number[qs.place[size_t(j * 8 + c)]];
+      for (int c = 0; c < sm.n; ++c) sm.tok[c] = number[sm.tok[c]];
     }
     return nb;
   }
@@ -610,12 +607,12 @@ void backward(const T* q, const T* k, const T* v, const T* offsets, const T* out
         std::vector<T> dpos(size_t(a.P() * 3));  // [P, 3] one (query, group)'s position gradients
         for (int64_t m = m0; m < m1; ++m) bw.query(b, m, qs, dpos.data(), d);
       };
-      parallel_for(B * ntiles, tile, min_parallel_for_work(B * ntiles, 3 * work * double(c1 - bw.c0)));
+      parallel_for_dynamic(B * ntiles, tile, min_parallel_for_work(B * ntiles, 3 * work * double(c1 - bw.c0)));
       auto rows = [&](int64_t task) {  // phase 2
         std::vector<T> scratch(size_t(2 * dims.d));
         bw.scatter(task / parts, task % parts, parts, c1, d, scratch.data());
       };
-      parallel_for(B * parts, rows, min_parallel_for_work(B * parts, 2 * work * double(c1 - bw.c0)));
+      parallel_for_dynamic(B * parts, rows, min_parallel_for_work(B * parts, 2 * work * double(c1 - bw.c0)));
     }
   });
 }
