@@ -1,5 +1,6 @@
 // The DSA kernels (ops/dsa.h), compiled for every SIMD target by Highway's foreach_target and picked at run time
-// (HWY_DYNAMIC_DISPATCH): the loops are plain C++, which the compiler vectorises for each target. The results are
+// (HWY_DYNAMIC_DISPATCH): the sampling geometry and the head-dim rows of the common head dims are Highway vectors,
+// the rest plain C++, which the compiler vectorises for each target. The results are
 // deterministic for a given machine; targets differ in the last bits (FMA contraction, vector widths). AVX-512 is
 // left out: on both machines measured (an AMD EPYC with AVX-512, an Intel Xeon) it was slower than AVX2 or no faster
 // (docs/benchmarks.md).
@@ -90,80 +91,47 @@ struct Row<T, std::integral_constant<int64_t, D>, std::enable_if_t<D % hn::MaxLa
   static constexpr size_t N = hn::MaxLanes(Tag()), V = size_t(D) / N;
   hn::Vec<Tag> r[V];
   Row(std::integral_constant<int64_t, D>, T*) {}
-  void load(const T* p) {
+  HWY_INLINE void load(const T* p) {
     for (size_t i = 0; i < V; ++i) r[i] = hn::LoadU(Tag(), p + i * N);
   }
-  void zero() {
+  HWY_INLINE void zero() {
     for (size_t i = 0; i < V; ++i) r[i] = hn::Zero(Tag());
   }
-  void set_scaled(T a, const T* p) {
+  HWY_INLINE void set_scaled(T a, const T* p) {
     const auto av = hn::Set(Tag(), a);
     for (size_t i = 0; i < V; ++i) r[i] = hn::Mul(av, hn::LoadU(Tag(), p + i * N));
   }
-  void axpy(T a, const T* p) {
+  HWY_INLINE void axpy(T a, const T* p) {
     const auto av = hn::Set(Tag(), a);
     for (size_t i = 0; i < V; ++i) r[i] = hn::MulAdd(av, hn::LoadU(Tag(), p + i * N), r[i]);
   }
-  T dot(const T* p) const {  // two partial sums: half the add-latency chain
+  HWY_INLINE T dot(const T* p) const {  // two partial sums: half the add-latency chain
     auto s0 = hn::Mul(r[0], hn::LoadU(Tag(), p)), s1 = hn::Zero(Tag());
     for (size_t i = 1; i < V; ++i) (i % 2 ? s1 : s0) = hn::MulAdd(r[i], hn::LoadU(Tag(), p + i * N), i % 2 ? s1 : s0);
     return hn::GetLane(hn::SumOfLanes(Tag(), hn::Add(s0, s1)));
   }
-  T dot(const Row& o) const {
+  HWY_INLINE T dot(const Row& o) const {
     auto s0 = hn::Mul(r[0], o.r[0]), s1 = hn::Zero(Tag());
     for (size_t i = 1; i < V; ++i) (i % 2 ? s1 : s0) = hn::MulAdd(r[i], o.r[i], i % 2 ? s1 : s0);
     return hn::GetLane(hn::SumOfLanes(Tag(), hn::Add(s0, s1)));
   }
-  void axpy_to(T a, T* p) const {
+  HWY_INLINE void axpy_to(T a, T* p) const {
     const auto av = hn::Set(Tag(), a);
     for (size_t i = 0; i < V; ++i) hn::StoreU(hn::MulAdd(av, r[i], hn::LoadU(Tag(), p + i * N)), Tag(), p + i * N);
   }
-  void add_to(T* p) const {
+  HWY_INLINE void add_to(T* p) const {
     for (size_t i = 0; i < V; ++i) hn::StoreU(hn::Add(r[i], hn::LoadU(Tag(), p + i * N)), Tag(), p + i * N);
   }
-  void store(T* p) const {
+  HWY_INLINE void store(T* p) const {
     for (size_t i = 0; i < V; ++i) hn::StoreU(r[i], Tag(), p + i * N);
   }
 };
 #endif
 
-// Linear interpolation along one axis at s + j + offset.
-template <class T>
-struct AxisSample {
-  int64_t i0, i1;  // corners floor(pos), min(floor(pos) + 1, E - 1)
-  T f;             // weight of i1; i0 gets 1 - f
-  T g;             // d pos / d offset: 1 strictly inside (0, E - 1), 0 where clamped
-  int n;           // corners that matter: 1 when i1 has zero weight and no gradient is wanted
-};
-
-template <class T>
-[[gnu::always_inline]] inline AxisSample<T> axis_sample(int64_t base, T offset, int64_t E, bool want_grad) {
-  const T raw = T(base) + offset, hi = T(E - 1);
-  const bool inside = raw > T(0) && raw < hi;
-  const T pos = std::clamp(raw, T(0), hi);
-  AxisSample<T> s;
-  // pos >= 0: truncation is floor. A NaN offset reads corner 0 with NaN weights: it propagates, never out of bounds.
-  s.i0 = pos >= T(0) ? std::min(int64_t(pos), E - 1) : 0;
-  s.i1 = std::min(s.i0 + 1, E - 1);
-  s.f = pos - T(s.i0);
-  s.g = inside ? T(1) : T(0);
-  s.n = (s.f != T(0) || (want_grad && inside)) ? 2 : 1;
-  return s;
-}
-
-// One sample slot of one query: its trilinear corners (corners of zero weight and zero use are dropped).
-template <class T>
-struct Sample {
-  int32_t slot;    // p
-  int32_t n;       // corners, 1..8
-  int32_t tok[8];  // corner token index within the sample's grid (samples_box: its place in the box); after
-                   // Geometry::number, its distinct token number
-  T w[8];          // interpolation weight
-};
-
-// d w / d offset per corner and axis (zero on clamped axes), for the position gradients.
-template <class T>
-using CornerGrad = std::array<std::array<T, 3>, 8>;
+// The samples of one (query, group) are computed with Highway vectors over the slots: sample j's value for corner c
+// (c = (ct * 2 + ch) * 2 + cw, 0 the lower corner on every axis) lives at [c * nvp + j], nvp = nv rounded up to
+// kLanes. The lanes past nv repeat sample 0 (its slot and offsets), so they never widen the corners' box.
+constexpr int64_t kLanes = 16;  // a multiple of every target's lane count (AVX-512 float: 16)
 
 // How many distinct tokens and grid-row runs of them Geometry::number found.
 struct Numbered {
@@ -173,28 +141,42 @@ struct Numbered {
 // Per-task scratch of one (query, group)'s samples.
 template <class T>
 struct QueryScratch {
-  std::vector<Sample<T>> smp;     // [nv]
-  std::vector<CornerGrad<T>> dw;  // [nv] (backward with position gradients)
-  std::vector<AxisSample<T>> ax;  // [nv, 3]
-  int64_t lo[3], hi[3], wpr;      // the box of the corners per axis; 64-bit words per box row (t, h) in seen
-  std::vector<uint64_t> seen;     // [box rows, wpr] the corners present, a bit per w
-  std::vector<int32_t> number;    // [box] the distinct token number per place
-  std::vector<T> prob;            // [nv] per sample: scores, then probabilities (forward)
-  std::vector<T> rows;            // [4, d] Row scratch for a run-time head dim
-  std::vector<T> qk, dov;         // [8 nv] per distinct token: q.k, dout.v (backward)
-  QueryScratch(int64_t nv, int64_t d)
-      : smp(size_t(nv)),
-        dw(size_t(nv)),
-        ax(size_t(nv * 3)),
+  int64_t nvp;                  // nv rounded up to kLanes
+  std::vector<T> jax;           // [3, nvp] per axis the samples' slot index j (Geometry::slots), as T
+  std::vector<T> off, f, g;     // [3, nvp] per axis: offset, weight of the upper corner, d pos / d offset (0 or 1)
+  std::vector<int32_t> at;      // [3, 2, nvp] per axis the lower and upper corner's index
+  std::vector<int32_t> tok;     // [8, nvp] corner token index in the grid (samples_box: its place in the box);
+                                // after Geometry::number, its distinct token number
+  std::vector<T> w;             // [8, nvp] interpolation weight
+  std::vector<T> dw;            // [8, 3, nvp] d w / d offset per axis (samples_box; zero on clamped axes)
+  int64_t lo[3], hi[3], wpr;    // the box of the corners per axis; 64-bit words per box row (t, h) in seen
+  std::vector<uint64_t> seen;   // [box rows, wpr] the corners present, a bit per w
+  std::vector<int32_t> number;  // [box rows, 64 wpr] the distinct token number per place
+  std::vector<T> prob;          // [nv] per sample: scores, then probabilities (forward)
+  std::vector<T> rows;          // [4, d] Row scratch for a run-time head dim
+  std::vector<T> qk, dov;       // [8 nv] per distinct token: q.k, dout.v (backward)
+  QueryScratch(const std::vector<int32_t>& slots, int64_t nv, int64_t d)
+      : nvp((nv + kLanes - 1) / kLanes * kLanes),
+        jax(size_t(3 * nvp)),
+        off(size_t(3 * nvp)),
+        f(size_t(3 * nvp)),
+        g(size_t(3 * nvp)),
+        at(size_t(6 * nvp)),
+        tok(size_t(8 * nvp)),
+        w(size_t(8 * nvp)),
+        dw(size_t(24 * nvp)),
         prob(size_t(nv)),
         rows(size_t(4 * d)),
         qk(size_t(8 * nv)),
-        dov(size_t(8 * nv)) {}
+        dov(size_t(8 * nv)) {
+    for (int64_t i = 0; i < 3 * nvp; ++i) jax[size_t(i)] = T(slots[size_t(i)]);
+  }
 };
 
-// The fixed part of the geometry: extents, window sizes and clipped window sizes k' = min(k, E).
+// The fixed part of the geometry: extents, window sizes and clipped window sizes k' = min(k, E), and the valid slots.
 struct Geometry {
   int64_t ext[3], win[3], kc[3];
+  std::vector<int32_t> slots;  // [4, nvp] per valid sample j in t-major order: jt, jh, jw, its slot p
   Geometry(const VideoAttentionDims& d, const DsaArgs& a) : ext{d.T, d.H, d.W} {
     MS_CHECK(d.L() <= std::numeric_limits<int32_t>::max(), "dsa: ", d.L(), " tokens per sample do not fit int32");
     for (int i = 0; i < 3; ++i) {
@@ -202,9 +184,17 @@ struct Geometry {
       win[i] = a.window[size_t(i)];
       kc[i] = std::min(win[i], ext[i]);
     }
+    const int64_t nv = valid(), nvp = (nv + kLanes - 1) / kLanes * kLanes;
+    slots.resize(size_t(4 * nvp));
+    for (int64_t j = 0; j < nvp; ++j) {
+      const int64_t s = j < nv ? j : 0, jt = s / (kc[1] * kc[2]), jh = s / kc[2] % kc[1], jw = s % kc[2];
+      const int64_t v[4] = {jt, jh, jw, (jt * win[1] + jh) * win[2] + jw};
+      for (int r = 0; r < 4; ++r) slots[size_t(r * nvp + j)] = int32_t(v[r]);
+    }
   }
 
   int64_t valid() const { return kc[0] * kc[1] * kc[2]; }  // valid slots per query, nv
+  int32_t slot(int64_t j, int64_t nvp) const { return slots[size_t(3 * nvp + j)]; }
 
   // Query order: the grid is cut into blocks of kBlock tokens (t, h, w; smaller at the far ends), walked in raster
   // order, (t, h, w) inside each, so that the K/V rows which a pass of queries reaches (the block plus the halo)
@@ -223,82 +213,81 @@ struct Geometry {
            m % size[2];
   }
 
-  // Fills qs.smp[0..nv) with the valid slots of query token `tok` in t-major slot order (the forward's and the
-  // window's samples: no position gradients, corners of zero weight dropped). off [P, 3] holds the query's offsets
-  // for its group, or is null for zero offsets.
+  // The forward's and the window's samples of query token `tok`: qs.tok gets each corner's grid token, qs.w its
+  // weight. off [P, 3] holds the query's offsets for its group, or is null for zero offsets, where every sample is its
+  // lower corner, of weight 1, and only that corner is filled. A corner of zero weight (the upper one on an axis at an
+  // integer position) adds exact zeros, so the corner loops have a constant trip count.
   template <class T>
   void samples(int64_t tok, const T* off, QueryScratch<T>& qs) const {
-    int64_t start[3];
-    starts(tok, start);
-    int64_t nv = 0;
-    for (int64_t jt = 0; jt < kc[0]; ++jt)
-      for (int64_t jh = 0; jh < kc[1]; ++jh)
-        for (int64_t jw = 0; jw < kc[2]; ++jw, ++nv) {
-          const int64_t p = (jt * win[1] + jh) * win[2] + jw, j[3] = {jt, jh, jw};
-          AxisSample<T> ax[3];
-          for (int i = 0; i < 3; ++i) ax[i] = axis_sample(start[i] + j[i], off ? off[p * 3 + i] : T(0), ext[i], false);
-          qs.smp[size_t(nv)].slot = int32_t(p);
-          corners(ax, qs.smp[size_t(nv)]);
-        }
+    axes(tok, off, qs);
+    using DT = hn::ScalableTag<T>;
+    const DT dt;
+    const hn::Rebind<int32_t, DT> di;
+    const int64_t nvp = qs.nvp, N = int64_t(hn::Lanes(dt)), corners = off ? 8 : 1;
+    const auto sh = hn::Set(di, int32_t(ext[1])), sw = hn::Set(di, int32_t(ext[2]));
+    for (int64_t c = 0; c < corners; ++c) {
+      const int64_t ct = c >> 2, ch = c >> 1 & 1, cw = c & 1;
+      for (int64_t j = 0; j < nvp; j += N) {
+        const auto t = at_lanes(qs, di, 0, ct, j), h = at_lanes(qs, di, 1, ch, j), w = at_lanes(qs, di, 2, cw, j);
+        hn::StoreU(hn::Add(hn::Mul(hn::Add(hn::Mul(t, sh), h), sw), w), di, &qs.tok[size_t(c * nvp + j)]);
+        hn::StoreU(weight(qs, dt, c, j), dt, &qs.w[size_t(c * nvp + j)]);
+      }
+    }
   }
 
-  // The backward's samples (the window's aside): as samples, but every sample keeps its 8 corners, with their
-  // weight derivatives in qs.dw, and the corners' box (qs.lo, qs.hi), their places in it (in tok) and their bits
-  // in qs.seen are filled for number. A corner of zero weight and zero derivative (the second corner on an axis
-  // clamped at an integer position) adds exact zeros: the sums are those without it, and the code has no branches.
+  // The backward's samples (the window's aside): every sample has its 8 corners, with their weight derivatives in
+  // qs.dw, and the corners' box (qs.lo, qs.hi), their places in it (in qs.tok) and their bits in qs.seen are filled
+  // for number. A corner of zero weight and zero derivative (the upper one on an axis clamped at an integer position)
+  // adds exact zeros: the sums are those without it, and the code has no branches.
   template <class T>
   void samples_box(int64_t tok, const T* off, QueryScratch<T>& qs) const {
-    int64_t start[3];
-    starts(tok, start);
-    for (int i = 0; i < 3; ++i) {
-      qs.lo[i] = ext[i] - 1;
-      qs.hi[i] = 0;
-    }
-    int64_t nv = 0;
-    for (int64_t jt = 0; jt < kc[0]; ++jt)
-      for (int64_t jh = 0; jh < kc[1]; ++jh)
-        for (int64_t jw = 0; jw < kc[2]; ++jw, ++nv) {
-          const int64_t p = (jt * win[1] + jh) * win[2] + jw, j[3] = {jt, jh, jw};
-          AxisSample<T>* ax = &qs.ax[size_t(nv * 3)];  // [3]
-          for (int i = 0; i < 3; ++i) {
-            ax[i] = axis_sample(start[i] + j[i], off ? off[p * 3 + i] : T(0), ext[i], true);
-            qs.lo[i] = std::min(qs.lo[i], ax[i].i0);
-            qs.hi[i] = std::max(qs.hi[i], ax[i].i1);
-          }
-          qs.smp[size_t(nv)].slot = int32_t(p);
-        }
-    const int64_t bh = qs.hi[1] - qs.lo[1] + 1, bw = qs.hi[2] - qs.lo[2] + 1;
-    qs.wpr = (bw + 63) / 64;
-    qs.seen.assign(size_t((qs.hi[0] - qs.lo[0] + 1) * bh * qs.wpr), 0);
-    for (int64_t j = 0; j < nv; ++j) {
-      const AxisSample<T>* ax = &qs.ax[size_t(j * 3)];  // [3]
-      Sample<T>& sm = qs.smp[size_t(j)];
-      CornerGrad<T>& dw = qs.dw[size_t(j)];
-      T wa[3][2], da[3][2];  // per axis and corner: weight, its derivative
-      int64_t at[3][2];      // ... the corner's index
-      for (int i = 0; i < 3; ++i) {
-        wa[i][0] = T(1) - ax[i].f;
-        wa[i][1] = ax[i].f;
-        da[i][0] = -ax[i].g;
-        da[i][1] = ax[i].g;
-        at[i][0] = ax[i].i0;
-        at[i][1] = ax[i].i1;
+    axes(tok, off, qs);
+    using DT = hn::ScalableTag<T>;
+    const DT dt;
+    const hn::Rebind<int32_t, DT> di;
+    const int64_t nvp = qs.nvp, N = int64_t(hn::Lanes(dt));
+    for (int i = 0; i < 3; ++i) {  // the box: the lanes past nv repeat sample 0
+      auto lo = hn::LoadU(di, &qs.at[size_t(2 * i * nvp)]), hi = hn::LoadU(di, &qs.at[size_t((2 * i + 1) * nvp)]);
+      for (int64_t j = N; j < nvp; j += N) {
+        lo = hn::Min(lo, at_lanes(qs, di, i, 0, j));
+        hi = hn::Max(hi, at_lanes(qs, di, i, 1, j));
       }
-      for (int ct = 0; ct < 2; ++ct)
-        for (int ch = 0; ch < 2; ++ch) {
-          const int64_t r = (at[0][ct] - qs.lo[0]) * bh + at[1][ch] - qs.lo[1];  // box row
-          const T w01 = wa[0][ct] * wa[1][ch], dw0 = da[0][ct] * wa[1][ch], dw1 = wa[0][ct] * da[1][ch];
-          for (int cw = 0; cw < 2; ++cw) {
-            const int c = (ct * 2 + ch) * 2 + cw;
-            const int64_t w = at[2][cw] - qs.lo[2];
-            sm.tok[c] = int32_t(r * bw + w);
-            qs.seen[size_t(r * qs.wpr + w / 64)] |= uint64_t(1) << (w % 64);
-            sm.w[c] = w01 * wa[2][cw];
-            dw[c] = {dw0 * wa[2][cw], dw1 * wa[2][cw], w01 * da[2][cw]};
-          }
-        }
-      sm.n = 8;
+      qs.lo[i] = hn::GetLane(hn::MinOfLanes(di, lo));
+      qs.hi[i] = hn::GetLane(hn::MaxOfLanes(di, hi));
     }
+    // Box rows are 64 wpr places wide, so that a place's word and bit in seen are a shift and a mask.
+    const int64_t bh = qs.hi[1] - qs.lo[1] + 1;
+    qs.wpr = (qs.hi[2] - qs.lo[2] + 64) / 64;
+    const auto sh = hn::Set(di, int32_t(bh)), sw = hn::Set(di, int32_t(64 * qs.wpr));
+    const hn::Vec<decltype(di)> lo[3] = {hn::Set(di, int32_t(qs.lo[0])), hn::Set(di, int32_t(qs.lo[1])),
+                                         hn::Set(di, int32_t(qs.lo[2]))};
+    for (int64_t c = 0; c < 8; ++c) {
+      const int64_t cs[3] = {c >> 2, c >> 1 & 1, c & 1};
+      for (int64_t j = 0; j < nvp; j += N) {
+        hn::Vec<decltype(di)> a[3];
+        hn::Vec<DT> wa[3], da[3];  // per axis the corner's index in the box, weight and its derivative
+        for (int i = 0; i < 3; ++i) {
+          a[i] = hn::Sub(at_lanes(qs, di, i, cs[i], j), lo[i]);
+          const auto f = hn::LoadU(dt, &qs.f[size_t(i * nvp + j)]), g = hn::LoadU(dt, &qs.g[size_t(i * nvp + j)]);
+          wa[i] = cs[i] ? f : hn::Sub(hn::Set(dt, T(1)), f);
+          da[i] = cs[i] ? g : hn::Neg(g);
+        }
+        hn::StoreU(hn::Add(hn::Mul(hn::Add(hn::Mul(a[0], sh), a[1]), sw), a[2]), di, &qs.tok[size_t(c * nvp + j)]);
+        const auto w01 = hn::Mul(wa[0], wa[1]);
+        hn::StoreU(hn::Mul(w01, wa[2]), dt, &qs.w[size_t(c * nvp + j)]);
+        T* dw = &qs.dw[size_t(c * 3 * nvp + j)];  // [3, nvp]
+        hn::StoreU(hn::Mul(hn::Mul(da[0], wa[1]), wa[2]), dt, dw);
+        hn::StoreU(hn::Mul(hn::Mul(wa[0], da[1]), wa[2]), dt, dw + nvp);
+        hn::StoreU(hn::Mul(w01, da[2]), dt, dw + 2 * nvp);
+      }
+    }
+    qs.seen.assign(size_t((qs.hi[0] - qs.lo[0] + 1) * bh * qs.wpr), 0);
+    const int64_t nv = valid();
+    for (int64_t c = 0; c < 8; ++c)
+      for (int64_t j = 0; j < nv; ++j) {
+        const int32_t place = qs.tok[size_t(c * nvp + j)];
+        qs.seen[size_t(place >> 6)] |= uint64_t(1) << (place & 63);
+      }
   }
 
   // Numbers the distinct corner tokens of qs's samples in grid order: toks[0..u) gets them, each corner's tok its
@@ -308,10 +297,10 @@ struct Geometry {
   // gradient), so the sums over tokens do not either.
   template <class T>
   Numbered number(QueryScratch<T>& qs, int64_t nv, int32_t* toks, int32_t* runs) const {
-    const int64_t bt = qs.hi[0] - qs.lo[0] + 1, bh = qs.hi[1] - qs.lo[1] + 1, bw = qs.hi[2] - qs.lo[2] + 1;
-    if (qs.number.size() < size_t(bt * bh * bw)) qs.number.resize(size_t(bt * bh * bw));
+    const int64_t bt = qs.hi[0] - qs.lo[0] + 1, bh = qs.hi[1] - qs.lo[1] + 1, places = bt * bh * qs.wpr * 64;
+    if (qs.number.size() < size_t(places)) qs.number.resize(size_t(places));
     const uint64_t* seen = qs.seen.data();  // [bt * bh, wpr]
-    int32_t* number = qs.number.data();     // [bt * bh, bw]
+    int32_t* number = qs.number.data();     // [bt * bh, 64 wpr]
     Numbered nb{0, 0};
     for (int64_t bt_i = 0, r = 0; bt_i < bt; ++bt_i)
       for (int64_t bh_i = 0; bh_i < bh; ++bh_i, ++r) {
@@ -320,17 +309,15 @@ struct Geometry {
         for (int64_t e = 0; e < qs.wpr; ++e)
           for (uint64_t bits = seen[r * qs.wpr + e]; bits; bits &= bits - 1) {
             const int64_t w = e * 64 + __builtin_ctzll(bits);
-            number[r * bw + w] = nb.u;
+            number[r * qs.wpr * 64 + w] = nb.u;
             toks[nb.u++] = int32_t(first + w);
           }
         if (nb.u == start) continue;  // no corner in this row
         runs[2 * nb.runs] = start;
         runs[2 * nb.runs++ + 1] = int32_t(grid_row);
       }
-    for (int64_t j = 0; j < nv; ++j) {
-      Sample<T>& sm = qs.smp[size_t(j)];
-      for (int c = 0; c < sm.n; ++c) sm.tok[c] = number[sm.tok[c]];
-    }
+    for (int64_t c = 0; c < 8; ++c)
+      for (int64_t j = 0; j < nv; ++j) qs.tok[size_t(c * qs.nvp + j)] = number[qs.tok[size_t(c * qs.nvp + j)]];
     return nb;
   }
 
@@ -340,8 +327,8 @@ struct Geometry {
   Numbered number_window(QueryScratch<T>& qs, int64_t nv, int32_t* toks, int32_t* runs) const {
     Numbered nb{int32_t(nv), 0};
     for (int32_t j = 0; j < nb.u; ++j) {
-      toks[j] = qs.smp[size_t(j)].tok[0];
-      qs.smp[size_t(j)].tok[0] = j;
+      toks[j] = qs.tok[size_t(j)];
+      qs.tok[size_t(j)] = j;
       if (j % kc[2]) continue;
       runs[2 * nb.runs] = j;
       runs[2 * nb.runs++ + 1] = int32_t(toks[j] / ext[2]);
@@ -356,43 +343,84 @@ struct Geometry {
     for (int i = 0; i < 3; ++i) start[i] = std::clamp(idx[i] - kc[i] / 2, int64_t(0), ext[i] - kc[i]);
   }
 
-  // A sample's corners and weights from its axis samples ax [3], those of zero weight dropped.
+  // Per axis, the linear interpolation at pos = clamp(s + j + offset, 0, E - 1) of every sample of query token `tok`:
+  // qs.at its corners floor(pos) and min(floor(pos) + 1, E - 1), qs.f the upper corner's weight (the lower one has
+  // 1 - f), qs.g d pos / d offset: 1 strictly inside (0, E - 1), 0 where clamped. A NaN offset reads corner 0 with
+  // NaN weights: it propagates, never out of bounds.
   template <class T>
-  void corners(const AxisSample<T>* ax, Sample<T>& sm) const {
-    sm.n = 0;
-    for (int ct = 0; ct < ax[0].n; ++ct)
-      for (int ch = 0; ch < ax[1].n; ++ch)
-        for (int cw = 0; cw < ax[2].n; ++cw) {
-          const int c[3] = {ct, ch, cw};
-          T w = 1;
-          int64_t at[3];  // corner index per axis
-          for (int i = 0; i < 3; ++i) {
-            w *= c[i] ? ax[i].f : T(1) - ax[i].f;
-            at[i] = c[i] ? ax[i].i1 : ax[i].i0;
-          }
-          sm.tok[sm.n] = int32_t((at[0] * ext[1] + at[1]) * ext[2] + at[2]);
-          sm.w[sm.n++] = w;
-        }
+  void axes(int64_t tok, const T* off, QueryScratch<T>& qs) const {
+    int64_t start[3];
+    starts(tok, start);
+    const int64_t nvp = qs.nvp;
+    if (!off) std::fill(qs.off.begin(), qs.off.end(), T(0));
+    for (int64_t j = 0; off && j < nvp; ++j)
+      for (int i = 0; i < 3; ++i) qs.off[size_t(i * nvp + j)] = off[slot(j, nvp) * 3 + i];
+    using DT = hn::ScalableTag<T>;
+    const DT dt;
+    const hn::Rebind<int32_t, DT> di;
+    const int64_t N = int64_t(hn::Lanes(dt));
+    const auto zero = hn::Zero(dt), one = hn::Set(dt, T(1));
+    for (int i = 0; i < 3; ++i) {
+      const auto s = hn::Set(dt, T(start[i])), hi = hn::Set(dt, T(ext[i] - 1));
+      for (int64_t j = 0; j < nvp; j += N) {
+        const size_t e = size_t(i * nvp + j);
+        const auto raw = hn::Add(hn::Add(s, hn::LoadU(dt, &qs.jax[e])), hn::LoadU(dt, &qs.off[e]));
+        const auto pos = hn::IfThenElse(hn::Lt(raw, zero), zero, hn::IfThenElse(hn::Gt(raw, hi), hi, raw));
+        const auto i0 = hn::IfThenElseZero(hn::Ge(pos, zero), hn::Floor(pos));  // NaN: 0
+        hn::StoreU(hn::Sub(pos, i0), dt, &qs.f[e]);
+        hn::StoreU(hn::IfThenElseZero(hn::And(hn::Gt(raw, zero), hn::Lt(raw, hi)), one), dt, &qs.g[e]);
+        hn::StoreU(to_int(di, i0), di, &qs.at[size_t(2 * i * nvp + j)]);
+        hn::StoreU(to_int(di, hn::Min(hn::Add(i0, one), hi)), di, &qs.at[size_t((2 * i + 1) * nvp + j)]);
+      }
+    }
+  }
+
+  // Integral values of a float or double vector as int32 lanes.
+  template <class DI, class V>
+  static hn::Vec<DI> to_int(DI di, V v) {
+    if constexpr (sizeof(hn::TFromV<V>) == 4)
+      return hn::ConvertTo(di, v);
+    else
+      return hn::DemoteTo(di, v);
+  }
+
+  // Lanes [j, j + N) of axis i's corner (0 lower, 1 upper) index.
+  template <class T, class DI>
+  static hn::Vec<DI> at_lanes(const QueryScratch<T>& qs, DI di, int64_t i, int64_t corner, int64_t j) {
+    return hn::LoadU(di, &qs.at[size_t((2 * i + corner) * qs.nvp + j)]);
+  }
+
+  // Lanes [j, j + N) of corner c's trilinear weight, the axes' weights multiplied in t, h, w order.
+  template <class T, class DT>
+  static hn::Vec<DT> weight(const QueryScratch<T>& qs, DT dt, int64_t c, int64_t j) {
+    auto w = hn::Set(dt, T(1));
+    for (int i = 0; i < 3; ++i) {
+      const auto f = hn::LoadU(dt, &qs.f[size_t(i * qs.nvp + j)]);
+      w = hn::Mul(w, (c >> (2 - i) & 1) ? f : hn::Sub(hn::Set(dt, T(1)), f));
+    }
+    return w;
   }
 };
 
-// One (query, head) of the forward from its group's samples: o [d] = sum_j softmax_j(scale q.k~_j) v~_j, each score
-// one dot product against the key interpolated from the sample's corners. kb, vb: the head's row of token 0, rows
-// `stride` apart. Returns the log-sum-exp.
-template <class T, class D>
+// One (query, head) of the forward from its group's samples of `Corners` corners each (1: zero offsets): o [d] = sum_j
+// softmax_j(scale q.k~_j) v~_j, each score one dot product against the key interpolated from the sample's corners. kb,
+// vb: the head's row of token 0, rows `stride` apart. Returns the log-sum-exp.
+template <int Corners, class T, class D>
 T forward_head(QueryScratch<T>& qs, int64_t nv, const T* qr, const T* kb, const T* vb, int64_t stride, T scale, D d,
                T* o) {
   Row<T, D> qv(d, qs.rows.data()), ks(d, qs.rows.data() + d), ov(d, qs.rows.data() + 2 * d);
   qv.load(qr);
+  const int32_t* tok = qs.tok.data();  // [Corners, nvp]
+  const T* w = qs.w.data();            // [Corners, nvp]
+  const int64_t nvp = qs.nvp;
   T mx = -std::numeric_limits<T>::infinity();
   for (int64_t j = 0; j < nv; ++j) {
-    const Sample<T>& sm = qs.smp[size_t(j)];
     T acc;
-    if (sm.n == 1) {
-      acc = sm.w[0] * qv.dot(kb + sm.tok[0] * stride);
+    if (Corners == 1) {
+      acc = w[j] * qv.dot(kb + tok[j] * stride);
     } else {
-      ks.set_scaled(sm.w[0], kb + sm.tok[0] * stride);
-      for (int c = 1; c < sm.n; ++c) ks.axpy(sm.w[c], kb + sm.tok[c] * stride);
+      ks.set_scaled(w[j], kb + tok[j] * stride);
+      for (int c = 1; c < Corners; ++c) ks.axpy(w[c * nvp + j], kb + tok[c * nvp + j] * stride);
       acc = qv.dot(ks);
     }
     mx = std::max(mx, qs.prob[size_t(j)] = acc * scale);
@@ -401,9 +429,8 @@ T forward_head(QueryScratch<T>& qs, int64_t nv, const T* qr, const T* kb, const 
   for (int64_t j = 0; j < nv; ++j) sum += (qs.prob[size_t(j)] = std::exp(qs.prob[size_t(j)] - mx));
   ov.zero();
   for (int64_t j = 0; j < nv; ++j) {
-    const Sample<T>& sm = qs.smp[size_t(j)];
     const T p = qs.prob[size_t(j)] / sum;  // probability of sample j
-    for (int c = 0; c < sm.n; ++c) ov.axpy(p * sm.w[c], vb + sm.tok[c] * stride);
+    for (int c = 0; c < Corners; ++c) ov.axpy(p * w[c * nvp + j], vb + tok[c * nvp + j] * stride);
   }
   ov.store(o);
   return mx + std::log(sum);
@@ -476,26 +503,29 @@ struct Backward {
     }
     T* cf = coef.data() + (slot(b, m) * nh + n) * 8 * nv * 2;  // [u, 2]
     std::fill(cf, cf + 2 * u, T(0));
+    const int64_t nvp = qs.nvp;
+    const int32_t* tok = qs.tok.data();            // [Corners, nvp] distinct token numbers
+    const T *w = qs.w.data(), *dw = qs.dw.data();  // [Corners, nvp], [Corners, 3, nvp]
     for (int64_t j = 0; j < nv; ++j) {
-      const Sample<T>& sm = qs.smp[size_t(j)];
       T s = 0, dp = 0;
       for (int c = 0; c < Corners; ++c) {
-        s += sm.w[c] * qk[sm.tok[c]];
-        dp += sm.w[c] * dov[sm.tok[c]];
+        s += w[c * nvp + j] * qk[tok[c * nvp + j]];
+        dp += w[c * nvp + j] * dov[tok[c * nvp + j]];
       }
       const T p = std::exp(s * scale - lse_l), ds = p * (dp - delta) * scale;  // probability, d score * scale
       for (int c = 0; c < Corners; ++c) {
-        cf[2 * sm.tok[c]] += ds * sm.w[c];
-        cf[2 * sm.tok[c] + 1] += p * sm.w[c];
+        cf[2 * tok[c * nvp + j]] += ds * w[c * nvp + j];
+        cf[2 * tok[c * nvp + j] + 1] += p * w[c * nvp + j];
       }
       if (!dpos) continue;
       // d loss / d position: the weight derivatives times each corner's d score share.
-      const CornerGrad<T>& dw = qs.dw[size_t(j)];
-      T e[Corners], acc[3] = {0, 0, 0};
-      for (int c = 0; c < Corners; ++c) e[c] = ds * qk[sm.tok[c]] + p * dov[sm.tok[c]];
-      for (int c = 0; c < Corners; ++c)
-        for (int ax = 0; ax < 3; ++ax) acc[ax] += dw[c][ax] * e[c];
-      for (int ax = 0; ax < 3; ++ax) dpos[sm.slot * 3 + ax] += acc[ax];
+      T acc[3] = {0, 0, 0};
+      for (int c = 0; c < Corners; ++c) {
+        const T e = ds * qk[tok[c * nvp + j]] + p * dov[tok[c * nvp + j]];
+        for (int ax = 0; ax < 3; ++ax) acc[ax] += dw[(c * 3 + ax) * nvp + j] * e;
+      }
+      const int64_t slot = geo.slot(j, nvp);
+      for (int ax = 0; ax < 3; ++ax) dpos[slot * 3 + ax] += acc[ax];
     }
     dqr.zero();
     for (int32_t t = 0; t < u; ++t) dqr.axpy(cf[2 * t], k + k0 + tk[t] * stride);
@@ -544,15 +574,17 @@ void forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* ls
   with_head_dim(dims.d, [&](auto d) {
     auto tile = [&](int64_t task) {  // queries [m0, m1) of sample b in geo.query order, all heads
       const int64_t b = task / ntiles, m0 = (task % ntiles) * kTileQ, m1 = std::min(L, m0 + kTileQ);
-      QueryScratch<T> qs(nv, dims.d);
+      QueryScratch<T> qs(geo.slots, nv, dims.d);
       for (int64_t m = m0; m < m1; ++m) {
         const int64_t l = geo.query(m), row = b * L + l;  // query token, its row in [B*L]
         for (int64_t g = 0; g < G; ++g) {
           geo.samples(l, offsets ? offsets + (row * G + g) * P * 3 : nullptr, qs);
           for (int64_t n = g * hpg; n < (g + 1) * hpg; ++n) {
             const int64_t k0 = (b * L * nh + n) * dims.d;  // row tok of this head at k0 + tok * stride
-            lse[(b * nh + n) * L + l] = forward_head(qs, nv, q + (row * nh + n) * dims.d, k + k0, v + k0, stride, scale,
-                                                     d, out + (row * nh + n) * dims.d);
+            const T* qr = q + (row * nh + n) * dims.d;
+            T* o = out + (row * nh + n) * dims.d;
+            lse[(b * nh + n) * L + l] = offsets ? forward_head<8>(qs, nv, qr, k + k0, v + k0, stride, scale, d, o)
+                                                : forward_head<1>(qs, nv, qr, k + k0, v + k0, stride, scale, d, o);
           }
         }
       }
@@ -603,7 +635,7 @@ void backward(const T* q, const T* k, const T* v, const T* offsets, const T* out
       const int64_t c1 = std::min(L, bw.c0 + chunk), ntiles = (c1 - bw.c0 + kTileQ - 1) / kTileQ;
       auto tile = [&](int64_t task) {  // phase 1: queries [m0, m1) of sample b
         const int64_t b = task / ntiles, m0 = bw.c0 + (task % ntiles) * kTileQ, m1 = std::min(c1, m0 + kTileQ);
-        QueryScratch<T> qs(nv, dims.d);
+        QueryScratch<T> qs(geo.slots, nv, dims.d);
         std::vector<T> dpos(size_t(a.P() * 3));  // [P, 3] one (query, group)'s position gradients
         for (int64_t m = m0; m < m1; ++m) bw.query(b, m, qs, dpos.data(), d);
       };
