@@ -13,7 +13,7 @@
 // its corners and sums the output from the corner rows v[corner]; extra memory is O(P) per query. The backward works
 // on each query's distinct corner tokens (a token several samples share is read and updated once per head) and adds
 // a scratch for one pass of queries: 4 MiB, or 16 queries' worth per thread if that is more, plus per task a table
-// over the box a query's corners span (5 x 7 x 7 tokens for window 3 and offsets within [1, 2, 2]).
+// over the box a query's corners span (5 x 7 rows of 64 places for window 3 and offsets within [1, 2, 2]).
 #pragma once
 #include <array>
 #include <cstdint>
