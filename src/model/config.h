@@ -15,8 +15,9 @@ struct AttentionConfig {
   int64_t offset_groups = 0;                          // dsa: G; 0 means num_heads
   std::array<double, 3> offset_range{1.0, 2.0, 2.0};  // dsa: max |offset| per axis (t, h, w), tokens
 
-  int64_t slots() const { return window[0] * window[1] * window[2]; }  // P, DSA sample slots per query
-  bool has_offsets() const { return type == "dsa"; }                   // the offset network exists
+  int64_t slots() const { return window[0] * window[1] * window[2]; }   // P, DSA sample slots per query
+  bool has_offsets() const { return type == "dsa"; }                    // the offset network exists
+  bool is_dsa() const { return type == "dsa" || type == "dsa_fixed"; }  // run by the DSA kernels
 };
 
 struct ModelConfig {

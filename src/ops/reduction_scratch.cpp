@@ -29,8 +29,7 @@ int64_t block_reduction_scratch(const ModelConfig& c, const ModelDims& d) {
   const int64_t N = d.N(), D = c.dim, Nc = d.B * d.Lt, nh = c.num_heads, hd = c.head_dim();
   const auto& at = c.attention;
   int64_t local = 0;  // dsa and dsa_fixed's backward, dsa's offset network
-  if (at.type == "dsa" || at.type == "dsa_fixed")
-    local = dsa_backward_scratch({d.B, d.f, d.h, d.w, nh, hd}, {at.window, c.groups()});
+  if (at.is_dsa()) local = dsa_backward_scratch({d.B, d.f, d.h, d.w, nh, hd}, {at.window, c.groups()});
   if (at.has_offsets())
     local = std::max({local, dwconv3d_backward_scratch(N, D), linear_backward_scratch(N, c.groups() * at.slots() * 3)});
   return std::max({local, linear_backward_scratch(N, D), linear_backward_scratch(N, c.ffn_dim),

@@ -31,7 +31,7 @@ std::string CudaStageRunner::refuses(const ModelConfig& c) {
   const int64_t hd = c.head_dim(), limit = at.type == "window" ? kFlashMaxHeadDim : kDsaMaxHeadDim;
   if (at.type != "dense" && hd > limit)
     return cat(at.type, " attention on the GPU takes head dims up to ", limit, ", not ", hd);
-  if ((at.type == "dsa" || at.type == "dsa_fixed") && at.slots() > kDsaMaxSlots)
+  if (at.is_dsa() && at.slots() > kDsaMaxSlots)
     return cat("dsa on the GPU takes windows of up to ", kDsaMaxSlots, " slots, not ", at.slots());
   return "";
 }
