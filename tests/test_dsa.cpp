@@ -1,5 +1,7 @@
 #include <omp.h>
 
+#include <cmath>
+
 #include "ops/attention.h"
 #include "ops/dsa.h"
 #include "reference_model.h"
@@ -203,6 +205,43 @@ TEST(Dsa, DeterministicAcrossRunsAndThreadCounts) {
     EXPECT_EQ(x->dv, a.dv);
     EXPECT_EQ(x->doff, a.doff);
   }
+}
+
+// A NaN offset poisons exactly its own (query, group): that query's outputs for the group's heads, its dq and its
+// offset gradients turn NaN; every other query's output, dq and offset gradients are those of the run without it.
+// The sample reads corner 0 (never out of bounds, which the sanitizer builds check).
+TEST(Dsa, NanOffsetPoisonsOnlyItsQueryAndGroup) {
+  const DsaCase& cs = kCases[0];
+  const auto& d = cs.dims;
+  const int64_t G = cs.args.groups, P = cs.args.P(), hpg = d.nh / G, bad_b = 1, bad_l = 7, bad_g = 1;
+  DsaInputs clean(cs, 980), poisoned(cs, 980);
+  clean.off_away_from_integers(985);
+  poisoned.off = clean.off;
+  poisoned.off[size_t((((bad_b * d.L() + bad_l) * G + bad_g) * P + 4) * 3 + 2)] = std::nan("");
+  const Vec a = clean.forward(clean.off.data()), b = poisoned.forward(poisoned.off.data());
+  const DsaGrads ga = run_backward<double>(clean, true), gb = run_backward<double>(poisoned, true);
+  for (int64_t bl = 0; bl < d.B * d.L(); ++bl)
+    for (int64_t n = 0; n < d.nh; ++n) {
+      const bool bad = bl == bad_b * d.L() + bad_l && n / hpg == bad_g;
+      for (int64_t e = 0; e < d.d; ++e) {
+        const size_t i = size_t((bl * d.nh + n) * d.d + e);
+        if (bad) {
+          EXPECT_TRUE(std::isnan(b[i]) && std::isnan(gb.dq[i])) << "query " << bl << " head " << n;
+        } else {
+          EXPECT_EQ(b[i], a[i]) << "query " << bl << " head " << n;
+          EXPECT_EQ(gb.dq[i], ga.dq[i]) << "query " << bl << " head " << n;
+        }
+      }
+    }
+  for (int64_t bl = 0; bl < d.B * d.L(); ++bl)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t e = 0; e < P * 3; ++e) {
+        const size_t i = size_t((bl * G + g) * P * 3 + e);
+        if (bl == bad_b * d.L() + bad_l && g == bad_g)
+          EXPECT_TRUE(std::isnan(gb.doff[i])) << "slot entry " << e;
+        else
+          EXPECT_EQ(gb.doff[i], ga.doff[i]) << "query " << bl << " group " << g;
+      }
 }
 
 // The backward numbers each query's distinct corner tokens over the box they span, one 64-bit word per 64 tokens of
