@@ -13,6 +13,8 @@
 
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+// The per-target math header: included again for each target, like this file.
+#include <hwy/contrib/math/math-inl.h>
 
 #include <algorithm>
 #include <array>
@@ -128,6 +130,15 @@ struct Row<T, std::integral_constant<int64_t, D>, std::enable_if_t<D % hn::MaxLa
 };
 #endif
 
+// x[0..n) = exp(a x + b) in Highway vectors, n a multiple of kLanes.
+template <class T>
+void exp_affine(T* x, int64_t n, T a, T b) {
+  const hn::ScalableTag<T> dt;
+  const auto av = hn::Set(dt, a), bv = hn::Set(dt, b);
+  for (int64_t i = 0; i < n; i += int64_t(hn::Lanes(dt)))
+    hn::StoreU(hn::Exp(dt, hn::MulAdd(av, hn::LoadU(dt, x + i), bv)), dt, x + i);
+}
+
 // The samples of one (query, group) are computed with Highway vectors over the slots: sample j's value for corner c
 // (c = (ct * 2 + ch) * 2 + cw, 0 the lower corner on every axis) lives at [c * nvp + j], nvp = nv rounded up to
 // kLanes. The lanes past nv repeat sample 0 (its slot and offsets), so they never widen the corners' box.
@@ -152,7 +163,8 @@ struct QueryScratch {
   int64_t lo[3], hi[3], wpr;    // the box of the corners per axis; 64-bit words per box row (t, h) in seen
   std::vector<uint64_t> seen;   // [box rows, wpr] the corners present, a bit per w
   std::vector<int32_t> number;  // [box rows, 64 wpr] the distinct token number per place
-  std::vector<T> prob;          // [nv] per sample: scores, then probabilities (forward)
+  std::vector<T> prob;          // [nvp] per sample: scores, then probabilities
+  std::vector<T> dp;            // [nvp] per sample: d loss / d probability (backward)
   std::vector<T> rows;          // [4, d] Row scratch for a run-time head dim
   std::vector<T> qk, dov;       // [8 nv] per distinct token: q.k, dout.v (backward)
   QueryScratch(const std::vector<int32_t>& slots, int64_t nv, int64_t d)
@@ -165,7 +177,8 @@ struct QueryScratch {
         tok(size_t(8 * nvp)),
         w(size_t(8 * nvp)),
         dw(size_t(24 * nvp)),
-        prob(size_t(nv)),
+        prob(size_t(nvp)),
+        dp(size_t(nvp)),
         rows(size_t(4 * d)),
         qk(size_t(8 * nv)),
         dov(size_t(8 * nv)) {
@@ -425,8 +438,9 @@ T forward_head(QueryScratch<T>& qs, int64_t nv, const T* qr, const T* kb, const 
     }
     mx = std::max(mx, qs.prob[size_t(j)] = acc * scale);
   }
+  exp_affine(qs.prob.data(), nvp, T(1), -mx);
   T sum = 0;
-  for (int64_t j = 0; j < nv; ++j) sum += (qs.prob[size_t(j)] = std::exp(qs.prob[size_t(j)] - mx));
+  for (int64_t j = 0; j < nv; ++j) sum += qs.prob[size_t(j)];
   ov.zero();
   for (int64_t j = 0; j < nv; ++j) {
     const T p = qs.prob[size_t(j)] / sum;  // probability of sample j
@@ -506,13 +520,19 @@ struct Backward {
     const int64_t nvp = qs.nvp;
     const int32_t* tok = qs.tok.data();            // [Corners, nvp] distinct token numbers
     const T *w = qs.w.data(), *dw = qs.dw.data();  // [Corners, nvp], [Corners, 3, nvp]
+    T *prob = qs.prob.data(), *dp = qs.dp.data();  // [nvp] per sample: its probability, d loss / d probability
     for (int64_t j = 0; j < nv; ++j) {
-      T s = 0, dp = 0;
+      T s = 0, e = 0;
       for (int c = 0; c < Corners; ++c) {
         s += w[c * nvp + j] * qk[tok[c * nvp + j]];
-        dp += w[c * nvp + j] * dov[tok[c * nvp + j]];
+        e += w[c * nvp + j] * dov[tok[c * nvp + j]];
       }
-      const T p = std::exp(s * scale - lse_l), ds = p * (dp - delta) * scale;  // probability, d score * scale
+      prob[j] = s;
+      dp[j] = e;
+    }
+    exp_affine(prob, nvp, scale, -lse_l);
+    for (int64_t j = 0; j < nv; ++j) {
+      const T p = prob[j], ds = p * (dp[j] - delta) * scale;  // probability, d score * scale
       for (int c = 0; c < Corners; ++c) {
         cf[2 * tok[c * nvp + j]] += ds * w[c * nvp + j];
         cf[2 * tok[c * nvp + j] + 1] += p * w[c * nvp + j];
