@@ -22,12 +22,15 @@
 namespace ms::cli {
 namespace {
 
+const std::vector<std::string> kTypes = {"dense", "window", "dsa_fixed", "dsa"};
+
 struct BenchAttentionArgs {
   int64_t max_tokens = 65536;        // largest grid to run
   int64_t dense_max_tokens = 16384;  // dense above this would take minutes: skipped, with a note
   int64_t heads = 4, head_dim = 32;
   int64_t repeat = 5;   // runs per row at most; the fastest counts
   double budget_s = 3;  // ... while the row has taken less than this
+  std::vector<std::string> types = kTypes;
   bool json = false;
 };
 
@@ -36,7 +39,6 @@ constexpr int64_t kGrids[][3] = {{4, 16, 16},  {8, 16, 16},  {8, 16, 32}, {8, 32
                                  {16, 32, 32}, {16, 32, 64}, {16, 64, 64}};
 constexpr std::array<int64_t, 3> kWindow{3, 3, 3};
 constexpr std::array<double, 3> kOffsetRange{1.0, 2.0, 2.0};
-const char* const kTypes[] = {"dense", "window", "dsa_fixed", "dsa"};
 
 // The process's resident set (VmRSS) or its peak since the last reset (VmHWM), bytes; -1 when unreadable.
 int64_t proc_status_bytes(const char* key) {
@@ -137,14 +139,14 @@ void bench_attention(const BenchAttentionArgs& a) {
   for (const auto& g : kGrids) {
     const int64_t tokens = g[0] * g[1] * g[2];
     if (tokens > a.max_tokens) break;
-    for (const char* type : kTypes) {
-      if (std::string(type) == "dense" && tokens > a.dense_max_tokens) {
+    for (const std::string& type : a.types) {
+      if (type == "dense" && tokens > a.dense_max_tokens) {
         notes.push_back(cat("dense skipped at ", tokens, " tokens (> --dense-max-tokens ", a.dense_max_tokens, ")"));
         continue;
       }
       rows.push_back(run_one(type, g, a));
       if (!a.json)
-        std::fprintf(stderr, "  %-9s %6lld tokens: %.0f ms\n", type, static_cast<long long>(tokens),
+        std::fprintf(stderr, "  %-9s %6lld tokens: %.0f ms\n", type.c_str(), static_cast<long long>(tokens),
                      rows.back().fwd_ms + rows.back().bwd_ms);
     }
   }
@@ -219,6 +221,9 @@ void add_bench_attention(CLI::App& bench) {
   cmd->add_option("--repeat", a->repeat, "Runs per row at most (within --budget); the fastest counts")
       ->capture_default_str();
   cmd->add_option("--budget", a->budget_s, "Seconds per row after which no further run starts")->capture_default_str();
+  cmd->add_option("--types", a->types, "Attention types to run, in this order")
+      ->check(CLI::IsMember(kTypes))
+      ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] { bench_attention(*a); });
 }
