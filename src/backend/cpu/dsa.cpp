@@ -3,9 +3,10 @@
 // the rest plain C++, which the compiler vectorises for each target. The results are
 // deterministic for a given machine; targets differ in the last bits (FMA contraction, vector widths). AVX-512 is
 // left out: on both machines measured (an AMD EPYC with AVX-512, an Intel Xeon) it was slower than AVX2 or no faster
-// (docs/benchmarks.md).
+// (docs/benchmarks.md). So are the scalable-vector targets (SVE, RVV), whose sizeless vectors cannot be held in the
+// arrays the geometry uses; their machines run NEON or the portable targets.
 #ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_AVX3 | HWY_AVX3_DL)
+#define HWY_DISABLED_TARGETS (HWY_AVX3 | HWY_AVX3_DL | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
 #endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/dsa.cpp"
@@ -86,7 +87,6 @@ struct Row {
   void store(T* p) const { std::copy(r, r + d, p); }
 };
 
-#if !HWY_HAVE_SCALABLE
 template <class T, int64_t D>
 struct Row<T, std::integral_constant<int64_t, D>, std::enable_if_t<D % hn::MaxLanes(hn::ScalableTag<T>()) == 0>> {
   using Tag = hn::ScalableTag<T>;
@@ -128,7 +128,6 @@ struct Row<T, std::integral_constant<int64_t, D>, std::enable_if_t<D % hn::MaxLa
     for (size_t i = 0; i < V; ++i) hn::StoreU(r[i], Tag(), p + i * N);
   }
 };
-#endif
 
 // x[0..n) = exp(a x + b) in Highway vectors, n a multiple of kLanes.
 template <class T>
