@@ -112,13 +112,13 @@ if attention:
     step = {(r["type"], r["tokens"]): r["forward_s"] + r["backward_s"] for r, _ in attention}
     for r, ceiling in attention:
         L, t = r["tokens"], step[(r["type"], r["tokens"])]
-        vs = [f"{t / step[(o, L)]:.3f}x the time of {o}" for o in ("dense", "dsa_fixed")
+        vs = [f"{t / step[(o, L)]:.3f}x the time of {o}" for o in ("dense", "dsa_fixed", "dsa_unstaged")
               if r["type"] == "dsa" and (o, L) in step]
         dense = max((n for o, n in step if o == "dense"), default=0)
         if r["type"] == "dsa" and ("dense", L) not in step and dense:  # dense's quadratic cost from its largest run
             vs.insert(0, f"{t / (step[('dense', dense)] * (L / dense) ** 2):.3f}x the time of dense extrapolated "
                          f"quadratically from {dense} tokens")
-        print(f"    {r['type']:9s} {L:7d} tokens: forward {1e3 * r['forward_s']:9.2f} ms ({r['forward_tflops']:6.1f} TFLOP/s, "
+        print(f"    {r['type']:12s} {L:7d} tokens: forward {1e3 * r['forward_s']:9.2f} ms ({r['forward_tflops']:6.1f} TFLOP/s, "
               f"{r['forward_tflops'] / ceiling:.3f} of GEMM), backward {1e3 * r['backward_s']:9.2f} ms; {'; '.join(vs)}")
 else:
     print(f"attention bench failed (exit {attention_rc}); see device-check.log")

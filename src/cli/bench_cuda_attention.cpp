@@ -60,13 +60,17 @@ nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t 
     MS_CUDA_CHECK(cudaMemset(t[5], 0, size_t(3 * n) * 2));
     MS_CUDA_CHECK(cudaMemset(doff, 0, size_t(noff) * 2));
     const double P = double(dsa.P());  // the grids are wider than the window on every axis: no slot is clipped
-    for (const std::string type : {"dense", "window", "dsa_fixed", "dsa"}) {
+    // dsa_unstaged: dsa with no shared-memory staging (every corner read from global memory), to show what the
+    // staging of the K/V halo buys
+    for (const std::string type : {"dense", "window", "dsa_fixed", "dsa", "dsa_unstaged"}) {
       if (type == "dense" && L > dense_max) continue;
-      const uint16_t* offp = type == "dsa" ? off : nullptr;
+      const bool is_dsa = type == "dsa" || type == "dsa_fixed" || type == "dsa_unstaged";
+      const uint16_t* offp = type == "dsa" || type == "dsa_unstaged" ? off : nullptr;
+      const int64_t halo = type == "dsa_unstaged" ? 0 : cuda::kDsaHaloRows;
       auto forward = [&] {
         if (type == "dense") cuda::attention_forward(t[0], t[1], t[2], t[3], lse, a, stream);
         if (type == "window") cuda::window_attention_forward(t[0], t[1], t[2], t[3], lse, vd, window, true, stream);
-        if (type == "dsa" || type == "dsa_fixed") cuda::dsa_forward(t[0], t[1], t[2], offp, t[3], lse, vd, dsa, stream);
+        if (is_dsa) cuda::dsa_forward(t[0], t[1], t[2], offp, t[3], lse, vd, dsa, stream, halo);
       };
       auto backward = [&] {
         if (type == "dense")
@@ -74,12 +78,12 @@ nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t 
         if (type == "window")
           cuda::window_attention_backward(t[0], t[1], t[2], t[3], lse, t[4], t[5], t[6], t[7], scratch, vd, window,
                                           true, stream);
-        if (type == "dsa" || type == "dsa_fixed")
+        if (is_dsa)
           cuda::dsa_backward(t[0], t[1], t[2], offp, t[3], lse, t[4], t[5], t[6], t[7], offp ? doff : nullptr, scratch,
-                             vd, dsa, stream);
+                             vd, dsa, stream, halo);
       };
       const double fwd = time_events(stream, repeats, forward), bwd = time_events(stream, repeats, backward);
-      const double keys = type == "dense" ? double(L) : type == "dsa" ? 8 * P : P;
+      const double keys = type == "dense" ? double(L) : offp ? 8 * P : P;
       const double flops = 4.0 * double(L) * keys * double(c.dim);
       out.push_back({{"type", type},
                      {"tokens", L},

@@ -18,7 +18,8 @@ struct DsaCase {
   cpu::VideoAttentionDims d;
   std::array<int64_t, 3> window;
   int64_t groups;
-  double offset_scale;  // 0: dsa_fixed (no offsets)
+  double offset_scale;                     // 0: dsa_fixed (no offsets)
+  int64_t halo_rows = cuda::kDsaHaloRows;  // the kernels' staging space
 };
 
 std::vector<double> rounded_bf16(const std::vector<double>& v) {
@@ -53,7 +54,7 @@ void check(const DsaCase& k, uint64_t seed) {
   DeviceBuffer<float> glse(std::vector<float>(lse.size(), -1.f)),
       scratch(cuda::dsa_backward_scratch(d, a), std::numeric_limits<float>::quiet_NaN());
   const uint16_t* offp = has_off ? goff.get() : nullptr;
-  cuda::dsa_forward(gq.get(), gk.get(), gv.get(), offp, gout.get(), glse.get(), d, a, nullptr);
+  cuda::dsa_forward(gq.get(), gk.get(), gv.get(), offp, gout.get(), glse.get(), d, a, nullptr, k.halo_rows);
   expect_close("out", widen(gout.read()), out, kBf16Tol);
   expect_close("lse", glse.read(), lse, kDeviceF32Tol);
   // The backward twice from the same start: the second must repeat the first bit for bit.
@@ -61,7 +62,7 @@ void check(const DsaCase& k, uint64_t seed) {
   for (auto& r : runs) {
     DeviceBuffer<uint16_t> gdq(dq0.bits), gdk(dk0.bits), gdv(dv0.bits), gdoff(doff0.bits);
     cuda::dsa_backward(gq.get(), gk.get(), gv.get(), offp, gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(),
-                       gdv.get(), has_off ? gdoff.get() : nullptr, scratch.get(), d, a, nullptr);
+                       gdv.get(), has_off ? gdoff.get() : nullptr, scratch.get(), d, a, nullptr, k.halo_rows);
     r = {gdq.read(), gdk.read(), gdv.read(), gdoff.read()};
   }
   expect_close("dq", widen(runs[0][0]), dq, 2 * kBf16Tol);
@@ -82,10 +83,11 @@ TEST(CudaDsa, MatchesCpuWithGroupsAndOffsetsPastTheBorders) {
 }
 
 // Offsets N(0, 0.4^2) (at most about 1.6 tokens) on a grid wider than their reach: the key pass's candidate box is
-// smaller than the grid, and its bounds decide which shares reach dk and dv.
+// smaller than the grid, and its bounds decide which shares reach dk and dv; the staged boxes are parts of the grid.
+// Head dim 34: the staging copies channel pairs.
 TEST(CudaDsa, BoundedOffsetsOnAWideGrid) {
   MS_REQUIRE_GPU();
-  check({{1, 4, 9, 11, 2, 32}, {3, 3, 3}, 2, 0.4}, 53);
+  check({{1, 4, 9, 11, 2, 34}, {3, 3, 3}, 2, 0.4}, 53);
 }
 
 // Even windows, a window longer than the grid on one axis (t: 4 > 2), head dim 128 (Wan2.1's), one group per head.
@@ -101,10 +103,22 @@ TEST(CudaDsa, OffsetsLargerThanTheGrid) {
   check({{1, 3, 4, 4, 3, 200}, {3, 3, 3}, 1, 6.0}, 37);
 }
 
-// dsa_fixed: no offsets, one corner per slot (neighbourhood attention), head dim 24, window 5 x 3 x 5.
+// Staging space smaller than the halo. The blocks' tiles are 4 x 7 queries (rows h 0-3) and 2 x 7 (rows 4-5). The
+// first's windows span 3 x 5 x 7 = 105 tokens: with 110 rows only those are staged, and the corners the offsets move
+// past them come from global memory; with 100 rows it stages nothing, while the second's halo is cut down to fit.
+TEST(CudaDsa, HaloLargerThanTheStagingSpace) {
+  MS_REQUIRE_GPU();
+  for (int64_t rows : {110, 100}) {
+    SCOPED_TRACE(rows);
+    check({{1, 3, 6, 7, 2, 40}, {3, 3, 3}, 1, 0.8, rows}, 61);
+  }
+}
+
+// dsa_fixed: no offsets, one corner per slot (neighbourhood attention), head dim 21 (the staging copies single
+// channels), window 5 x 3 x 5.
 TEST(CudaDsa, FixedWindowMatchesCpu) {
   MS_REQUIRE_GPU();
-  check({{2, 4, 5, 6, 3, 24}, {5, 3, 5}, 3, 0.0}, 41);
+  check({{2, 4, 5, 6, 3, 21}, {5, 3, 5}, 3, 0.0}, 41);
 }
 
 // The offset squashing range * tanh(raw) and its backward, in place as the model runs it (draw aliases doffsets).

@@ -139,9 +139,10 @@ void exp_affine(T* x, int64_t n, T a, T b) {
 }
 
 // The samples of one (query, group) are computed with Highway vectors over the slots: sample j's value for corner c
-// (c = (ct * 2 + ch) * 2 + cw, 0 the lower corner on every axis) lives at [c * nvp + j], nvp = nv rounded up to
-// kLanes. The lanes past nv repeat sample 0 (its slot and offsets), so they never widen the corners' box.
+// (c = (ct * 2 + ch) * 2 + cw, 0 the lower corner on every axis) lives at [c * nvp + j], nvp = padded(nv), nv
+// rounded up to kLanes. The lanes past nv repeat sample 0 (its slot and offsets), so they never widen the corners' box.
 constexpr int64_t kLanes = 16;  // a multiple of every target's lane count (AVX-512 float: 16)
+constexpr int64_t padded(int64_t nv) { return (nv + kLanes - 1) / kLanes * kLanes; }
 
 // How many distinct tokens and grid-row runs of them Geometry::number found.
 struct Numbered {
@@ -167,7 +168,7 @@ struct QueryScratch {
   std::vector<T> rows;          // [4, d] Row scratch for a run-time head dim
   std::vector<T> qk, dov;       // [8 nv] per distinct token: q.k, dout.v (backward)
   QueryScratch(const std::vector<int32_t>& slots, int64_t nv, int64_t d)
-      : nvp((nv + kLanes - 1) / kLanes * kLanes),
+      : nvp(padded(nv)),
         jax(size_t(3 * nvp)),
         off(size_t(3 * nvp)),
         f(size_t(3 * nvp)),
@@ -196,7 +197,7 @@ struct Geometry {
       win[i] = a.window[size_t(i)];
       kc[i] = std::min(win[i], ext[i]);
     }
-    const int64_t nv = valid(), nvp = (nv + kLanes - 1) / kLanes * kLanes;
+    const int64_t nv = valid(), nvp = padded(nv);
     slots.resize(size_t(4 * nvp));
     for (int64_t j = 0; j < nvp; ++j) {
       const int64_t s = j < nv ? j : 0, jt = s / (kc[1] * kc[2]), jh = s / kc[2] % kc[1], jw = s % kc[2];

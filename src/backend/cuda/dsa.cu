@@ -1,18 +1,24 @@
 // The DSA kernels on the GPU (ops/dsa.h, CUDA section): the CPU kernels' sampling geometry (axis_sample below is
-// theirs), one warp per (query, head) with the head dim split over the lanes, fp32 throughout on bf16 tensors.
+// theirs), fp32 throughout on bf16 tensors.
 //
-// Forward, warp (b, l, n): per valid slot the key and value interpolated from the slot's corners (those of zero
-// weight skipped), one score, an online softmax over the slots. Nothing is staged: the corner rows come from L1/L2.
+// The forward and the backward's per-query pass are staged: a block takes a tile of up to 32 queries (w fastest) of
+// one head (one offset group in the backward) and stages the K or V halo its samples can reach, the box of tokens
+// within the tile's largest |offset| per axis of its windows, in shared memory, 64 channels at a time. Each warp
+// takes a query at a time, its lanes two channels each, and interpolates the slots' keys and values from the staged
+// rows (a corner outside the box, where the halo outgrows the staging space, from global memory). Scores are summed
+// over the chunks, so the softmax runs once they are complete: the forward is two passes (K, then V), and the
+// backward's per-query pass three (K and V for the dot products, K again for dq).
 // Backward without atomics on the gradients, in two kernels:
-// - per query, warp (b, l, g) over the heads of group g in head order: probabilities a and score gradients ds of
-//   every slot (saved as coefficients), dq, and the position gradients summed over the group's heads (shared memory)
-//   into doffsets;
+// - per query, block (b, group, tile) over the group's heads in head order: probabilities a and score gradients ds
+//   of every slot (saved as coefficients), dq, and the position gradients summed over the group's heads (shared
+//   memory) into doffsets;
 // - per key, warp (b, j, n): dk_j += sum ds w q_i and dv_j += sum a w dout_i over the (query i, slot) pairs with j as
 //   a corner of weight w. The candidate queries per slot are a box, bounded by the largest |offset| per axis (found
 //   first, with an order-free atomicMax); the pairs are visited in a fixed order (slots, then the box in raster order).
 // Every sum therefore runs in an order fixed by the shapes and the offsets: deterministic.
 #include <algorithm>
 #include <cfloat>
+#include <initializer_list>
 #include <type_traits>
 
 #include "backend/cuda/kernel_util.cuh"
@@ -21,27 +27,40 @@
 namespace ms::cuda {
 namespace {
 
-constexpr int kWarps = 4;  // warps per block
+constexpr int kWarps = 4;         // warps per block of the per-key backward
+constexpr int kTileWarps = 8;     // warps per block of the staged kernels (forward, per-query backward)
+constexpr int kTileQueries = 32;  // queries per staged block at most
+constexpr int kChunk = 64;        // channels of a staged row: two per lane
+// A staged block's per-(query, slot) floats at most (fewer queries if P is large).
+constexpr size_t kSlotBytes = 48 * 1024;
 
 struct Geo {
   int ext[3], win[3], kc[3];  // extents, windows, clipped windows k' = min(k, E)
+  int tile[3], ntile[3];      // a staged block's queries per axis, and the blocks per axis
+  int halo;                   // staged rows at most (0: none)
+  int unit;                   // channels per staging copy: 8 (16 bytes), 2 or 1, as d and the tensors' alignment allow
   int64_t B, L;
   int nh, d, G, P;
   float scale;
 
   __device__ int64_t row(int64_t b, int64_t tok, int n) const { return ((b * L + tok) * nh + n) * d; }
+  __device__ int64_t token(const int* c) const { return (int64_t(c[0]) * ext[1] + c[1]) * ext[2] + c[2]; }
   __device__ void coords(int64_t tok, int* c) const {
     c[0] = int(tok / (ext[1] * ext[2]));
     c[1] = int(tok / ext[2] % ext[1]);
     c[2] = int(tok % ext[2]);
   }
   __device__ int start(int i, int axis) const { return min(max(i - kc[axis] / 2, 0), ext[axis] - kc[axis]); }
-  // The window starts of query token tok per axis.
-  __device__ void starts(int64_t tok, int* st) const {
-    coords(tok, st);
-    for (int i = 0; i < 3; ++i) st[i] = start(st[i], i);
-  }
   __device__ int slot(int jt, int jh, int jw) const { return (jt * win[1] + jh) * win[2] + jw; }
+  __device__ int valid_slots() const { return kc[0] * kc[1] * kc[2]; }
+  // The u-th valid slot in slot order.
+  __device__ int valid_slot(int u) const { return slot(u / (kc[1] * kc[2]), u / kc[2] % kc[1], u % kc[2]); }
+  __device__ int queries() const { return tile[0] * tile[1] * tile[2]; }
+  __device__ int64_t tiles() const { return int64_t(ntile[0]) * ntile[1] * ntile[2]; }
+  // Offsets [P, 3] of query token l of batch b in group grp, or null.
+  __device__ const uint16_t* offsets_of(const uint16_t* off, int64_t b, int64_t l, int grp) const {
+    return off ? off + ((b * L + l) * G + grp) * P * 3 : nullptr;
+  }
 };
 
 // Linear interpolation along one axis at base + offset, as the CPU's axis_sample.
@@ -62,10 +81,39 @@ __device__ inline Axis axis_sample(int base, float offset, int E) {
   return a;
 }
 
-// The slot's three axis samples for a query with window starts st; off [P, 3] its group's offsets, or null.
-__device__ inline void slot_axes(const Geo& g, const int* st, int jt, int jh, int jw, const uint16_t* off, Axis* ax) {
-  const int j[3] = {jt, jh, jw}, p = g.slot(jt, jh, jw);
-  for (int i = 0; i < 3; ++i) ax[i] = axis_sample(st[i] + j[i], off ? load(off, p * 3 + i) : 0.f, g.ext[i]);
+// Calls f(slot p, its three axis samples) for the valid slots of query coordinates qc in slot order; off [P, 3] the
+// query's offsets in its group, or null.
+template <class F>
+__device__ inline void for_each_slot(const Geo& g, const int* qc, const uint16_t* off, F f) {
+  int st[3];
+  for (int i = 0; i < 3; ++i) st[i] = g.start(qc[i], i);
+  for (int jt = 0; jt < g.kc[0]; ++jt)
+    for (int jh = 0; jh < g.kc[1]; ++jh)
+      for (int jw = 0; jw < g.kc[2]; ++jw) {
+        const int j[3] = {jt, jh, jw}, p = g.slot(jt, jh, jw);
+        Axis ax[3];
+        for (int i = 0; i < 3; ++i) ax[i] = axis_sample(st[i] + j[i], off ? load(off, p * 3 + i) : 0.f, g.ext[i]);
+        f(p, ax);
+      }
+}
+
+// Calls f(corner coordinates, weight, the weight's derivatives per axis) for the 8 corners of a slot.
+template <class F>
+__device__ inline void for_each_corner(const Axis* ax, F f) {
+  for (int ct = 0; ct < 2; ++ct)
+    for (int ch = 0; ch < 2; ++ch)
+      for (int cw = 0; cw < 2; ++cw) {
+        const int c[3] = {ct, ch, cw};
+        float wa[3], da[3];
+        int at[3];
+        for (int i = 0; i < 3; ++i) {
+          wa[i] = c[i] ? ax[i].f : 1.f - ax[i].f;
+          da[i] = c[i] ? ax[i].g : -ax[i].g;
+          at[i] = c[i] ? ax[i].i1 : ax[i].i0;
+        }
+        const float dw[3] = {da[0] * wa[1] * wa[2], wa[0] * da[1] * wa[2], wa[0] * wa[1] * da[2]};
+        f(at, wa[0] * wa[1] * wa[2], dw);
+      }
 }
 
 __device__ inline float warp_sum(float v) {
@@ -73,15 +121,15 @@ __device__ inline float warp_sum(float v) {
   return v;
 }
 
-// The lane's channels c = lane + 32 t of a row, zero past d.
-template <int CH>
-__device__ inline void load_row(const uint16_t* r, int d, float (&x)[CH], float alpha = 1.f) {
-  for (int t = 0; t < CH; ++t) {
-    const int c = int(threadIdx.x % 32) + 32 * t;
-    x[t] = c < d ? alpha * load(r, c) : 0.f;
-  }
+// The larger of a and b, NaN if either is.
+__device__ inline float nan_max(float a, float b) { return a != a ? a : !(b <= a) ? b : a; }
+
+__device__ inline float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
 }
 
+// The lane's channels c = lane + 32 t of a row, zero past d.
 template <int CH>
 __device__ inline void add_row(uint16_t* r, int d, const float (&x)[CH]) {
   for (int t = 0; t < CH; ++t) {
@@ -98,132 +146,364 @@ __device__ inline void axpy_row(float w, const uint16_t* r, int d, float (&acc)[
   }
 }
 
-template <int CH>
-__device__ inline float dot(const float (&a)[CH], const float (&b)[CH]) {
-  float s = 0;
-  for (int t = 0; t < CH; ++t) s += a[t] * b[t];
-  return warp_sum(s);
+// The staged kernels hold a lane's channel pair c, c + 1 (c = c0 + 2 lane of a chunk c0) as a float2.
+__device__ inline float2 lane_pair(const uint16_t* row, int limit, int c) {
+  return make_float2(c < limit ? load(row, c) : 0.f, c + 1 < limit ? load(row, c + 1) : 0.f);
+}
+__device__ inline void axpy(float w, float2 x, float2& acc) {
+  acc.x += w * x.x;
+  acc.y += w * x.y;
+}
+__device__ inline float pair_dot(float2 a, float2 b) { return warp_sum(a.x * b.x + a.y * b.y); }
+__device__ inline void add_pair(uint16_t* row, int d, int c, float2 x) {
+  if (c < d) store(row, c, load(row, c) + x.x);
+  if (c + 1 < d) store(row, c + 1, load(row, c + 1) + x.y);
 }
 
-// Calls f(corner token, weight, the weight's derivatives per axis) for the 8 corners of a slot.
+// A staged block's queries: the tile's first coordinates c0 and its extents n per axis, clipped at the grid's end.
+struct Tile {
+  int c0[3], n[3];
+
+  // Query qi's coordinates (w fastest); false past the grid's end.
+  __device__ bool query(const Geo& g, int qi, int* c) const {
+    const int u[3] = {qi / (g.tile[1] * g.tile[2]), qi / g.tile[2] % g.tile[1], qi % g.tile[2]};
+    for (int i = 0; i < 3; ++i) {
+      if (u[i] >= n[i]) return false;
+      c[i] = c0[i] + u[i];
+    }
+    return true;
+  }
+};
+
+__device__ inline Tile tile_of(const Geo& g, int64_t t) {
+  const int64_t u[3] = {t / (g.ntile[1] * g.ntile[2]), t / g.ntile[2] % g.ntile[1], t % g.ntile[2]};
+  Tile r;
+  for (int i = 0; i < 3; ++i) {
+    r.c0[i] = int(u[i]) * g.tile[i];
+    r.n[i] = min(g.tile[i], g.ext[i] - r.c0[i]);
+  }
+  return r;
+}
+
+// reach[axis] (shared) = the largest |offset| along the axis over the tile's queries in group grp, as float bits
+// (for non-negative floats, and NaN above +inf, the unsigned order is the float order: the maxima are exact in any
+// order).
+__device__ inline void tile_reach(const Geo& g, const Tile& t, int64_t b, int grp, const uint16_t* offsets,
+                                  unsigned* reach) {
+  if (threadIdx.x < 3) reach[threadIdx.x] = 0;
+  __syncthreads();
+  const int per = g.P * 3;
+  unsigned m[3] = {};
+  for (int i = int(threadIdx.x); i < g.queries() * per; i += int(blockDim.x)) {
+    int c[3];
+    if (t.query(g, i / per, c))
+      m[i % 3] = max(m[i % 3], __float_as_uint(fabsf(load(g.offsets_of(offsets, b, g.token(c), grp), i % per))));
+  }
+  for (int a = 0; a < 3; ++a) {
+    for (int o = 16; o > 0; o >>= 1) m[a] = max(m[a], __shfl_xor_sync(0xffffffffu, m[a], o));
+    if (threadIdx.x % 32 == 0) atomicMax(reach + a, m[a]);
+  }
+  __syncthreads();
+}
+
+// The tokens a block stages: lo .. lo + n - 1 per axis, rows in raster order; none when n is 0.
+struct Box {
+  int lo[3], n[3];
+
+  __device__ int rows() const { return n[0] * n[1] * n[2]; }
+  // The staged row of the token at coordinates at, or -1.
+  __device__ int local(const int* at) const {
+    int r = 0;
+    for (int i = 0; i < 3; ++i) {
+      const int u = at[i] - lo[i];
+      if (unsigned(u) >= unsigned(n[i])) return -1;
+      r = r * n[i] + u;
+    }
+    return r;
+  }
+};
+
+// The halo of a tile: the tokens its samples' corners can be, for offsets within reach (null: no offsets). A sample
+// of slot j lies within r of its base s + j, so its corners lie in [s + j - ceil(r), s + j + floor(r) + 1] (the
+// upper corner counts even at weight zero: the position gradients read it). If that holds more than g.halo rows,
+// the margins shrink, the longest axis first, and then the box may be empty; corners outside it are read from
+// global memory, so the box decides speed, never results.
+__device__ inline Box halo_box(const Geo& g, const Tile& t, const unsigned* reach) {
+  int base_lo[3], base_hi[3], mlo[3], mhi[3];
+  for (int i = 0; i < 3; ++i) {
+    base_lo[i] = g.start(t.c0[i], i);
+    base_hi[i] = g.start(t.c0[i] + t.n[i] - 1, i) + g.kc[i] - 1;
+    const float r = reach ? __uint_as_float(reach[i]) : 0.f;
+    const bool inside = r < float(g.ext[i]);  // false for NaN
+    mlo[i] = min(inside ? int(ceilf(r)) : g.ext[i], base_lo[i]);
+    mhi[i] = min(!reach ? 0 : inside ? int(floorf(r)) + 1 : g.ext[i], g.ext[i] - 1 - base_hi[i]);
+  }
+  Box box;
+  for (;;) {
+    int64_t rows = 1;
+    for (int i = 0; i < 3; ++i) {
+      box.lo[i] = base_lo[i] - mlo[i];
+      box.n[i] = base_hi[i] + mhi[i] - box.lo[i] + 1;
+      rows *= box.n[i];
+    }
+    if (rows <= g.halo) return box;
+    int a = -1;
+    for (int i = 0; i < 3; ++i)
+      if (mlo[i] + mhi[i] > 0 && (a < 0 || box.n[i] > box.n[a])) a = i;
+    if (a < 0) {
+      box.n[0] = box.n[1] = box.n[2] = 0;
+      return box;
+    }
+    mlo[a] = max(mlo[a] - 1, 0);
+    mhi[a] = max(mhi[a] - 1, 0);
+  }
+}
+
+// staged [box rows, kChunk] = channels c0 .. c0 + kChunk - 1 of the box's rows of x (head n of batch b), zero past
+// d, copied in units U of sizeof(U) / 2 channels (d a multiple of them, x aligned to U).
+template <class U>
+__device__ inline void stage_units(const Geo& g, const Box& box, const uint16_t* x, int64_t b, int n, int c0,
+                                   uint16_t* staged) {
+  constexpr int kPer = int(sizeof(U) / 2), kUnits = kChunk / kPer;
+  for (int i = int(threadIdx.x); i < box.rows() * kUnits; i += int(blockDim.x)) {
+    const int r = i / kUnits, c = c0 + i % kUnits * kPer;
+    const int at[3] = {box.lo[0] + r / (box.n[1] * box.n[2]), box.lo[1] + r / box.n[2] % box.n[1],
+                       box.lo[2] + r % box.n[2]};
+    reinterpret_cast<U*>(staged)[i] = c < g.d ? *reinterpret_cast<const U*>(x + g.row(b, g.token(at), n) + c) : U{};
+  }
+}
+
+// The same in the widest unit g.unit allows. Every thread of the block calls it; it waits for the previous chunk's
+// readers and for the copy.
+__device__ inline void stage(const Geo& g, const Box& box, const uint16_t* x, int64_t b, int n, int c0,
+                             uint16_t* staged) {
+  __syncthreads();
+  if (g.unit == 8)
+    stage_units<uint4>(g, box, x, b, n, c0, staged);
+  else if (g.unit == 2)
+    stage_units<unsigned>(g, box, x, b, n, c0, staged);
+  else
+    stage_units<uint16_t>(g, box, x, b, n, c0, staged);
+  __syncthreads();
+}
+
+// Where a staged block's chunk starts in its shared memory: after its `floats` floats, 16-byte aligned.
+__host__ __device__ inline int64_t staged_offset(int64_t floats) { return (floats + 3) / 4 * 4 * 4; }
+
+// A tensor's rows as the staged kernels read one chunk of them: from the staged box where the token lies in it, else
+// from global memory.
+struct Source {
+  const uint16_t* x;
+  const uint16_t* staged;
+  Box box;
+  int64_t b;
+  int n, c0;
+
+  // The lane's channel pair of the row of the token at coordinates at.
+  __device__ float2 pair(const Geo& g, const int* at) const {
+    const int r = box.local(at), lane2 = 2 * int(threadIdx.x % 32);
+    return r >= 0 ? lane_pair(staged + r * kChunk, kChunk, lane2)
+                  : lane_pair(x + g.row(b, g.token(at), n), g.d, c0 + lane2);
+  }
+};
+
+// A staged block: its batch, tile and halo. Blocks run (batch, head or group, tile) with the tile fastest.
+struct Block {
+  int64_t b;
+  int h;  // head (forward) or group (backward)
+  Tile tile;
+  Box box;
+};
+
+__device__ inline Block block_of(const Geo& g, int heads, const uint16_t* offsets, unsigned* reach) {
+  Block k;
+  const int64_t rest = blockIdx.x / g.tiles();
+  k.tile = tile_of(g, blockIdx.x % g.tiles());
+  k.h = int(rest % heads);
+  k.b = rest / heads;
+  const int grp = heads == g.nh ? k.h / (g.nh / g.G) : k.h;
+  if (offsets) tile_reach(g, k.tile, k.b, grp, offsets, reach);
+  k.box = halo_box(g, k.tile, offsets ? reach : nullptr);
+  return k;
+}
+
+// Calls f(query index in the tile, its coordinates, its token) for the warp's queries.
 template <class F>
-__device__ inline void for_each_corner(const Geo& g, const Axis* ax, F f) {
-  for (int ct = 0; ct < 2; ++ct)
-    for (int ch = 0; ch < 2; ++ch)
-      for (int cw = 0; cw < 2; ++cw) {
-        const int c[3] = {ct, ch, cw};
-        float wa[3], da[3];
-        int at[3];
-        for (int i = 0; i < 3; ++i) {
-          wa[i] = c[i] ? ax[i].f : 1.f - ax[i].f;
-          da[i] = c[i] ? ax[i].g : -ax[i].g;
-          at[i] = c[i] ? ax[i].i1 : ax[i].i0;
-        }
-        const float dw[3] = {da[0] * wa[1] * wa[2], wa[0] * da[1] * wa[2], wa[0] * wa[1] * da[2]};
-        f((int64_t(at[0]) * g.ext[1] + at[1]) * g.ext[2] + at[2], wa[0] * wa[1] * wa[2], dw);
-      }
+__device__ inline void for_each_query(const Geo& g, const Tile& t, F f) {
+  for (int qi = int(threadIdx.x / 32); qi < g.queries(); qi += kTileWarps) {
+    int c[3];
+    if (t.query(g, qi, c)) f(qi, c, g.token(c));
+  }
 }
 
-template <int CH>
-__global__ void __launch_bounds__(kWarps * 32)
+// Block (b, n, tile): per chunk of channels, the K halo staged, then score[query, p] += q . k~ (the key
+// interpolated from the slot's corners, those of zero weight skipped, as the CPU drops them); the softmax per query;
+// per chunk, the V halo staged, then out = sum_p a_p v~_p.
+__global__ void __launch_bounds__(kTileWarps * 32)
     forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, uint16_t* out,
                    float* lse, Geo g) {
-  const int64_t warp = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (warp >= g.B * g.L * g.nh) return;
-  const int n = int(warp % g.nh);
-  const int64_t bl = warp / g.nh, b = bl / g.L, l = bl % g.L;
-  const uint16_t* off = offsets ? offsets + (bl * g.G + n / (g.nh / g.G)) * g.P * 3 : nullptr;  // [P, 3]
-  float qr[CH], acc[CH] = {};
-  load_row(q + g.row(b, l, n), g.d, qr, g.scale);
-  int st[3];
-  g.starts(l, st);
-  float m = -FLT_MAX, sum = 0;
-  for (int jt = 0; jt < g.kc[0]; ++jt)
-    for (int jh = 0; jh < g.kc[1]; ++jh)
-      for (int jw = 0; jw < g.kc[2]; ++jw) {
-        Axis ax[3];
-        slot_axes(g, st, jt, jh, jw, off, ax);
-        float ks[CH] = {}, vs[CH] = {};
-        for_each_corner(g, ax, [&](int64_t tok, float w, const float*) {
-          if (w == 0.f) return;  // adds nothing (the CPU drops the same corners)
-          axpy_row(w, k + g.row(b, tok, n), g.d, ks);
-          axpy_row(w, v + g.row(b, tok, n), g.d, vs);
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  __shared__ unsigned reach[3];
+  float* smem = reinterpret_cast<float*>(smem_bytes);
+  const int lane = int(threadIdx.x % 32), Q = g.queries();
+  const Block blk = block_of(g, g.nh, offsets, reach);
+  const int n = blk.h, grp = n / (g.nh / g.G);
+  float* score = smem;  // [Q, P]: scores, then probabilities
+  uint16_t* staged = reinterpret_cast<uint16_t*>(smem_bytes + staged_offset(Q * g.P));  // [box rows, kChunk]
+  for (int i = int(threadIdx.x); i < Q * g.P; i += int(blockDim.x)) score[i] = 0;
+  for (int c0 = 0; c0 < g.d; c0 += kChunk) {
+    stage(g, blk.box, k, blk.b, n, c0, staged);
+    const Source ks{k, staged, blk.box, blk.b, n, c0};
+    for_each_query(g, blk.tile, [&](int qi, const int* qc, int64_t l) {
+      float2 qp = lane_pair(q + g.row(blk.b, l, n), g.d, c0 + 2 * lane);
+      qp = make_float2(qp.x * g.scale, qp.y * g.scale);
+      for_each_slot(g, qc, g.offsets_of(offsets, blk.b, l, grp), [&](int p, const Axis* ax) {
+        float2 kp = make_float2(0.f, 0.f);
+        for_each_corner(ax, [&](const int* at, float w, const float*) {
+          if (w != 0.f) axpy(w, ks.pair(g, at), kp);
         });
-        const float s = dot(qr, ks), mn = !(s <= m) ? s : m;  // a NaN score propagates
-        const float corr = __expf(m - mn), e = __expf(s - mn);
-        sum = sum * corr + e;
-        for (int t = 0; t < CH; ++t) acc[t] = acc[t] * corr + e * vs[t];
-        m = mn;
-      }
-  for (int t = 0; t < CH; ++t) acc[t] /= sum;
-  for (int t = 0; t < CH; ++t) {
-    const int c = int(threadIdx.x % 32) + 32 * t;
-    if (c < g.d) store(out + g.row(b, l, n), c, acc[t]);
+        const float s = pair_dot(qp, kp);
+        if (lane == 0) score[qi * g.P + p] += s;
+      });
+    });
   }
-  if (threadIdx.x % 32 == 0) lse[(b * g.nh + n) * g.L + l] = m + logf(sum);
+  __syncwarp();
+  for_each_query(g, blk.tile, [&](int qi, const int*, int64_t l) {
+    float* sq = score + qi * g.P;
+    float m = -FLT_MAX, sum = 0;
+    for (int u = lane; u < g.valid_slots(); u += 32) m = nan_max(m, sq[g.valid_slot(u)]);  // a NaN score propagates
+    m = warp_max(m);
+    for (int u = lane; u < g.valid_slots(); u += 32) sum += __expf(sq[g.valid_slot(u)] - m);
+    sum = warp_sum(sum);
+    for (int u = lane; u < g.valid_slots(); u += 32) sq[g.valid_slot(u)] = __expf(sq[g.valid_slot(u)] - m) / sum;
+    if (lane == 0) lse[(blk.b * g.nh + n) * g.L + l] = m + logf(sum);
+  });
+  __syncwarp();
+  for (int c0 = 0; c0 < g.d; c0 += kChunk) {
+    stage(g, blk.box, v, blk.b, n, c0, staged);
+    const Source vs{v, staged, blk.box, blk.b, n, c0};
+    for_each_query(g, blk.tile, [&](int qi, const int* qc, int64_t l) {
+      float2 acc = make_float2(0.f, 0.f);
+      for_each_slot(g, qc, g.offsets_of(offsets, blk.b, l, grp), [&](int p, const Axis* ax) {
+        float2 vp = make_float2(0.f, 0.f);
+        for_each_corner(ax, [&](const int* at, float w, const float*) {
+          if (w != 0.f) axpy(w, vs.pair(g, at), vp);
+        });
+        axpy(score[qi * g.P + p], vp, acc);
+      });
+      const int c = c0 + 2 * lane;
+      uint16_t* o = out + g.row(blk.b, l, n);
+      if (c < g.d) store(o, c, acc.x);
+      if (c + 1 < g.d) store(o, c + 1, acc.y);
+    });
+  }
 }
 
-// Phase 1, warp (b, l, group): coef [B, nh, L, P] gets (a, ds * scale) per valid slot; dq +=; doffsets += the
-// position gradients summed over the group's heads in head order (null: none wanted).
-template <int CH>
-__global__ void __launch_bounds__(kWarps * 32)
+// The per-(query, slot) sums of the backward's first pass, summed over the chunks: x . t~ for the row x (q or dout)
+// and the interpolated row t~ (k or v), then x . dt~/dpos per axis (with position gradients).
+constexpr int kDots = 8;  // q.k~, dout.v~, q.dk~/dpos [3], dout.dv~/dpos [3]
+
+// dots[query, p, first], and [.., first + 2 + 3 i .. ] for the derivatives (when deriv), += the chunk's products of
+// the rows x with the slots' rows of src (staged).
+__device__ inline void add_dots(const Geo& g, const Block& blk, const Source& src, const uint16_t* x,
+                                const uint16_t* offsets, bool deriv, int first, float* dots) {
+  const int lane = int(threadIdx.x % 32), n = src.n, grp = n / (g.nh / g.G);
+  for_each_query(g, blk.tile, [&](int qi, const int* qc, int64_t l) {
+    const float2 xp = lane_pair(x + g.row(blk.b, l, n), g.d, src.c0 + 2 * lane);
+    for_each_slot(g, qc, g.offsets_of(offsets, blk.b, l, grp), [&](int p, const Axis* ax) {
+      float2 tp = make_float2(0.f, 0.f), dp[3] = {};
+      for_each_corner(ax, [&](const int* at, float w, const float* dw) {
+        if (w == 0.f && !deriv) return;
+        const float2 r = src.pair(g, at);
+        axpy(w, r, tp);
+        if (deriv)
+          for (int i = 0; i < 3; ++i) axpy(dw[i], r, dp[i]);
+      });
+      float* d = dots + (qi * g.P + p) * kDots;
+      const float s = pair_dot(xp, tp);
+      if (lane == 0) d[first] += s;
+      if (!deriv) return;
+      for (int i = 0; i < 3; ++i) {
+        const float si = pair_dot(xp, dp[i]);
+        if (lane == 0) d[2 + first * 3 + i] += si;
+      }
+    });
+  });
+}
+
+// Phase 1, block (b, group, tile), the group's heads in head order: per head, dots over the K then the V halo
+// (staged chunk by chunk); the probabilities a and score gradients ds, saved in coef [B, nh, L, P]; dq += sum_p ds
+// k~_p over the K halo again. doffsets += the position gradients summed over the heads (null: none wanted).
+__global__ void __launch_bounds__(kTileWarps * 32)
     query_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, const uint16_t* out,
                  const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* doffsets, float2* coef, Geo g) {
-  extern __shared__ float smem[];
-  const int lane = int(threadIdx.x % 32);
-  const int64_t warp = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (warp >= g.B * g.L * g.G) return;
-  const int grp = int(warp % g.G), hpg = g.nh / g.G;
-  const int64_t bl = warp / g.G, b = bl / g.L, l = bl % g.L;
-  const uint16_t* off = offsets ? offsets + (bl * g.G + grp) * g.P * 3 : nullptr;  // [P, 3]
-  float* dpos = smem + (threadIdx.x / 32) * g.P * 3;                               // [P, 3]
-  if (doffsets)
-    for (int i = lane; i < g.P * 3; i += 32) dpos[i] = 0;
-  __syncwarp();
-  int st[3];
-  g.starts(l, st);
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  __shared__ unsigned reach[3];
+  float* smem = reinterpret_cast<float*>(smem_bytes);
+  const int lane = int(threadIdx.x % 32), Q = g.queries(), hpg = g.nh / g.G;
+  const Block blk = block_of(g, g.G, offsets, reach);
+  const int grp = blk.h;
+  const bool deriv = doffsets != nullptr;
+  float* dots = smem;                              // [Q, P, kDots]
+  float* dpos = dots + Q * g.P * kDots;            // [Q, P, 3] when deriv
+  float* stat = dpos + (deriv ? Q * g.P * 3 : 0);  // [Q, 2]: dout . out, lse
+  uint16_t* staged = reinterpret_cast<uint16_t*>(smem_bytes + staged_offset(stat + 2 * Q - smem));  // [rows, kChunk]
+  for (int i = int(threadIdx.x); deriv && i < Q * g.P * 3; i += int(blockDim.x)) dpos[i] = 0;
   for (int n = grp * hpg; n < (grp + 1) * hpg; ++n) {
-    const int64_t r = g.row(b, l, n);
-    float qr[CH], dr[CH], orow[CH], dqa[CH] = {};
-    load_row(q + r, g.d, qr);
-    load_row(dout + r, g.d, dr);
-    load_row(out + r, g.d, orow);
-    const float delta = dot(dr, orow), lse_l = lse[(b * g.nh + n) * g.L + l];
-    for (int jt = 0; jt < g.kc[0]; ++jt)
-      for (int jh = 0; jh < g.kc[1]; ++jh)
-        for (int jw = 0; jw < g.kc[2]; ++jw) {
-          const int p = g.slot(jt, jh, jw);
-          Axis ax[3];
-          slot_axes(g, st, jt, jh, jw, off, ax);
-          float ks[CH] = {}, vs[CH] = {}, kd[3][CH] = {}, vd[3][CH] = {};
-          for_each_corner(g, ax, [&](int64_t tok, float w, const float* dw) {
-            const uint16_t *kr = k + g.row(b, tok, n), *vr = v + g.row(b, tok, n);
-            if (w != 0.f) {
-              axpy_row(w, kr, g.d, ks);
-              axpy_row(w, vr, g.d, vs);
-            }
-            if (!doffsets) return;
-            for (int i = 0; i < 3; ++i)
-              if (dw[i] != 0.f) {
-                axpy_row(dw[i], kr, g.d, kd[i]);
-                axpy_row(dw[i], vr, g.d, vd[i]);
-              }
+    __syncthreads();  // the previous head's dq pass is done with dots
+    for (int i = int(threadIdx.x); i < Q * g.P * kDots; i += int(blockDim.x)) dots[i] = 0;
+    for_each_query(g, blk.tile, [&](int qi, const int*, int64_t l) {
+      const int64_t r = g.row(blk.b, l, n);
+      float delta = 0;
+      for (int c0 = 0; c0 < g.d; c0 += kChunk)
+        delta += pair_dot(lane_pair(dout + r, g.d, c0 + 2 * lane), lane_pair(out + r, g.d, c0 + 2 * lane));
+      if (lane == 0) {
+        stat[qi * 2] = delta;
+        stat[qi * 2 + 1] = lse[(blk.b * g.nh + n) * g.L + l];
+      }
+    });
+    for (int c0 = 0; c0 < g.d; c0 += kChunk) {
+      stage(g, blk.box, k, blk.b, n, c0, staged);
+      add_dots(g, blk, Source{k, staged, blk.box, blk.b, n, c0}, q, offsets, deriv, 0, dots);
+    }
+    for (int c0 = 0; c0 < g.d; c0 += kChunk) {
+      stage(g, blk.box, v, blk.b, n, c0, staged);
+      add_dots(g, blk, Source{v, staged, blk.box, blk.b, n, c0}, dout, offsets, deriv, 1, dots);
+    }
+    __syncwarp();
+    for_each_query(g, blk.tile, [&](int qi, const int*, int64_t l) {
+      for (int u = lane; u < g.valid_slots(); u += 32) {
+        const int p = g.valid_slot(u);
+        float* d = dots + (qi * g.P + p) * kDots;
+        const float a = __expf(g.scale * d[0] - stat[qi * 2 + 1]), ds = a * (d[1] - stat[qi * 2]) * g.scale;
+        coef[((blk.b * g.nh + n) * g.L + l) * g.P + p] = make_float2(a, ds);
+        for (int i = 0; deriv && i < 3; ++i) dpos[(qi * g.P + p) * 3 + i] += ds * d[2 + i] + a * d[5 + i];
+        d[0] = ds;
+      }
+    });
+    __syncwarp();
+    for (int c0 = 0; c0 < g.d; c0 += kChunk) {
+      stage(g, blk.box, k, blk.b, n, c0, staged);
+      const Source ks{k, staged, blk.box, blk.b, n, c0};
+      for_each_query(g, blk.tile, [&](int qi, const int* qc, int64_t l) {
+        float2 acc = make_float2(0.f, 0.f);
+        for_each_slot(g, qc, g.offsets_of(offsets, blk.b, l, grp), [&](int p, const Axis* ax) {
+          float2 kp = make_float2(0.f, 0.f);
+          for_each_corner(ax, [&](const int* at, float w, const float*) {
+            if (w != 0.f) axpy(w, ks.pair(g, at), kp);
           });
-          const float a = __expf(g.scale * dot(qr, ks) - lse_l), ds = a * (dot(dr, vs) - delta) * g.scale;
-          for (int t = 0; t < CH; ++t) dqa[t] += ds * ks[t];
-          if (lane == 0) coef[((b * g.nh + n) * g.L + l) * g.P + p] = make_float2(a, ds);
-          if (!doffsets) continue;
-          for (int i = 0; i < 3; ++i) {
-            const float gp = ds * dot(qr, kd[i]) + a * dot(dr, vd[i]);
-            if (lane == 0) dpos[p * 3 + i] += gp;
-          }
-        }
-    add_row(dq + r, g.d, dqa);
+          axpy(dots[(qi * g.P + p) * kDots], kp, acc);
+        });
+        add_pair(dq + g.row(blk.b, l, n), g.d, c0 + 2 * lane, acc);
+      });
+    }
   }
+  if (!deriv) return;
   __syncwarp();
-  if (!doffsets) return;
-  uint16_t* dof = doffsets + (bl * g.G + grp) * g.P * 3;  // [P, 3]
-  for (int i = lane; i < g.P * 3; i += 32) store(dof, i, load(dof, i) + dpos[i]);
+  for_each_query(g, blk.tile, [&](int qi, const int*, int64_t l) {
+    uint16_t* dof = doffsets + ((blk.b * g.L + l) * g.G + grp) * g.P * 3;  // [P, 3]
+    for (int i = lane; i < g.P * 3; i += 32) store(dof, i, load(dof, i) + dpos[qi * g.P * 3 + i]);
+  });
 }
 
 // reach[axis] = the largest |offset| along the axis (as float bits: for non-negative floats, and NaN above +inf,
@@ -336,22 +616,64 @@ void with_channels(int d, F&& f) {
   return f(std::integral_constant<int, 8>{});
 }
 
+// The staged kernels' tiles: at most kTileQueries queries, fewer when their slot_floats floats per (query, slot)
+// would pass kSlotBytes, w fastest and clipped to the grid; and the staged rows at most.
+void set_tiles(Geo& g, int slot_floats, int64_t halo_rows) {
+  MS_CHECK(halo_rows >= 0 && halo_rows <= kDsaMaxHaloRows, "cuda dsa: ", halo_rows, " staged rows; at most ",
+           kDsaMaxHaloRows);
+  int Q = kTileQueries;
+  while (Q > 1 && size_t(Q) * size_t(g.P) * size_t(slot_floats) * sizeof(float) > kSlotBytes) Q /= 2;
+  g.tile[2] = std::min(Q, g.ext[2]);
+  g.tile[1] = std::min(Q / g.tile[2], g.ext[1]);
+  g.tile[0] = std::min(Q / (g.tile[1] * g.tile[2]), g.ext[0]);
+  for (int i = 0; i < 3; ++i) g.ntile[i] = (g.ext[i] + g.tile[i] - 1) / g.tile[i];
+  g.halo = int(halo_rows);
+}
+
+// The widest staging copy d and the staged tensors' alignment allow.
+int copy_unit(int d, std::initializer_list<const uint16_t*> xs) {
+  auto aligned = [&](uintptr_t a) {
+    for (const uint16_t* x : xs)
+      if (reinterpret_cast<uintptr_t>(x) % a) return false;
+    return true;
+  };
+  return d % 8 == 0 && aligned(16) ? 8 : d % 2 == 0 && aligned(4) ? 2 : 1;
+}
+
+// The blocks of a staged launch: (batch, heads, tile); and its shared memory, floats then the staged chunk.
+unsigned staged_blocks(const Geo& g, int64_t heads) {
+  const int64_t b = g.B * heads * g.ntile[0] * g.ntile[1] * g.ntile[2];
+  MS_CHECK(b < (int64_t(1) << 31), "cuda dsa: ", b, " blocks are too many for one launch");
+  return unsigned(b);
+}
+
+template <class K>
+size_t staged_smem(K kernel, const Geo& g, int64_t floats) {
+  const size_t bytes = size_t(staged_offset(floats)) + size_t(g.halo) * kChunk * sizeof(uint16_t);
+  if (bytes > 48 * 1024)
+    MS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  return bytes;
+}
+
 }  // namespace
 
 void dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, uint16_t* out,
-                 float* lse, const cpu::VideoAttentionDims& dims, const cpu::DsaArgs& a, Stream stream) {
-  const Geo g = geometry(dims, a);
-  with_channels(g.d, [&](auto ch) {
-    forward_kernel<decltype(ch)::value>
-        <<<warp_blocks(g.B * g.L * g.nh), kWarps * 32, 0, stream>>>(q, k, v, offsets, out, lse, g);
-    MS_CUDA_CHECK_LAUNCH();
-  });
+                 float* lse, const cpu::VideoAttentionDims& dims, const cpu::DsaArgs& a, Stream stream,
+                 int64_t halo_rows) {
+  Geo g = geometry(dims, a);
+  set_tiles(g, 1, halo_rows);
+  g.unit = copy_unit(g.d, {k, v});
+  const int Q = g.tile[0] * g.tile[1] * g.tile[2];
+  const size_t smem = staged_smem(forward_kernel, g, int64_t(Q) * g.P);
+  forward_kernel<<<staged_blocks(g, g.nh), kTileWarps * 32, smem, stream>>>(q, k, v, offsets, out, lse, g);
+  MS_CUDA_CHECK_LAUNCH();
 }
 
 void dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, const uint16_t* out,
                   const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, uint16_t* doffsets,
-                  float* scratch, const cpu::VideoAttentionDims& dims, const cpu::DsaArgs& a, Stream stream) {
-  const Geo g = geometry(dims, a);
+                  float* scratch, const cpu::VideoAttentionDims& dims, const cpu::DsaArgs& a, Stream stream,
+                  int64_t halo_rows) {
+  Geo g = geometry(dims, a);
   unsigned* reach = offsets ? reinterpret_cast<unsigned*>(scratch) : nullptr;  // [3], then 1 float of padding
   float2* coef = reinterpret_cast<float2*>(scratch + 4);                       // [B, nh, L, P]
   if (reach) {
@@ -361,14 +683,15 @@ void dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const
     MS_CUDA_CHECK_LAUNCH();
   }
   uint16_t* dof = offsets ? doffsets : nullptr;
-  const size_t smem = dof ? size_t(kWarps) * size_t(g.P) * 3 * sizeof(float) : 0;
+  const int slot_floats = kDots + (dof ? 3 : 0);
+  set_tiles(g, slot_floats, halo_rows);
+  g.unit = copy_unit(g.d, {k, v});
+  const int Q = g.tile[0] * g.tile[1] * g.tile[2];
+  const size_t smem = staged_smem(query_kernel, g, int64_t(Q) * (g.P * slot_floats + 2));
+  query_kernel<<<staged_blocks(g, g.G), kTileWarps * 32, smem, stream>>>(q, k, v, offsets, out, lse, dout, dq, dof,
+                                                                         coef, g);
+  MS_CUDA_CHECK_LAUNCH();
   with_channels(g.d, [&](auto ch) {
-    if (smem > 48 * 1024)
-      MS_CUDA_CHECK(cudaFuncSetAttribute(query_kernel<decltype(ch)::value>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(smem)));
-    query_kernel<decltype(ch)::value><<<warp_blocks(g.B * g.L * g.G), kWarps * 32, smem, stream>>>(
-        q, k, v, offsets, out, lse, dout, dq, dof, coef, g);
-    MS_CUDA_CHECK_LAUNCH();
     key_kernel<decltype(ch)::value>
         <<<warp_blocks(g.B * g.L * g.nh), kWarps * 32, 0, stream>>>(q, offsets, dout, coef, reach, dk, dv, g);
     MS_CUDA_CHECK_LAUNCH();

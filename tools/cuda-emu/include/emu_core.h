@@ -32,6 +32,9 @@ struct float2 {
 struct float3 {
   float x, y, z;
 };
+struct uint4 {
+  unsigned x, y, z, w;
+};
 inline float2 make_float2(float a, float b) { return {a, b}; }
 inline float3 make_float3(float a, float b, float c) { return {a, b, c}; }
 struct Dim3 {
