@@ -66,10 +66,10 @@ void dsa_offsets_backward(const T* raw, const T* doffsets, T* draw, const std::a
 struct CUstream_st;
 namespace ms::cuda {
 
-constexpr int64_t kDsaMaxHeadDim = 256;    // 8 channels per lane
-constexpr int64_t kDsaMaxSlots = 2048;     // a block keeps 11 floats per slot of one query in shared memory
-constexpr int64_t kDsaHaloRows = 768;      // staged rows per block by default: 768 x 64 channels x 2 B = 96 KiB
-constexpr int64_t kDsaMaxHaloRows = 1024;  // with P = 2048 the backward's block then holds 218 KiB
+constexpr int64_t kDsaMaxHeadDim = 256;   // 8 channels per lane
+constexpr int64_t kDsaMaxSlots = 2048;    // a block keeps 11 floats per slot of one query in shared memory
+constexpr int64_t kDsaHaloRows = 640;     // staged rows per block by default: 640 x 64 channels x 2 B = 80 KiB
+constexpr int64_t kDsaMaxHaloRows = 768;  // with P = 2048 the backward's block then holds 209 KiB
 
 void dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, uint16_t* out,
                  float* lse, const cpu::VideoAttentionDims& dims, const cpu::DsaArgs& a, CUstream_st* stream,

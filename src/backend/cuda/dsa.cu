@@ -4,8 +4,9 @@
 // The forward and the backward's per-query pass are staged: a block takes a tile of up to 32 queries (w fastest) of
 // one head (one offset group in the backward) and stages the K or V halo its samples can reach, the box of tokens
 // within the tile's largest |offset| per axis of its windows, in shared memory, 64 channels at a time. Each warp
-// takes a query at a time, its lanes two channels each, and interpolates the slots' keys and values from the staged
-// rows (a corner outside the box, where the halo outgrows the staging space, from global memory). Scores are summed
+// takes a query at a time: its lanes compute the slots' geometry, a slot each, into shared memory (SlotGeo), then
+// interpolate the slots' keys and values from the staged rows, two channels each (a corner outside the box, where
+// the halo outgrows the staging space, from global memory). Scores are summed
 // over the chunks, so the softmax runs once they are complete: the forward is two passes (K, then V), and the
 // backward's per-query pass three (K and V for the dot products, K again for dq).
 // Backward without atomics on the gradients, in two kernels:
@@ -33,6 +34,7 @@ constexpr int kTileQueries = 32;  // queries per staged block at most
 constexpr int kChunk = 64;        // channels of a staged row: two per lane
 // A staged block's per-(query, slot) floats at most (fewer queries if P is large).
 constexpr size_t kSlotBytes = 48 * 1024;
+constexpr size_t kMaxSharedBytes = 227 * 1024;  // dynamic shared memory per block on sm_90
 
 struct Geo {
   int ext[3], win[3], kc[3];  // extents, windows, clipped windows k' = min(k, E)
@@ -81,39 +83,22 @@ __device__ inline Axis axis_sample(int base, float offset, int E) {
   return a;
 }
 
-// Calls f(slot p, its three axis samples) for the valid slots of query coordinates qc in slot order; off [P, 3] the
-// query's offsets in its group, or null.
-template <class F>
-__device__ inline void for_each_slot(const Geo& g, const int* qc, const uint16_t* off, F f) {
-  int st[3];
-  for (int i = 0; i < 3; ++i) st[i] = g.start(qc[i], i);
-  for (int jt = 0; jt < g.kc[0]; ++jt)
-    for (int jh = 0; jh < g.kc[1]; ++jh)
-      for (int jw = 0; jw < g.kc[2]; ++jw) {
-        const int j[3] = {jt, jh, jw}, p = g.slot(jt, jh, jw);
-        Axis ax[3];
-        for (int i = 0; i < 3; ++i) ax[i] = axis_sample(st[i] + j[i], off ? load(off, p * 3 + i) : 0.f, g.ext[i]);
-        f(p, ax);
-      }
-}
-
-// Calls f(corner coordinates, weight, the weight's derivatives per axis) for the 8 corners of a slot.
-template <class F>
-__device__ inline void for_each_corner(const Axis* ax, F f) {
-  for (int ct = 0; ct < 2; ++ct)
-    for (int ch = 0; ch < 2; ++ch)
-      for (int cw = 0; cw < 2; ++cw) {
-        const int c[3] = {ct, ch, cw};
-        float wa[3], da[3];
-        int at[3];
-        for (int i = 0; i < 3; ++i) {
-          wa[i] = c[i] ? ax[i].f : 1.f - ax[i].f;
-          da[i] = c[i] ? ax[i].g : -ax[i].g;
-          at[i] = c[i] ? ax[i].i1 : ax[i].i0;
-        }
-        const float dw[3] = {da[0] * wa[1] * wa[2], wa[0] * da[1] * wa[2], wa[0] * wa[1] * da[2]};
-        f(at, wa[0] * wa[1] * wa[2], dw);
-      }
+// Corner c = (ct * 2 + ch) * 2 + cw of a trilinear sample (bit 1: the upper corner on that axis): its weight from the
+// axes' upper weights f, multiplied in t, h, w order, and (when dw) the weight's derivatives per axis, g the axes'
+// d pos / d offset.
+__device__ inline float corner_weight(const float* f, const float* g, int c, float* dw) {
+  float wa[3], da[3];
+  for (int i = 0; i < 3; ++i) {
+    const bool up = c >> (2 - i) & 1;
+    wa[i] = up ? f[i] : 1.f - f[i];
+    da[i] = up ? g[i] : -g[i];
+  }
+  if (dw) {
+    dw[0] = da[0] * wa[1] * wa[2];
+    dw[1] = wa[0] * da[1] * wa[2];
+    dw[2] = wa[0] * wa[1] * da[2];
+  }
+  return wa[0] * wa[1] * wa[2];
 }
 
 __device__ inline float warp_sum(float v) {
@@ -290,22 +275,71 @@ __device__ inline void stage(const Geo& g, const Box& box, const uint16_t* x, in
 // Where a staged block's chunk starts in its shared memory: after its `floats` floats, 16-byte aligned.
 __host__ __device__ inline int64_t staged_offset(int64_t floats) { return (floats + 3) / 4 * 4 * 4; }
 
+// One slot of a query, as a lane computes it for its warp: its slot p; per corner its row (>= 0: the staged row,
+// else -1 - its token, read from global memory) and weight; per axis the upper corner's weight f and d pos / d offset
+// g, from which the weights' derivatives follow (corner_weight).
+struct SlotGeo {
+  int p;
+  int row[8];
+  float w[8];
+  float f[3], g[3];
+};
+constexpr int kGeoBytes = kTileWarps * 32 * int(sizeof(SlotGeo));  // a block's: 32 slots per warp
+
 // A tensor's rows as the staged kernels read one chunk of them: from the staged box where the token lies in it, else
 // from global memory.
 struct Source {
   const uint16_t* x;
   const uint16_t* staged;
-  Box box;
   int64_t b;
   int n, c0;
 
-  // The lane's channel pair of the row of the token at coordinates at.
-  __device__ float2 pair(const Geo& g, const int* at) const {
-    const int r = box.local(at), lane2 = 2 * int(threadIdx.x % 32);
-    return r >= 0 ? lane_pair(staged + r * kChunk, kChunk, lane2)
-                  : lane_pair(x + g.row(b, g.token(at), n), g.d, c0 + lane2);
+  // The lane's channel pair of a row (SlotGeo::row).
+  __device__ float2 pair(const Geo& g, int row) const {
+    const int lane2 = 2 * int(threadIdx.x % 32);
+    return row >= 0 ? lane_pair(staged + row * kChunk, kChunk, lane2)
+                    : lane_pair(x + g.row(b, -1 - row, n), g.d, c0 + lane2);
+  }
+  // The lane's channel pair of slot s's row interpolated from its corners (those of zero weight skipped, as the CPU
+  // drops them).
+  __device__ float2 interpolate(const Geo& g, const SlotGeo& s) const {
+    float2 r = make_float2(0.f, 0.f);
+    for (int c = 0; c < 8; ++c)
+      if (s.w[c] != 0.f) axpy(s.w[c], pair(g, s.row[c]), r);
+    return r;
   }
 };
+
+// Calls f(SlotGeo) for the valid slots of query coordinates qc in slot order, their geometry computed by the warp 32
+// slots at a time, a slot per lane, into its buffer geo [32]; off [P, 3] the query's offsets in its group, or null.
+template <class F>
+__device__ inline void for_each_slot(const Geo& g, const Box& box, const int* qc, const uint16_t* off, SlotGeo* geo,
+                                     F f) {
+  const int lane = int(threadIdx.x % 32), nv = g.valid_slots();
+  for (int u0 = 0; u0 < nv; u0 += 32) {
+    __syncwarp();  // the previous round's readers are done
+    if (u0 + lane < nv) {
+      const int u = u0 + lane, j[3] = {u / (g.kc[1] * g.kc[2]), u / g.kc[2] % g.kc[1], u % g.kc[2]};
+      SlotGeo& s = geo[lane];
+      s.p = g.slot(j[0], j[1], j[2]);
+      Axis ax[3];
+      for (int i = 0; i < 3; ++i) {
+        ax[i] = axis_sample(g.start(qc[i], i) + j[i], off ? load(off, s.p * 3 + i) : 0.f, g.ext[i]);
+        s.f[i] = ax[i].f;
+        s.g[i] = ax[i].g;
+      }
+      for (int c = 0; c < 8; ++c) {
+        int at[3];
+        for (int i = 0; i < 3; ++i) at[i] = c >> (2 - i) & 1 ? ax[i].i1 : ax[i].i0;
+        const int r = box.local(at);
+        s.row[c] = r >= 0 ? r : -1 - int(g.token(at));
+        s.w[c] = corner_weight(s.f, s.g, c, nullptr);
+      }
+    }
+    __syncwarp();
+    for (int v = 0; v < min(32, nv - u0); ++v) f(geo[v]);
+  }
+}
 
 // A staged block: its batch, tile and halo. Blocks run (batch, head or group, tile) with the tile fastest.
 struct Block {
@@ -336,34 +370,48 @@ __device__ inline void for_each_query(const Geo& g, const Tile& t, F f) {
   }
 }
 
+// Per chunk of channels, x's halo (head n) staged, then per query of the tile write(token, the lane's channel c,
+// its pair of sum_p coefficient(query index, p) x~_p).
+template <class C, class W>
+__device__ inline void weighted_pass(const Geo& g, const Block& blk, const uint16_t* x, const uint16_t* offsets, int n,
+                                     uint16_t* staged, SlotGeo* geo, C coefficient, W write) {
+  const int grp = n / (g.nh / g.G);
+  for (int c0 = 0; c0 < g.d; c0 += kChunk) {
+    stage(g, blk.box, x, blk.b, n, c0, staged);
+    const Source src{x, staged, blk.b, n, c0};
+    for_each_query(g, blk.tile, [&](int qi, const int* qc, int64_t l) {
+      float2 acc = make_float2(0.f, 0.f);
+      for_each_slot(g, blk.box, qc, g.offsets_of(offsets, blk.b, l, grp), geo,
+                    [&](const SlotGeo& sg) { axpy(coefficient(qi, sg.p), src.interpolate(g, sg), acc); });
+      write(l, c0 + 2 * int(threadIdx.x % 32), acc);
+    });
+  }
+}
+
 // Block (b, n, tile): per chunk of channels, the K halo staged, then score[query, p] += q . k~ (the key
-// interpolated from the slot's corners, those of zero weight skipped, as the CPU drops them); the softmax per query;
-// per chunk, the V halo staged, then out = sum_p a_p v~_p.
+// interpolated from the slot's corners); the softmax per query; per chunk, the V halo staged, then
+// out = sum_p a_p v~_p.
 __global__ void __launch_bounds__(kTileWarps * 32)
     forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, uint16_t* out,
                    float* lse, Geo g) {
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   __shared__ unsigned reach[3];
-  float* smem = reinterpret_cast<float*>(smem_bytes);
   const int lane = int(threadIdx.x % 32), Q = g.queries();
+  SlotGeo* geo = reinterpret_cast<SlotGeo*>(smem_bytes) + threadIdx.x / 32 * 32;  // the warp's [32]
+  float* score = reinterpret_cast<float*>(smem_bytes + kGeoBytes);                // [Q, P]: scores, then probabilities
+  uint16_t* staged = reinterpret_cast<uint16_t*>(smem_bytes + kGeoBytes + staged_offset(Q * g.P));  // [rows, kChunk]
   const Block blk = block_of(g, g.nh, offsets, reach);
   const int n = blk.h, grp = n / (g.nh / g.G);
-  float* score = smem;  // [Q, P]: scores, then probabilities
-  uint16_t* staged = reinterpret_cast<uint16_t*>(smem_bytes + staged_offset(Q * g.P));  // [box rows, kChunk]
   for (int i = int(threadIdx.x); i < Q * g.P; i += int(blockDim.x)) score[i] = 0;
   for (int c0 = 0; c0 < g.d; c0 += kChunk) {
     stage(g, blk.box, k, blk.b, n, c0, staged);
-    const Source ks{k, staged, blk.box, blk.b, n, c0};
+    const Source ks{k, staged, blk.b, n, c0};
     for_each_query(g, blk.tile, [&](int qi, const int* qc, int64_t l) {
       float2 qp = lane_pair(q + g.row(blk.b, l, n), g.d, c0 + 2 * lane);
       qp = make_float2(qp.x * g.scale, qp.y * g.scale);
-      for_each_slot(g, qc, g.offsets_of(offsets, blk.b, l, grp), [&](int p, const Axis* ax) {
-        float2 kp = make_float2(0.f, 0.f);
-        for_each_corner(ax, [&](const int* at, float w, const float*) {
-          if (w != 0.f) axpy(w, ks.pair(g, at), kp);
-        });
-        const float s = pair_dot(qp, kp);
-        if (lane == 0) score[qi * g.P + p] += s;
+      for_each_slot(g, blk.box, qc, g.offsets_of(offsets, blk.b, l, grp), geo, [&](const SlotGeo& sg) {
+        const float s = pair_dot(qp, ks.interpolate(g, sg));
+        if (lane == 0) score[qi * g.P + sg.p] += s;
       });
     });
   }
@@ -379,50 +427,43 @@ __global__ void __launch_bounds__(kTileWarps * 32)
     if (lane == 0) lse[(blk.b * g.nh + n) * g.L + l] = m + logf(sum);
   });
   __syncwarp();
-  for (int c0 = 0; c0 < g.d; c0 += kChunk) {
-    stage(g, blk.box, v, blk.b, n, c0, staged);
-    const Source vs{v, staged, blk.box, blk.b, n, c0};
-    for_each_query(g, blk.tile, [&](int qi, const int* qc, int64_t l) {
-      float2 acc = make_float2(0.f, 0.f);
-      for_each_slot(g, qc, g.offsets_of(offsets, blk.b, l, grp), [&](int p, const Axis* ax) {
-        float2 vp = make_float2(0.f, 0.f);
-        for_each_corner(ax, [&](const int* at, float w, const float*) {
-          if (w != 0.f) axpy(w, vs.pair(g, at), vp);
-        });
-        axpy(score[qi * g.P + p], vp, acc);
+  weighted_pass(
+      g, blk, v, offsets, n, staged, geo, [&](int qi, int p) { return score[qi * g.P + p]; },
+      [&](int64_t l, int c, float2 acc) {
+        uint16_t* o = out + g.row(blk.b, l, n);
+        if (c < g.d) store(o, c, acc.x);
+        if (c + 1 < g.d) store(o, c + 1, acc.y);
       });
-      const int c = c0 + 2 * lane;
-      uint16_t* o = out + g.row(blk.b, l, n);
-      if (c < g.d) store(o, c, acc.x);
-      if (c + 1 < g.d) store(o, c + 1, acc.y);
-    });
-  }
 }
 
 // The per-(query, slot) sums of the backward's first pass, summed over the chunks: x . t~ for the row x (q or dout)
 // and the interpolated row t~ (k or v), then x . dt~/dpos per axis (with position gradients).
 constexpr int kDots = 8;  // q.k~, dout.v~, q.dk~/dpos [3], dout.dv~/dpos [3]
 
-// dots[query, p, first], and [.., first + 2 + 3 i .. ] for the derivatives (when deriv), += the chunk's products of
-// the rows x with the slots' rows of src (staged).
+// dots[query, p, first], and [.., 2 + 3 first + i] for the derivatives (when deriv), += the chunk's products of the
+// rows x with the slots' rows of src (staged).
 __device__ inline void add_dots(const Geo& g, const Block& blk, const Source& src, const uint16_t* x,
-                                const uint16_t* offsets, bool deriv, int first, float* dots) {
+                                const uint16_t* offsets, bool deriv, int first, SlotGeo* geo, float* dots) {
   const int lane = int(threadIdx.x % 32), n = src.n, grp = n / (g.nh / g.G);
   for_each_query(g, blk.tile, [&](int qi, const int* qc, int64_t l) {
     const float2 xp = lane_pair(x + g.row(blk.b, l, n), g.d, src.c0 + 2 * lane);
-    for_each_slot(g, qc, g.offsets_of(offsets, blk.b, l, grp), [&](int p, const Axis* ax) {
+    for_each_slot(g, blk.box, qc, g.offsets_of(offsets, blk.b, l, grp), geo, [&](const SlotGeo& sg) {
+      float* d = dots + (qi * g.P + sg.p) * kDots;
+      if (!deriv) {
+        const float s = pair_dot(xp, src.interpolate(g, sg));
+        if (lane == 0) d[first] += s;
+        return;
+      }
       float2 tp = make_float2(0.f, 0.f), dp[3] = {};
-      for_each_corner(ax, [&](const int* at, float w, const float* dw) {
-        if (w == 0.f && !deriv) return;
-        const float2 r = src.pair(g, at);
-        axpy(w, r, tp);
-        if (deriv)
-          for (int i = 0; i < 3; ++i) axpy(dw[i], r, dp[i]);
-      });
-      float* d = dots + (qi * g.P + p) * kDots;
+      for (int c = 0; c < 8; ++c) {
+        float dw[3];
+        corner_weight(sg.f, sg.g, c, dw);
+        const float2 r = src.pair(g, sg.row[c]);
+        axpy(sg.w[c], r, tp);
+        for (int i = 0; i < 3; ++i) axpy(dw[i], r, dp[i]);
+      }
       const float s = pair_dot(xp, tp);
       if (lane == 0) d[first] += s;
-      if (!deriv) return;
       for (int i = 0; i < 3; ++i) {
         const float si = pair_dot(xp, dp[i]);
         if (lane == 0) d[2 + first * 3 + i] += si;
@@ -439,15 +480,15 @@ __global__ void __launch_bounds__(kTileWarps * 32)
                  const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* doffsets, float2* coef, Geo g) {
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   __shared__ unsigned reach[3];
-  float* smem = reinterpret_cast<float*>(smem_bytes);
   const int lane = int(threadIdx.x % 32), Q = g.queries(), hpg = g.nh / g.G;
+  const bool deriv = doffsets != nullptr;
+  SlotGeo* geo = reinterpret_cast<SlotGeo*>(smem_bytes) + threadIdx.x / 32 * 32;  // the warp's [32]
+  float* dots = reinterpret_cast<float*>(smem_bytes + kGeoBytes);                 // [Q, P, kDots]
+  float* dpos = dots + Q * g.P * kDots;                                           // [Q, P, 3] when deriv
+  float* stat = dpos + (deriv ? Q * g.P * 3 : 0);                                 // [Q, 2]: dout . out, lse
+  uint16_t* staged = reinterpret_cast<uint16_t*>(smem_bytes + kGeoBytes + staged_offset(stat + 2 * Q - dots));
   const Block blk = block_of(g, g.G, offsets, reach);
   const int grp = blk.h;
-  const bool deriv = doffsets != nullptr;
-  float* dots = smem;                              // [Q, P, kDots]
-  float* dpos = dots + Q * g.P * kDots;            // [Q, P, 3] when deriv
-  float* stat = dpos + (deriv ? Q * g.P * 3 : 0);  // [Q, 2]: dout . out, lse
-  uint16_t* staged = reinterpret_cast<uint16_t*>(smem_bytes + staged_offset(stat + 2 * Q - smem));  // [rows, kChunk]
   for (int i = int(threadIdx.x); deriv && i < Q * g.P * 3; i += int(blockDim.x)) dpos[i] = 0;
   for (int n = grp * hpg; n < (grp + 1) * hpg; ++n) {
     __syncthreads();  // the previous head's dq pass is done with dots
@@ -464,11 +505,11 @@ __global__ void __launch_bounds__(kTileWarps * 32)
     });
     for (int c0 = 0; c0 < g.d; c0 += kChunk) {
       stage(g, blk.box, k, blk.b, n, c0, staged);
-      add_dots(g, blk, Source{k, staged, blk.box, blk.b, n, c0}, q, offsets, deriv, 0, dots);
+      add_dots(g, blk, Source{k, staged, blk.b, n, c0}, q, offsets, deriv, 0, geo, dots);
     }
     for (int c0 = 0; c0 < g.d; c0 += kChunk) {
       stage(g, blk.box, v, blk.b, n, c0, staged);
-      add_dots(g, blk, Source{v, staged, blk.box, blk.b, n, c0}, dout, offsets, deriv, 1, dots);
+      add_dots(g, blk, Source{v, staged, blk.b, n, c0}, dout, offsets, deriv, 1, geo, dots);
     }
     __syncwarp();
     for_each_query(g, blk.tile, [&](int qi, const int*, int64_t l) {
@@ -482,21 +523,9 @@ __global__ void __launch_bounds__(kTileWarps * 32)
       }
     });
     __syncwarp();
-    for (int c0 = 0; c0 < g.d; c0 += kChunk) {
-      stage(g, blk.box, k, blk.b, n, c0, staged);
-      const Source ks{k, staged, blk.box, blk.b, n, c0};
-      for_each_query(g, blk.tile, [&](int qi, const int* qc, int64_t l) {
-        float2 acc = make_float2(0.f, 0.f);
-        for_each_slot(g, qc, g.offsets_of(offsets, blk.b, l, grp), [&](int p, const Axis* ax) {
-          float2 kp = make_float2(0.f, 0.f);
-          for_each_corner(ax, [&](const int* at, float w, const float*) {
-            if (w != 0.f) axpy(w, ks.pair(g, at), kp);
-          });
-          axpy(dots[(qi * g.P + p) * kDots], kp, acc);
-        });
-        add_pair(dq + g.row(blk.b, l, n), g.d, c0 + 2 * lane, acc);
-      });
-    }
+    weighted_pass(
+        g, blk, k, offsets, n, staged, geo, [&](int qi, int p) { return dots[(qi * g.P + p) * kDots]; },
+        [&](int64_t l, int c, float2 acc) { add_pair(dq + g.row(blk.b, l, n), g.d, c, acc); });
   }
   if (!deriv) return;
   __syncwarp();
@@ -591,6 +620,7 @@ Geo geometry(const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a) {
     g.win[i] = int(a.window[size_t(i)]);
     g.kc[i] = std::min(g.win[i], g.ext[i]);
   }
+  MS_CHECK(d.L() < (int64_t(1) << 31), "cuda dsa: ", d.L(), " tokens per sample; at most 2^31 - 1");
   g.B = d.B;
   g.L = d.L();
   g.nh = int(d.nh);
@@ -617,14 +647,17 @@ void with_channels(int d, F&& f) {
 }
 
 // The staged kernels' tiles: at most kTileQueries queries, fewer when their slot_floats floats per (query, slot)
-// would pass kSlotBytes, w fastest and clipped to the grid; and the staged rows at most.
+// would pass kSlotBytes; 8 wide in w where the grid allows (a halo grows with the tile's extent plus the window and
+// the reach on each axis, so a 4 x 8 tile's is half a 1 x 32 one's), then as tall in h as it can be, then wider;
+// and the staged rows at most.
 void set_tiles(Geo& g, int slot_floats, int64_t halo_rows) {
   MS_CHECK(halo_rows >= 0 && halo_rows <= kDsaMaxHaloRows, "cuda dsa: ", halo_rows, " staged rows; at most ",
            kDsaMaxHaloRows);
   int Q = kTileQueries;
   while (Q > 1 && size_t(Q) * size_t(g.P) * size_t(slot_floats) * sizeof(float) > kSlotBytes) Q /= 2;
-  g.tile[2] = std::min(Q, g.ext[2]);
+  g.tile[2] = std::min({Q, 8, g.ext[2]});
   g.tile[1] = std::min(Q / g.tile[2], g.ext[1]);
+  g.tile[2] = std::min(Q / g.tile[1], g.ext[2]);
   g.tile[0] = std::min(Q / (g.tile[1] * g.tile[2]), g.ext[0]);
   for (int i = 0; i < 3; ++i) g.ntile[i] = (g.ext[i] + g.tile[i] - 1) / g.tile[i];
   g.halo = int(halo_rows);
@@ -649,7 +682,9 @@ unsigned staged_blocks(const Geo& g, int64_t heads) {
 
 template <class K>
 size_t staged_smem(K kernel, const Geo& g, int64_t floats) {
-  const size_t bytes = size_t(staged_offset(floats)) + size_t(g.halo) * kChunk * sizeof(uint16_t);
+  const size_t bytes = size_t(kGeoBytes + staged_offset(floats)) + size_t(g.halo) * kChunk * sizeof(uint16_t);
+  MS_CHECK(bytes <= kMaxSharedBytes, "cuda dsa: a block would need ", bytes, " bytes of shared memory, more than the ",
+           kMaxSharedBytes, " of an sm_90 block; use fewer staged rows");
   if (bytes > 48 * 1024)
     MS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   return bytes;
