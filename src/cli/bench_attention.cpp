@@ -1,6 +1,7 @@
 // `megaslide bench attention`: forward + backward time and peak extra memory of the self-attention types at
 // growing token counts, and how each scales: time(8N) / time(N) is 64 for quadratic, 8 for linear cost.
 // window runs its shifted (odd-block) variant; dsa gets random offsets up to the default offset_range.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -28,8 +29,8 @@ struct BenchAttentionArgs {
   int64_t max_tokens = 65536;        // largest grid to run
   int64_t dense_max_tokens = 16384;  // dense above this would take minutes: skipped, with a note
   int64_t heads = 4, head_dim = 32;
-  int64_t repeat = 5;   // runs per row at most; the fastest counts
-  double budget_s = 3;  // ... while the row has taken less than this
+  int64_t repeat = 5;   // interleaved rounds; the fastest run of a row counts
+  double budget_s = 3;  // seconds of runs per row, spread over the rounds
   std::vector<std::string> types = kTypes;
   bool json = false;
 };
@@ -82,74 +83,114 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Row run_one(const std::string& type, const int64_t grid[3], const BenchAttentionArgs& a) {
-  const cpu::VideoAttentionDims d{1, grid[0], grid[1], grid[2], a.heads, a.head_dim};
-  const cpu::DsaArgs dsa{kWindow, a.heads};
-  const size_t n = size_t(d.L() * d.nh * d.d), noff = size_t(d.L() * dsa.groups * dsa.P() * 3);
-  Rng rng(uint64_t(d.L()));
-  auto random = [&](size_t count, double scale) {
-    std::vector<float> v(count);
-    for (auto& x : v) x = float(scale * rng.uniform(-1, 1));
-    return v;
-  };
-  // q, k, v, dout, offsets [1, t, h, w, nh, d] / [1, t, h, w, G, P, 3]; outputs and grads zero-filled (touched).
-  const auto q = random(n, 1), k = random(n, 1), v = random(n, 1), dout = random(n, 1);
-  auto off = type == "dsa" ? random(noff, 1) : std::vector<float>();
-  for (size_t i = 0; i < off.size(); ++i) off[i] *= float(kOffsetRange[i % 3]);
-  std::vector<float> out(n), lse(size_t(d.L() * d.nh)), dq(n), dk(n), dv(n), doff(off.size());
-  const cpu::AttentionDims ad{1, d.L(), d.L(), d.nh, d.d};
-  const float* offp = type == "dsa" ? off.data() : nullptr;
-  const bool peak = reset_peak_rss();
-  const int64_t base = proc_status_bytes("VmRSS:");
-  double fwd = 1e300, bwd = 1e300, spent = 0;
-  for (int64_t run = 0; run < std::max<int64_t>(1, a.repeat) && spent < a.budget_s * 1e3; ++run) {
+// One row's inputs, outputs and gradients, allocated once, and its fastest forward and backward so far.
+class Case {
+ public:
+  Case(const std::string& type, const int64_t grid[3], const BenchAttentionArgs& a)
+      : type_(type), d_{1, grid[0], grid[1], grid[2], a.heads, a.head_dim}, dsa_{kWindow, a.heads} {
+    const size_t n = size_t(d_.L() * d_.nh * d_.d), noff = size_t(d_.L() * dsa_.groups * dsa_.P() * 3);
+    Rng rng(uint64_t(d_.L()));
+    auto random = [&](size_t count, double scale) {
+      std::vector<float> v(count);
+      for (auto& x : v) x = float(scale * rng.uniform(-1, 1));
+      return v;
+    };
+    // q, k, v, dout, offsets [1, t, h, w, nh, d] / [1, t, h, w, G, P, 3]; outputs and grads zero-filled (touched).
+    q_ = random(n, 1), k_ = random(n, 1), v_ = random(n, 1), dout_ = random(n, 1);
+    if (type == "dsa") off_ = random(noff, 1);
+    for (size_t i = 0; i < off_.size(); ++i) off_[i] *= float(kOffsetRange[i % 3]);
+    out_.resize(n), lse_.resize(size_t(d_.L() * d_.nh)), dq_.resize(n), dk_.resize(n), dv_.resize(n);
+    doff_.resize(off_.size());
+    row_ = {type, grid[0], grid[1], grid[2], d_.L(), 1e300, 1e300, -1, model_flops(type, d_)};
+  }
+
+  // One forward + backward: keeps the fastest of each and the largest extra memory. Returns its milliseconds.
+  double run() {
+    const cpu::AttentionDims ad{1, d_.L(), d_.L(), d_.nh, d_.d};
+    const float* offp = off_.empty() ? nullptr : off_.data();
+    const bool peak = reset_peak_rss();
+    const int64_t base = proc_status_bytes("VmRSS:");
     auto t0 = std::chrono::steady_clock::now();
-    if (type == "dense")
-      cpu::attention_forward(q.data(), k.data(), v.data(), out.data(), lse.data(), ad);
-    else if (type == "window")
-      cpu::window_attention_forward(q.data(), k.data(), v.data(), out.data(), lse.data(), d, kWindow, true);
+    if (type_ == "dense")
+      cpu::attention_forward(q_.data(), k_.data(), v_.data(), out_.data(), lse_.data(), ad);
+    else if (type_ == "window")
+      cpu::window_attention_forward(q_.data(), k_.data(), v_.data(), out_.data(), lse_.data(), d_, kWindow, true);
     else
-      cpu::dsa_forward(q.data(), k.data(), v.data(), offp, out.data(), lse.data(), d, dsa);
+      cpu::dsa_forward(q_.data(), k_.data(), v_.data(), offp, out_.data(), lse_.data(), d_, dsa_);
     const double f = ms_since(t0);
     t0 = std::chrono::steady_clock::now();
-    if (type == "dense")
-      cpu::attention_backward(q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), dq.data(), dk.data(),
-                              dv.data(), ad);
-    else if (type == "window")
-      cpu::window_attention_backward(q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), dq.data(),
-                                     dk.data(), dv.data(), d, kWindow, true);
+    if (type_ == "dense")
+      cpu::attention_backward(q_.data(), k_.data(), v_.data(), out_.data(), lse_.data(), dout_.data(), dq_.data(),
+                              dk_.data(), dv_.data(), ad);
+    else if (type_ == "window")
+      cpu::window_attention_backward(q_.data(), k_.data(), v_.data(), out_.data(), lse_.data(), dout_.data(),
+                                     dq_.data(), dk_.data(), dv_.data(), d_, kWindow, true);
     else
-      cpu::dsa_backward(q.data(), k.data(), v.data(), offp, out.data(), lse.data(), dout.data(), dq.data(), dk.data(),
-                        dv.data(), offp ? doff.data() : nullptr, d, dsa);
+      cpu::dsa_backward(q_.data(), k_.data(), v_.data(), offp, out_.data(), lse_.data(), dout_.data(), dq_.data(),
+                        dk_.data(), dv_.data(), offp ? doff_.data() : nullptr, d_, dsa_);
     const double b = ms_since(t0);
-    fwd = std::min(fwd, f);
-    bwd = std::min(bwd, b);
-    spent += f + b;
+    const int64_t hwm = proc_status_bytes("VmHWM:");
+    if (peak && base >= 0 && hwm >= 0) row_.extra_bytes = std::max(row_.extra_bytes, std::max<int64_t>(0, hwm - base));
+    row_.fwd_ms = std::min(row_.fwd_ms, f);
+    row_.bwd_ms = std::min(row_.bwd_ms, b);
+    spent_ms_ += f + b;
+    return f + b;
   }
-  const int64_t hwm = proc_status_bytes("VmHWM:");
-  const int64_t extra = peak && base >= 0 && hwm >= 0 ? std::max<int64_t>(0, hwm - base) : -1;
-  return {type, grid[0], grid[1], grid[2], d.L(), fwd, bwd, extra, model_flops(type, d)};
+
+  const Row& row() const { return row_; }
+  double spent_ms() const { return spent_ms_; }
+
+ private:
+  std::string type_;
+  cpu::VideoAttentionDims d_;
+  cpu::DsaArgs dsa_;
+  std::vector<float> q_, k_, v_, dout_, off_, out_, lse_, dq_, dk_, dv_, doff_;
+  Row row_;
+  double spent_ms_ = 0;
+};
+
+// The rows of one type, measured in interleaved rounds so that every size sees the same moments of a machine whose
+// speed drifts: each round runs each row for budget / repeat seconds (at least once), until the row has run for
+// the budget. A row's time is its fastest run.
+std::vector<Row> run_type(const std::string& type, const BenchAttentionArgs& a, std::vector<std::string>& notes) {
+  std::vector<std::unique_ptr<Case>> cases;
+  for (const auto& g : kGrids) {
+    const int64_t tokens = g[0] * g[1] * g[2];
+    if (tokens > a.max_tokens) break;
+    if (type == "dense" && tokens > a.dense_max_tokens) {
+      notes.push_back(cat("dense skipped at ", tokens, " tokens (> --dense-max-tokens ", a.dense_max_tokens, ")"));
+      continue;
+    }
+    cases.push_back(std::make_unique<Case>(type, g, a));
+  }
+  const double budget_ms = a.budget_s * 1e3, slice_ms = budget_ms / double(a.repeat);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t round = 0; round < a.repeat; ++round) {
+    for (auto& c : cases) {
+      if (c->spent_ms() >= budget_ms) continue;
+      for (double ms = 0; ms < slice_ms;) ms += c->run();
+    }
+    if (!a.json)
+      std::fprintf(stderr, "  %-9s round %lld of %lld: %.0f s\n", type.c_str(), static_cast<long long>(round + 1),
+                   static_cast<long long>(a.repeat), ms_since(t0) / 1e3);
+  }
+  std::vector<Row> rows;
+  for (const auto& c : cases) rows.push_back(c->row());
+  return rows;
 }
 
 void bench_attention(const BenchAttentionArgs& a) {
   if (a.heads <= 0 || a.head_dim <= 0) MS_FAIL("bench attention: --heads and --head-dim must be positive");
+  if (a.repeat <= 0 || !(a.budget_s > 0))
+    MS_FAIL("bench attention: --repeat (", a.repeat, ") and --budget (", a.budget_s, ") must be positive");
   const double sgemm = measure_sgemm_rate(2048);
   std::vector<Row> rows;
   std::vector<std::string> notes;
-  for (const auto& g : kGrids) {
-    const int64_t tokens = g[0] * g[1] * g[2];
-    if (tokens > a.max_tokens) break;
-    for (const std::string& type : a.types) {
-      if (type == "dense" && tokens > a.dense_max_tokens) {
-        notes.push_back(cat("dense skipped at ", tokens, " tokens (> --dense-max-tokens ", a.dense_max_tokens, ")"));
-        continue;
-      }
-      rows.push_back(run_one(type, g, a));
-      if (!a.json)
-        std::fprintf(stderr, "  %-9s %6lld tokens: %.0f ms\n", type.c_str(), static_cast<long long>(tokens),
-                     rows.back().fwd_ms + rows.back().bwd_ms);
-    }
+  for (const std::string& type : a.types) {
+    const auto r = run_type(type, a, notes);
+    rows.insert(rows.end(), r.begin(), r.end());
   }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) { return x.tokens < y.tokens; });
   // time(8N) / time(N) for every pair of rows of one type three doublings apart.
   std::map<std::pair<std::string, int64_t>, double> total;
   for (const auto& r : rows) total[{r.type, r.tokens}] = r.fwd_ms + r.bwd_ms;
@@ -184,7 +225,7 @@ void bench_attention(const BenchAttentionArgs& a) {
   }
   std::printf(
       "bench attention: batch 1, %lld heads x %lld dims, window %lldx%lldx%lld, %d threads, float32, "
-      "fastest of up to %lld runs (%.0f s per row)\n",
+      "fastest run of %lld interleaved rounds (%.0f s per row)\n",
       static_cast<long long>(a.heads), static_cast<long long>(a.head_dim), static_cast<long long>(kWindow[0]),
       static_cast<long long>(kWindow[1]), static_cast<long long>(kWindow[2]), num_threads(),
       static_cast<long long>(a.repeat), a.budget_s);
@@ -199,7 +240,7 @@ void bench_attention(const BenchAttentionArgs& a) {
                 static_cast<long long>(r.tokens), r.fwd_ms, r.bwd_ms, r.fwd_ms + r.bwd_ms,
                 r.extra_bytes < 0 ? -1.0 : double(r.extra_bytes) / (1 << 20), rate / 1e9, rate / sgemm);
   }
-  std::printf("  time(8N)/time(N) (64 = quadratic, 8 = linear):\n");
+  std::printf("  time(8N)/time(N) (64 = quadratic, 8 = linear; the rows of a type interleaved):\n");
   for (const auto& s : scaling)
     std::printf("    %-9s %6lld -> %6lld tokens: %6.1f\n", s["type"].get<std::string>().c_str(),
                 static_cast<long long>(s["tokens"].get<int64_t>()),
@@ -218,9 +259,11 @@ void add_bench_attention(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--heads", a->heads, "Attention heads (and DSA offset groups)")->capture_default_str();
   cmd->add_option("--head-dim", a->head_dim, "Head dimension")->capture_default_str();
-  cmd->add_option("--repeat", a->repeat, "Runs per row at most (within --budget); the fastest counts")
+  cmd->add_option("--repeat", a->repeat,
+                  "Rounds over one type's rows, each running every row for --budget / --repeat seconds (at least "
+                  "once); a row's fastest run counts")
       ->capture_default_str();
-  cmd->add_option("--budget", a->budget_s, "Seconds per row after which no further run starts")->capture_default_str();
+  cmd->add_option("--budget", a->budget_s, "Seconds of runs per row, spread over the rounds")->capture_default_str();
   cmd->add_option("--types", a->types, "Attention types to run, in this order")
       ->check(CLI::IsMember(kTypes))
       ->capture_default_str();

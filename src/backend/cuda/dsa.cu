@@ -583,8 +583,8 @@ __global__ void __launch_bounds__(kWarps * 32)
           if (u < count) {
             const int nh_ = hi[1] - lo[1] + 1, nw = hi[2] - lo[2] + 1;
             const int qc[3] = {lo[0] + u / (nh_ * nw), lo[1] + u / nw % nh_, lo[2] + u % nw};
-            tok = (int64_t(qc[0]) * g.ext[1] + qc[1]) * g.ext[2] + qc[2];
-            const uint16_t* off = offsets ? offsets + ((b * g.L + tok) * g.G + grp) * g.P * 3 : nullptr;
+            tok = g.token(qc);
+            const uint16_t* off = g.offsets_of(offsets, b, tok, grp);
             w = 1;
             for (int i = 0; i < 3; ++i) {
               const Axis a = axis_sample(g.start(qc[i], i) + js[i], off ? load(off, p * 3 + i) : 0.f, g.ext[i]);
