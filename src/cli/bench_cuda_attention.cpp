@@ -64,7 +64,7 @@ nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t 
     // staging of the K/V halo buys
     for (const std::string type : {"dense", "window", "dsa_fixed", "dsa", "dsa_unstaged"}) {
       if (type == "dense" && L > dense_max) continue;
-      const bool is_dsa = type == "dsa" || type == "dsa_fixed" || type == "dsa_unstaged";
+      const bool is_dsa = type.starts_with("dsa");
       const uint16_t* offp = type == "dsa" || type == "dsa_unstaged" ? off : nullptr;
       const int64_t halo = type == "dsa_unstaged" ? 0 : cuda::kDsaHaloRows;
       auto forward = [&] {

@@ -154,7 +154,8 @@ template <class T>
 struct QueryScratch {
   int64_t nvp;                  // nv rounded up to kLanes
   std::vector<T> jax;           // [3, nvp] per axis the samples' slot index j (Geometry::slots), as T
-  std::vector<T> off, f, g;     // [3, nvp] per axis: offset, weight of the upper corner, d pos / d offset (0 or 1)
+  std::vector<T> off, f, g;     // [3, nvp] per axis: offset (zero as constructed, for zero offsets), weight of the
+                                // upper corner, d pos / d offset (0 or 1)
   std::vector<int32_t> at;      // [3, 2, nvp] per axis the lower and upper corner's index
   std::vector<int32_t> tok;     // [8, nvp] corner token index in the grid (samples_box: its place in the box);
                                 // after Geometry::number, its distinct token number
@@ -239,11 +240,14 @@ struct Geometry {
     const int64_t nvp = qs.nvp, N = int64_t(hn::Lanes(dt)), corners = off ? 8 : 1;
     const auto sh = hn::Set(di, int32_t(ext[1])), sw = hn::Set(di, int32_t(ext[2]));
     for (int64_t c = 0; c < corners; ++c) {
-      const int64_t ct = c >> 2, ch = c >> 1 & 1, cw = c & 1;
+      const int64_t cs[3] = {c >> 2, c >> 1 & 1, c & 1};
       for (int64_t j = 0; j < nvp; j += N) {
-        const auto t = at_lanes(qs, di, 0, ct, j), h = at_lanes(qs, di, 1, ch, j), w = at_lanes(qs, di, 2, cw, j);
+        const auto t = at_lanes(qs, di, 0, cs[0], j), h = at_lanes(qs, di, 1, cs[1], j),
+                   w = at_lanes(qs, di, 2, cs[2], j);
         hn::StoreU(hn::Add(hn::Mul(hn::Add(hn::Mul(t, sh), h), sw), w), di, &qs.tok[size_t(c * nvp + j)]);
-        hn::StoreU(weight(qs, dt, c, j), dt, &qs.w[size_t(c * nvp + j)]);
+        hn::Vec<DT> wa[3], da[3];
+        corner_axes(qs, dt, cs, j, wa, da);
+        hn::StoreU(hn::Mul(hn::Mul(wa[0], wa[1]), wa[2]), dt, &qs.w[size_t(c * nvp + j)]);
       }
     }
   }
@@ -277,14 +281,10 @@ struct Geometry {
     for (int64_t c = 0; c < 8; ++c) {
       const int64_t cs[3] = {c >> 2, c >> 1 & 1, c & 1};
       for (int64_t j = 0; j < nvp; j += N) {
-        hn::Vec<decltype(di)> a[3];
-        hn::Vec<DT> wa[3], da[3];  // per axis the corner's index in the box, weight and its derivative
-        for (int i = 0; i < 3; ++i) {
-          a[i] = hn::Sub(at_lanes(qs, di, i, cs[i], j), lo[i]);
-          const auto f = hn::LoadU(dt, &qs.f[size_t(i * nvp + j)]), g = hn::LoadU(dt, &qs.g[size_t(i * nvp + j)]);
-          wa[i] = cs[i] ? f : hn::Sub(hn::Set(dt, T(1)), f);
-          da[i] = cs[i] ? g : hn::Neg(g);
-        }
+        hn::Vec<decltype(di)> a[3];  // per axis the corner's index in the box
+        for (int i = 0; i < 3; ++i) a[i] = hn::Sub(at_lanes(qs, di, i, cs[i], j), lo[i]);
+        hn::Vec<DT> wa[3], da[3];
+        corner_axes(qs, dt, cs, j, wa, da);
         hn::StoreU(hn::Add(hn::Mul(hn::Add(hn::Mul(a[0], sh), a[1]), sw), a[2]), di, &qs.tok[size_t(c * nvp + j)]);
         const auto w01 = hn::Mul(wa[0], wa[1]);
         hn::StoreU(hn::Mul(w01, wa[2]), dt, &qs.w[size_t(c * nvp + j)]);
@@ -365,7 +365,6 @@ struct Geometry {
     int64_t start[3];
     starts(tok, start);
     const int64_t nvp = qs.nvp;
-    if (!off) std::fill(qs.off.begin(), qs.off.end(), T(0));
     for (int64_t j = 0; off && j < nvp; ++j)
       for (int i = 0; i < 3; ++i) qs.off[size_t(i * nvp + j)] = off[slot(j, nvp) * 3 + i];
     using DT = hn::ScalableTag<T>;
@@ -403,15 +402,16 @@ struct Geometry {
     return hn::LoadU(di, &qs.at[size_t((2 * i + corner) * qs.nvp + j)]);
   }
 
-  // Lanes [j, j + N) of corner c's trilinear weight, the axes' weights multiplied in t, h, w order.
+  // Lanes [j, j + N) of a corner's factors per axis (cs[i]: 0 the lower corner, 1 the upper): its weight along the
+  // axis, wa, and that weight's d / d offset, da. The trilinear weight is wa[0] wa[1] wa[2], multiplied in that order.
   template <class T, class DT>
-  static hn::Vec<DT> weight(const QueryScratch<T>& qs, DT dt, int64_t c, int64_t j) {
-    auto w = hn::Set(dt, T(1));
+  static void corner_axes(const QueryScratch<T>& qs, DT dt, const int64_t* cs, int64_t j, hn::Vec<DT>* wa,
+                          hn::Vec<DT>* da) {
     for (int i = 0; i < 3; ++i) {
-      const auto f = hn::LoadU(dt, &qs.f[size_t(i * qs.nvp + j)]);
-      w = hn::Mul(w, (c >> (2 - i) & 1) ? f : hn::Sub(hn::Set(dt, T(1)), f));
+      const auto f = hn::LoadU(dt, &qs.f[size_t(i * qs.nvp + j)]), g = hn::LoadU(dt, &qs.g[size_t(i * qs.nvp + j)]);
+      wa[i] = cs[i] ? f : hn::Sub(hn::Set(dt, T(1)), f);
+      da[i] = cs[i] ? g : hn::Neg(g);
     }
-    return w;
   }
 };
 
