@@ -89,7 +89,7 @@ DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOpti
   const int64_t ND = d.N() * c.dim;
   MS_CHECK(p.checkpoints == rounded((c.num_layers + 1) * ND * o.act_bytes), "checkpoints ", p.checkpoints);
   if (o.offload_activations) {
-    p.checkpoints_host = (c.num_layers + 1) * ND * o.act_bytes;
+    p.checkpoints_host = offloaded_checkpoints(c) * ND * o.act_bytes;
     p.checkpoints = rounded(3 * ND * o.act_bytes);
   }
   // fp32, as StreamedModel carves them: two input sets (one uploading) and the velocity and its gradient.

@@ -1,6 +1,7 @@
 // The device arena of a training step (DESIGN §5), sized from the parameter table and the activation visitors:
 // the one accounting that both `megaslide plan` and the runtime's arena use. Pure: no allocation, no device.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct ArenaOptions {
 // x_t [B, in_dim, F, H, W], target [B, out_dim, F, H, W], context [B, Lt, text_dim], t [B]; the velocity and its
 // gradient.
 std::vector<int64_t> input_buffers(const ModelConfig& c, const ModelDims& d);
+// With offload_activations, the block-input checkpoints that go to host memory and come back: 0 .. num_layers - 3.
+// The last three (num_layers - 2 .. num_layers) are read by the first backward uses while still in their slots.
+inline int64_t offloaded_checkpoints(const ModelConfig& c) { return std::max<int64_t>(0, c.num_layers - 2); }
 
 // Device bytes by category; the arena is carved once, so the peak is their sum.
 struct DevicePlan {
@@ -40,7 +44,8 @@ struct DevicePlan {
   int64_t weight_slots = 0;      // K x largest stage x weight_bytes, or every parameter when resident
   int64_t grad_slots = 0;        // grad_slots x largest stage x 4 (fp32)
   int64_t checkpoints = 0;       // block inputs (num_layers + 1) x N x D, or the 3 staging slots when offloaded
-  int64_t checkpoints_host = 0;  // with offload_activations: the block inputs held in host memory
+  int64_t checkpoints_host = 0;  // with offload_activations: the block inputs held in host memory, 0 .. num_layers - 3
+                                 // (the last three stay in their staging slots)
   int64_t recompute = 0;         // one block's activations and backward scratch (BlockActs, BlockGrads)
   int64_t attention = 0;         // attention-kernel state: log-sum-exps (flash-style kernels keep no scores),
                                  // DSA offset-network activations and offset gradients

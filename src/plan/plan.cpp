@@ -186,7 +186,7 @@ Traffic step_traffic(const ParamTable& t, const DevicePlan& dev, const ArenaOpti
     tr.h2d_weights = (2 * P - kept) * o.weight_bytes;
   }
   tr.d2h_grads = o.grad_slots ? 4 * P : 0;
-  tr.d2h_activations = tr.h2d_activations = dev.checkpoints_host;
+  tr.d2h_activations = tr.h2d_activations = dev.checkpoints_host;  // each offloaded checkpoint out and back once
   return tr;
 }
 

@@ -56,8 +56,8 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
   const int64_t workspace = runner_->workspace_bytes(layout, align);
   checkpoint_bytes_ = dims_.N() * cfg_.dim * ao.act_bytes;
   if (o.offload_activations) {
-    host_checkpoints_ = AlignedBuffer<char>(size_t((c.num_layers + 1) * checkpoint_bytes_));
-    be_.pin_host(host_checkpoints_.data(), host_checkpoints_.size());
+    host_checkpoints_ = AlignedBuffer<char>(size_t(offloaded_checkpoints(c) * checkpoint_bytes_));
+    if (host_checkpoints_.size()) be_.pin_host(host_checkpoints_.data(), host_checkpoints_.size());
   }
   arena_ = static_cast<char*>(be_.alloc_device(size_t(plan_.peak())));
   char* p = arena_;
@@ -78,7 +78,7 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
   std::vector<float*> in;
   for (int64_t n : buffers) in.push_back(reinterpret_cast<float*>(take(n * 4)));
   for (int k = 0; k < 2; ++k)
-    inputs_[k] = {in[size_t(4 * k)], in[size_t(4 * k + 1)], in[size_t(4 * k + 2)], in[size_t(4 * k + 3)]};
+    inputs_[k] = {in[size_t(4 * k)], in[size_t(4 * k + 1)], in[size_t(4 * k + 2)], in[size_t(4 * k + 3)], {}, {}};
   velocity_ = in[8];
   dvelocity_ = in[9];
   MS_CHECK(p == arena_ + plan_.peak(), "arena carved ", p - arena_, " of ", plan_.peak(), " bytes");
@@ -160,8 +160,11 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
       compute("head", [=, this] { r->head_step(cw, checkpoint(L), inputs, velocity_, dvelocity_, g); });
     } else if (info.kind == StageKind::block) {
       const int64_t b = info.block;
-      if (offload && b <= L - 3) {  // xs[b] comes back into its staging slot once block b+3 has read its own
+      if (offload && b <= L - 3) {  // xs[b] comes back into its staging slot once block b+3 (L: the head) has
+        // read its own xs[b+3] there, and once xs[b+3] has been saved from it: the last three checkpoints stay in
+        // their slots from the forward, and nothing else orders their saves before this copy
         be_.wait(st_.h2d, backward_done[size_t(b + 3)]);
+        be_.wait(st_.h2d, saved[size_t(b + 3)]);
         be_.copy_h2d(st_.h2d, checkpoint(b), host_checkpoint(b), size_t(checkpoint_bytes_), "checkpoint");
         be_.wait(st_.compute, be_.record(st_.h2d));
       }
@@ -172,8 +175,8 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
     slot_free[i] = be_.record(st_.compute);
     if (info.kind == StageKind::head) backward_done[size_t(L)] = slot_free[i];
     if (info.kind == StageKind::block && !forward) backward_done[size_t(info.block)] = slot_free[i];
-    if (offload && forward && info.kind != StageKind::head) {  // send the checkpoint this use wrote to the host
-      const int64_t k = info.kind == StageKind::stem ? 0 : info.block + 1;
+    const int64_t k = info.kind == StageKind::stem ? 0 : info.block + 1;  // the checkpoint a forward use writes
+    if (offload && forward && info.kind != StageKind::head && k < offloaded_checkpoints(cfg_)) {  // to the host
       be_.wait(st_.d2h, slot_free[i]);
       be_.copy_d2h(st_.d2h, host_checkpoint(k), checkpoint(k), size_t(checkpoint_bytes_), "checkpoint");
       saved[size_t(k)] = be_.record(st_.d2h);

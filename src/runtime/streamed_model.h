@@ -101,7 +101,7 @@ class StreamedModel {
   Inputs inputs_[2];
   int current_ = 1;                       // the input set enqueued last
   float *velocity_, *dvelocity_;          // [B, C, F, H, W]
-  AlignedBuffer<char> host_checkpoints_;  // offload_activations: [num_layers + 1, N, D] activations in host memory
+  AlignedBuffer<char> host_checkpoints_;  // offload_activations: [offloaded_checkpoints, N, D] in host memory
   int64_t checkpoint_bytes_ = 0;          // one block input [N, D] in the runner's activation dtype
   // Device buffer of block input k: its own slot, or staging slot k mod 3 when offloaded.
   void* checkpoint(int64_t k) const;
