@@ -469,6 +469,8 @@ struct Backward {
   std::vector<int32_t> runs;     // [B, chunk, G, 8 nv, 2] their grid-row runs (Geometry::number)
   std::vector<Numbered> counts;  // [B, chunk, G]
   std::vector<T> coef;           // [B, chunk, nh, 8 nv, 2] per token: its share in dk (/ q) and in dv (/ dout)
+  std::vector<int32_t> owner;    // [T * H] the phase 2 task of a sample owning grid row r: r % parts (a table, not
+                                 // a division per run and head)
   int64_t c0 = 0;                // the pass's first query
 
   int64_t slot(int64_t b, int64_t m) const { return b * chunk + m - c0; }  // a query's place in the pass
@@ -552,10 +554,10 @@ struct Backward {
     dqr.add_to(dq + row);
   }
 
-  // Phase 2 for the grid rows r = t * H + h with r % parts == part of sample b, over the pass's queries [c0, c1) in
+  // Phase 2 for the grid rows r = t * H + h with owner[r] == part of sample b, over the pass's queries [c0, c1) in
   // order: dk, dv += the tokens' shares.
   template <class D>
-  void scatter(int64_t b, int64_t part, int64_t parts, int64_t c1, D dc, T* scratch) {
+  void scatter(int64_t b, int32_t part, int64_t c1, D dc, T* scratch) {
     const int64_t stride = nh * d;
     Row<T, D> qr(dc, scratch), dor(dc, scratch + d);  // scratch [2, d]
     for (int64_t m = c0; m < c1; ++m) {
@@ -568,7 +570,7 @@ struct Backward {
         qr.load(q + row);
         dor.load(dout + row);
         for (int32_t i = 0; i < nb.runs; ++i) {
-          if (rn[2 * i + 1] % parts != part) continue;
+          if (owner[size_t(rn[2 * i + 1])] != part) continue;
           const int32_t end = i + 1 < nb.runs ? rn[2 * i + 2] : nb.u;
           for (int32_t t = rn[2 * i]; t < end; ++t) {
             qr.axpy_to(cf[2 * t], dk + k0 + tk[t] * stride);
@@ -648,7 +650,9 @@ void backward(const T* q, const T* k, const T* v, const T* offsets, const T* out
                  std::vector<int32_t>(size_t(B * chunk * G * 8 * nv)),
                  std::vector<int32_t>(size_t(B * chunk * G * 16 * nv)),
                  std::vector<Numbered>(size_t(B * chunk * G)),
-                 std::vector<T>(size_t(B * chunk * nh * 8 * nv * 2))};
+                 std::vector<T>(size_t(B * chunk * nh * 8 * nv * 2)),
+                 std::vector<int32_t>(size_t(dims.T * dims.H))};
+  for (size_t r = 0; r < bw.owner.size(); ++r) bw.owner[r] = int32_t(int64_t(r) % parts);
   const double work = double(B * nh * dims.d * nv * (offsets ? 8 : 1));  // per query: corners x head dim
   with_head_dim(dims.d, [&](auto d) {
     for (bw.c0 = 0; bw.c0 < L; bw.c0 += chunk) {
@@ -662,7 +666,7 @@ void backward(const T* q, const T* k, const T* v, const T* offsets, const T* out
       parallel_for_dynamic(B * ntiles, tile, min_parallel_for_work(B * ntiles, 3 * work * double(c1 - bw.c0)));
       auto rows = [&](int64_t task) {  // phase 2
         std::vector<T> scratch(size_t(2 * dims.d));
-        bw.scatter(task / parts, task % parts, parts, c1, d, scratch.data());
+        bw.scatter(task / parts, int32_t(task % parts), c1, d, scratch.data());
       };
       parallel_for_dynamic(B * parts, rows, min_parallel_for_work(B * parts, 2 * work * double(c1 - bw.c0)));
     }
