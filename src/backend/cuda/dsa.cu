@@ -13,7 +13,7 @@
 // - per query, block (b, group, tile) over the group's heads in head order: probabilities a and score gradients ds
 //   of every slot (saved as coefficients), dq, and the position gradients summed over the group's heads (shared
 //   memory) into doffsets;
-// - per key, warp (b, j, n): dk_j += sum ds w q_i and dv_j += sum a w dout_i over the (query i, slot) pairs with j as
+// - per key, warp (b, n, j): dk_j += sum ds w q_i and dv_j += sum a w dout_i over the (query i, slot) pairs with j as
 //   a corner of weight w. The candidate queries per slot are a box, bounded by the largest |offset| per axis (found
 //   first, with an order-free atomicMax); the pairs are visited in a fixed order (slots, then the box in raster order).
 // Every sum therefore runs in an order fixed by the shapes and the offsets: deterministic.
@@ -544,7 +544,7 @@ __global__ void reach_kernel(const uint16_t* offsets, unsigned* reach, int64_t n
   for (int a = 0; a < 3; ++a) atomicMax(reach + a, m[a]);
 }
 
-// Phase 2, warp (b, j, n): dk_j, dv_j += the shares of every (query, slot) with corner j, from coef.
+// Phase 2, warp (b, n, j): dk_j, dv_j += the shares of every (query, slot) with corner j, from coef.
 template <int CH>
 __global__ void __launch_bounds__(kWarps * 32)
     key_kernel(const uint16_t* q, const uint16_t* offsets, const uint16_t* dout, const float2* coef,
@@ -552,8 +552,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = int(threadIdx.x % 32);
   const int64_t warp = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (warp >= g.B * g.L * g.nh) return;
-  const int n = int(warp % g.nh), grp = n / (g.nh / g.G);
-  const int64_t bj = warp / g.nh, b = bj / g.L, j = bj % g.L;
+  // Keys fastest: a block's warps take neighbouring keys of one head, whose candidate queries (their q and dout rows,
+  // offsets and coefficients) mostly coincide, so that the block's loads share the SM's L1.
+  const int64_t j = warp % g.L, bn = warp / g.L, b = bn / g.nh;
+  const int n = int(bn % g.nh), grp = n / (g.nh / g.G);
   int jc[3], R[3];
   g.coords(j, jc);
   for (int i = 0; i < 3; ++i) {  // the reach of an offset, whole tokens (the whole axis for NaN or huge offsets)
