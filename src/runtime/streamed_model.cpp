@@ -161,8 +161,8 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
     } else if (info.kind == StageKind::block) {
       const int64_t b = info.block;
       if (offload && b <= L - 3) {  // xs[b] comes back into its staging slot once block b+3 (L: the head) has
-        // read its own xs[b+3] there, and once xs[b+3] has been saved from it: the last three checkpoints stay in
-        // their slots from the forward, and nothing else orders their saves before this copy
+        // read xs[b+3] there and any save of xs[b+3] has read it too (the last three are never saved: their
+        // events are complete; StreamOrder checks every such pair)
         be_.wait(st_.h2d, backward_done[size_t(b + 3)]);
         be_.wait(st_.h2d, saved[size_t(b + 3)]);
         be_.copy_h2d(st_.h2d, checkpoint(b), host_checkpoint(b), size_t(checkpoint_bytes_), "checkpoint");
