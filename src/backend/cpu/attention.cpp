@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/softmax_row.h"
 #include "core/parallel.h"
 
 namespace ms::cpu {
@@ -33,12 +34,9 @@ void attention_forward_head(const T* q, const T* k, const T* v, T* out, T* lse, 
       gemm<T>(false, true, tq, tk, d, scale, Q, ld, k + k0 * ld, ld, T(0), s.data(), tk);
       for (int64_t i = 0; i < tq; ++i) {
         T* row = s.data() + i * tk;
-        T mx = m[i];
-        for (int64_t j = 0; j < tk; ++j) mx = std::max(mx, row[j]);
+        const T mx = row_max(row, tk, m[i]);
         const T corr = std::exp(m[i] - mx);
-        T sum = 0;
-        for (int64_t j = 0; j < tk; ++j) sum += (row[j] = std::exp(row[j] - mx));
-        l[i] = l[i] * corr + sum;
+        l[i] = l[i] * corr + exp_affine(row, tk, T(1), -mx);
         m[i] = mx;
         for (int64_t c = 0; c < d; ++c) o[i * d + c] *= corr;
       }
@@ -76,8 +74,7 @@ void attention_backward_head(const T* q, const T* k, const T* v, const T* out, c
       const T* K = k + k0 * ld;
       const T* V = v + k0 * ld;
       gemm<T>(false, true, tq, tk, d, scale, Q, ld, K, ld, T(0), p.data(), tk);  // scores
-      for (int64_t i = 0; i < tq; ++i)
-        for (int64_t j = 0; j < tk; ++j) p[i * tk + j] = std::exp(p[i * tk + j] - L[i]);
+      for (int64_t i = 0; i < tq; ++i) exp_affine(p.data() + i * tk, tk, T(1), -L[i]);
       gemm<T>(true, false, tk, d, tq, T(1), p.data(), tk, dO, ld, T(1), dv + k0 * ld, ld);  // dV += P^T dO
       gemm<T>(false, true, tq, tk, d, T(1), dO, ld, V, ld, T(0), dp.data(), tk);            // dP = dO V^T
       for (int64_t i = 0; i < tq; ++i)

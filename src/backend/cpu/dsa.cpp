@@ -14,8 +14,6 @@
 
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-// The per-target math header: included again for each target, like this file.
-#include <hwy/contrib/math/math-inl.h>
 
 #include <algorithm>
 #include <array>
@@ -24,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/softmax_row.h"
 #include "core/check.h"
 #include "core/parallel.h"
 
@@ -129,15 +128,6 @@ struct Row<T, std::integral_constant<int64_t, D>, std::enable_if_t<D % hn::MaxLa
   }
 };
 
-// x[0..n) = exp(a x + b) in Highway vectors, n a multiple of kLanes.
-template <class T>
-void exp_affine(T* x, int64_t n, T a, T b) {
-  const hn::ScalableTag<T> dt;
-  const auto av = hn::Set(dt, a), bv = hn::Set(dt, b);
-  for (int64_t i = 0; i < n; i += int64_t(hn::Lanes(dt)))
-    hn::StoreU(hn::Exp(dt, hn::MulAdd(av, hn::LoadU(dt, x + i), bv)), dt, x + i);
-}
-
 // The samples of one (query, group) are computed with Highway vectors over the slots: sample j's value for corner c
 // (c = (ct * 2 + ch) * 2 + cw, 0 the lower corner on every axis) lives at [c * nvp + j], nvp = padded(nv), nv
 // rounded up to kLanes. The lanes past nv repeat sample 0 (its slot and offsets), so they never widen the corners' box.
@@ -164,7 +154,7 @@ struct QueryScratch {
   int64_t lo[3], hi[3], wpr;    // the box of the corners per axis; 64-bit words per box row (t, h) in seen
   std::vector<uint64_t> seen;   // [box rows, wpr] the corners present, a bit per w
   std::vector<int32_t> number;  // [box rows, 64 wpr] the distinct token number per place
-  std::vector<T> prob;          // [nvp] per sample: scores, then probabilities
+  std::vector<T> prob;          // [nvp] per sample: scores, then probabilities ([0, nv) used)
   std::vector<T> dp;            // [nvp] per sample: d loss / d probability (backward)
   std::vector<T> rows;          // [4, d] Row scratch for a run-time head dim
   std::vector<T> qk, dov;       // [8 nv] per distinct token: q.k, dout.v (backward)
@@ -438,9 +428,7 @@ T forward_head(QueryScratch<T>& qs, int64_t nv, const T* qr, const T* kb, const 
     }
     mx = std::max(mx, qs.prob[size_t(j)] = acc * scale);
   }
-  exp_affine(qs.prob.data(), nvp, T(1), -mx);
-  T sum = 0;
-  for (int64_t j = 0; j < nv; ++j) sum += qs.prob[size_t(j)];
+  const T sum = exp_affine(qs.prob.data(), nv, T(1), -mx);
   ov.zero();
   for (int64_t j = 0; j < nv; ++j) {
     const T p = qs.prob[size_t(j)] / sum;  // probability of sample j
@@ -532,7 +520,7 @@ struct Backward {
       prob[j] = s;
       dp[j] = e;
     }
-    exp_affine(prob, nvp, scale, -lse_l);
+    exp_affine(prob, nv, scale, -lse_l);
     for (int64_t j = 0; j < nv; ++j) {
       const T p = prob[j], ds = p * (dp[j] - delta) * scale;  // probability, d score * scale
       for (int c = 0; c < Corners; ++c) {
