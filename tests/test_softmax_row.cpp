@@ -6,8 +6,8 @@
 
 namespace ms::test {
 
-// Against std::exp in double and a plain max; float's tolerance covers Exp's 1 ulp and the rounding of a x + b
-// (|a x + b| < 12 here: up to 12 x 2^-24). on random rows of odd lengths (shorter than a vector, a vector and a tail).
+// On random rows of odd lengths (shorter than a vector, a vector and a tail), against std::exp in double and a plain
+// max. float's tolerance covers Exp's 1 ulp and the rounding of a x + b (|a x + b| < 12 here: up to 12 x 2^-24).
 template <class T>
 void check_rows(double rel_tol) {
   for (int64_t n : {1, 3, 7, 17, 37, 131}) {

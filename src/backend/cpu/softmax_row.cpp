@@ -1,4 +1,4 @@
-// exp_affine (backend/cpu/softmax_row.h), compiled for every target by foreach_target and picked at run time.
+// row_max and exp_affine (backend/cpu/softmax_row.h), compiled for every target by foreach_target and picked at run time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/softmax_row.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
