@@ -1,5 +1,7 @@
-#include "ops/activation.h"
+#include <cmath>
+#include <limits>
 
+#include "ops/activation.h"
 #include "test_util.h"
 
 namespace ms::test {
@@ -70,6 +72,61 @@ TEST(Activation, OddPartIsIdentity) {
     fwd(x.data(), yp.data(), n);
     fwd(xm.data(), ym.data(), n);
     for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(yp[i] - ym[i], x[i], 1e-14);
+  }
+}
+
+// Every element against a long-double closed form, over the whole range where the activations bend or saturate
+// (odd lengths, so that the last partial vector is checked too): x sigmoid(z) and its derivative
+// s + x s (1 - s) z', with 1 - s = e / (1 + e), e = exp(-z), exact in long double however close s is to 1. Errors are
+// relative to the value, or for the derivative (which crosses zero) to the sum of its terms' magnitudes, times the
+// condition number 1 + |z| of exp(-z) (z is rounded to T: a relative error r in it is a relative error r |z| in e,
+// 3e-5 at z = -74, x = -9.4 in float); and absolute below 64 times T's smallest normal number, where exp(-z)
+// overflows and the result is 0 (GELU's left tail: 3e-38 at x = -10 in float, 1e-857 at x = -30).
+template <class T>
+static void check_closed_form(bool gelu, double tol) {
+  const int64_t n = 4001;
+  std::vector<T> x(n), y(n), dy(n), dx(n);
+  auto r = randn(n, 11);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = T(-30.0 + 60.0 * double(i) / double(n - 1) + 0.01 * r[i]);  // [-30, 30], not on a grid
+    dy[i] = T(1.0 + 0.5 * r[i]);
+    dx[i] = T(0.25);  // backward accumulates
+  }
+  (gelu ? cpu::gelu_tanh_forward<T> : cpu::silu_forward<T>)(x.data(), y.data(), n);
+  (gelu ? cpu::gelu_tanh_backward<T> : cpu::silu_backward<T>)(x.data(), dy.data(), dx.data(), n);
+  const long double k = 0.79788456080286535587989211986876L, a = 0.044715L;
+  for (int64_t i = 0; i < n; ++i) {
+    const long double v = x[i], z = gelu ? 2 * k * (v + a * v * v * v) : v, dz = gelu ? 2 * k * (1 + 3 * a * v * v) : 1;
+    const long double e = std::exp(-z), s = 1 / (1 + e), slope_term = v * s * (e / (1 + e)) * dz;
+    const long double ref_y = v * s, ref_dx = 0.25L + dy[i] * (s + slope_term);
+    const long double tiny = 64 * std::numeric_limits<T>::min(), cond = 1 + std::fabs(z);
+    EXPECT_LE(std::fabs(y[i] - ref_y), tol * cond * std::fabs(ref_y) + tiny) << "x = " << x[i];
+    EXPECT_LE(std::fabs(dx[i] - ref_dx), tol * cond * (0.25L + std::fabs(dy[i]) * (s + std::fabs(slope_term))) + tiny)
+        << "x = " << x[i];
+  }
+}
+
+TEST(Activation, MatchClosedFormAcrossTheRange) {
+  for (bool gelu : {true, false}) {
+    check_closed_form<float>(gelu, 2e-6);    // 16 ulp: exp (1 ulp), a division and a few products
+    check_closed_form<double>(gelu, 4e-15);  // the same in ulp of double
+  }
+}
+
+TEST(Activation, NanPropagates) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t n : {1, 19}) {  // the last partial vector, and a full vector before it
+    std::vector<double> x(size_t(n), 0.5), y(size_t(n), 0.0), dy(size_t(n), 1.0), dx(size_t(n), 0.0);
+    x.back() = nan;
+    for (bool gelu : {true, false}) {
+      (gelu ? cpu::gelu_tanh_forward<double> : cpu::silu_forward<double>)(x.data(), y.data(), n);
+      (gelu ? cpu::gelu_tanh_backward<double> : cpu::silu_backward<double>)(x.data(), dy.data(), dx.data(), n);
+      EXPECT_TRUE(std::isnan(y.back()));
+      EXPECT_TRUE(std::isnan(dx.back()));
+      if (n > 1) {
+        EXPECT_FALSE(std::isnan(y.front()));
+      }
+    }
   }
 }
 

@@ -1,57 +1,142 @@
+// The activations (ops/activation.h) in Highway vectors, compiled for every target by foreach_target and picked at run
+// time. Both are x sigmoid(z(x)): SiLU with z = x, GELU-tanh with z = 2 sqrt(2/pi) (x + 0.044715 x^3), since
+// 0.5 (1 + tanh(u)) = sigmoid(2u). One exp per element gives the value and the derivative,
+// d/dx [x s] = s + x s (1 - s) z'(x), s = sigmoid(z). Where s > 1/2, 1 - s is taken as e s (e = exp(-z)), which keeps
+// its relative accuracy as s nears 1 (1 - tanh^2 in the tanh form loses it there). As scalar tanhf calls, GELU was
+// 10 % of the default training job (docs/benchmarks.md).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/activation.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+// The per-target helpers: included again for each target, like this file.
+#include <algorithm>
+
+#include "backend/cpu/vector_map-inl.h"
+#include "core/parallel.h"
 #include "ops/activation.h"
 
-#include <cmath>
-
-#include "core/parallel.h"
-
-namespace ms::cpu {
-
+HWY_BEFORE_NAMESPACE();
+namespace ms::cpu::HWY_NAMESPACE {
 namespace {
-constexpr int64_t kMinParallel = 1 << 14;  // elements below which threads cost more than they save
+
+constexpr int64_t kChunk = 1 << 12;            // elements per parallel task
+constexpr int64_t kMinParallel = 1 << 14;      // elements below which threads cost more than they save
 constexpr double kGeluK = 0.7978845608028654;  // sqrt(2 / pi)
 constexpr double kGeluA = 0.044715;
+
+// The gates z(x) and z'(x).
+struct Gelu {
+  template <class D, class V>
+  static V z(D d, V x) {  // 2k x (1 + a x^2)
+    using T = hn::TFromD<D>;
+    return hn::Mul(hn::Mul(hn::Set(d, T(2 * kGeluK)), x),
+                   hn::MulAdd(hn::Set(d, T(kGeluA)), hn::Mul(x, x), hn::Set(d, T(1))));
+  }
+  template <class D, class V>
+  static V dz(D d, V x) {  // 2k (1 + 3a x^2)
+    using T = hn::TFromD<D>;
+    return hn::MulAdd(hn::Set(d, T(6 * kGeluK * kGeluA)), hn::Mul(x, x), hn::Set(d, T(2 * kGeluK)));
+  }
+};
+struct Silu {
+  template <class D, class V>
+  static V z(D, V x) {
+    return x;
+  }
+  template <class D, class V>
+  static V dz(D d, V) {
+    return hn::Set(d, hn::TFromD<D>(1));
+  }
+};
+
+// Calls map(i0, i1) on chunks of [0, n), in parallel when n is large.
+template <class F>
+void chunks(int64_t n, const F& map) {
+  const int64_t tasks = (n + kChunk - 1) / kChunk;
+  parallel_for(
+      tasks, [&](int64_t t) { map(t * kChunk, std::min(n, (t + 1) * kChunk)); }, n < kMinParallel ? tasks + 1 : 2);
+}
+
+// e = exp(-z) and s = sigmoid(z) = 1 / (1 + e) of one vector.
+template <class D, class V>
+HWY_INLINE V sigmoid(D d, V z, V& e) {
+  using T = hn::TFromD<D>;
+  e = exp_vector(d, z, hn::Set(d, T(-1)), hn::Zero(d));
+  return hn::Div(hn::Set(d, T(1)), hn::Add(hn::Set(d, T(1)), e));
+}
+
+template <class Gate, class T>
+void Forward(const T* x, T* y, int64_t n) {  // y = x sigmoid(z(x))
+  const hn::ScalableTag<T> d;
+  chunks(n, [&](int64_t i0, int64_t i1) {
+    map_vectors(
+        d, i1 - i0, y + i0,
+        [&](auto, auto v) {
+          hn::Vec<decltype(d)> e;
+          return hn::Mul(v, sigmoid(d, Gate::z(d, v), e));
+        },
+        x + i0);
+  });
+}
+
+template <class Gate, class T>
+void Backward(const T* x, const T* dy, T* dx, int64_t n) {  // dx += dy (s + x s (1 - s) z'(x))
+  const hn::ScalableTag<T> d;
+  chunks(n, [&](int64_t i0, int64_t i1) {
+    map_vectors(
+        d, i1 - i0, dx + i0,
+        [&](auto, auto v, auto g, auto acc) {
+          hn::Vec<decltype(d)> e;
+          const auto s = sigmoid(d, Gate::z(d, v), e), one = hn::Set(d, T(1));
+          const auto rest = hn::IfThenElse(hn::Lt(e, one), hn::Mul(e, s), hn::Sub(one, s));  // 1 - s
+          const auto slope = hn::MulAdd(hn::Mul(v, hn::Mul(s, rest)), Gate::dz(d, v), s);
+          return hn::MulAdd(g, slope, acc);
+        },
+        x + i0, dy + i0, dx + i0);
+  });
+}
+
 }  // namespace
 
-template <class T>
-void gelu_tanh_forward(const T* x, T* y, int64_t n) {
-  parallel_for(n, [&](int64_t i) {
-    const T v = x[i];
-    y[i] = T(0.5) * v * (T(1) + std::tanh(T(kGeluK) * (v + T(kGeluA) * v * v * v)));
-  }, kMinParallel);
-}
+#define MS_TARGET_ENTRIES(T, S)                                                                     \
+  void GeluForward##S(const T* x, T* y, int64_t n) { Forward<Gelu>(x, y, n); }                      \
+  void GeluBackward##S(const T* x, const T* dy, T* dx, int64_t n) { Backward<Gelu>(x, dy, dx, n); } \
+  void SiluForward##S(const T* x, T* y, int64_t n) { Forward<Silu>(x, y, n); }                      \
+  void SiluBackward##S(const T* x, const T* dy, T* dx, int64_t n) { Backward<Silu>(x, dy, dx, n); }
+MS_TARGET_ENTRIES(float, F)
+MS_TARGET_ENTRIES(double, D)
+#undef MS_TARGET_ENTRIES
 
-template <class T>
-void gelu_tanh_backward(const T* x, const T* dy, T* dx, int64_t n) {
-  // gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2), t = tanh(k (x + a x^3)).
-  parallel_for(n, [&](int64_t i) {
-    const T v = x[i];
-    const T t = std::tanh(T(kGeluK) * (v + T(kGeluA) * v * v * v));
-    const T d = T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * T(kGeluK) * (T(1) + T(3 * kGeluA) * v * v);
-    dx[i] += dy[i] * d;
-  }, kMinParallel);
-}
+}  // namespace ms::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
 
-template <class T>
-void silu_forward(const T* x, T* y, int64_t n) {
-  parallel_for(n, [&](int64_t i) { y[i] = x[i] / (T(1) + std::exp(-x[i])); }, kMinParallel);
-}
+#if HWY_ONCE
+namespace ms::cpu {
 
-template <class T>
-void silu_backward(const T* x, const T* dy, T* dx, int64_t n) {
-  // silu'(x) = s (1 + x (1 - s)), s = sigmoid(x).
-  parallel_for(n, [&](int64_t i) {
-    const T s = T(1) / (T(1) + std::exp(-x[i]));
-    dx[i] += dy[i] * s * (T(1) + x[i] * (T(1) - s));
-  }, kMinParallel);
-}
-
-template void gelu_tanh_forward<float>(const float*, float*, int64_t);
-template void gelu_tanh_forward<double>(const double*, double*, int64_t);
-template void gelu_tanh_backward<float>(const float*, const float*, float*, int64_t);
-template void gelu_tanh_backward<double>(const double*, const double*, double*, int64_t);
-template void silu_forward<float>(const float*, float*, int64_t);
-template void silu_forward<double>(const double*, double*, int64_t);
-template void silu_backward<float>(const float*, const float*, float*, int64_t);
-template void silu_backward<double>(const double*, const double*, double*, int64_t);
+#define MS_DISPATCH(T, S)                                                 \
+  HWY_EXPORT(GeluForward##S);                                             \
+  HWY_EXPORT(GeluBackward##S);                                            \
+  HWY_EXPORT(SiluForward##S);                                             \
+  HWY_EXPORT(SiluBackward##S);                                            \
+  template <>                                                             \
+  void gelu_tanh_forward<T>(const T* x, T* y, int64_t n) {                \
+    HWY_DYNAMIC_DISPATCH(GeluForward##S)(x, y, n);                        \
+  }                                                                       \
+  template <>                                                             \
+  void gelu_tanh_backward<T>(const T* x, const T* dy, T* dx, int64_t n) { \
+    HWY_DYNAMIC_DISPATCH(GeluBackward##S)(x, dy, dx, n);                  \
+  }                                                                       \
+  template <>                                                             \
+  void silu_forward<T>(const T* x, T* y, int64_t n) {                     \
+    HWY_DYNAMIC_DISPATCH(SiluForward##S)(x, y, n);                        \
+  }                                                                       \
+  template <>                                                             \
+  void silu_backward<T>(const T* x, const T* dy, T* dx, int64_t n) {      \
+    HWY_DYNAMIC_DISPATCH(SiluBackward##S)(x, dy, dx, n);                  \
+  }
+MS_DISPATCH(float, F)
+MS_DISPATCH(double, D)
+#undef MS_DISPATCH
 
 }  // namespace ms::cpu
+#endif  // HWY_ONCE

@@ -1,29 +1,16 @@
-// row_max and exp_affine (backend/cpu/softmax_row.h), compiled for every target by foreach_target and picked at run time.
+// row_max and exp_affine (backend/cpu/softmax_row.h), compiled for every target by foreach_target and picked at run
+// time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/softmax_row.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-// The per-target math header: included again for each target, like this file.
-#include <hwy/contrib/math/math-inl.h>
-
-#include <algorithm>
-#include <cmath>
-#include <limits>
-
+// The per-target helpers: included again for each target, like this file.
 #include "backend/cpu/softmax_row.h"
+#include "backend/cpu/vector_map-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ms::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// exp(a x + b) of one vector, with Exp's range completed: NaN stays NaN, above `top` (the log of the largest
-// finite value) +inf.
-template <class D>
-HWY_INLINE hn::Vec<D> exp_vector(D d, hn::Vec<D> x, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> top) {
-  const auto arg = hn::MulAdd(a, x, b);
-  const auto inf = hn::Set(d, std::numeric_limits<hn::TFromD<D>>::infinity());
-  return hn::IfThenElse(hn::IsNaN(arg), arg, hn::IfThenElse(hn::Gt(arg, top), inf, hn::Exp(d, arg)));
-}
 
 template <class T>
 T RowMax(const T* HWY_RESTRICT x, int64_t n, T init) {
@@ -41,26 +28,18 @@ T RowMax(const T* HWY_RESTRICT x, int64_t n, T init) {
 }
 
 template <class T>
-T ExpAffine(T* HWY_RESTRICT x, int64_t n, T a, T b) {
+T ExpAffine(T* x, int64_t n, T a, T b) {
   const hn::ScalableTag<T> d;
-  const int64_t lanes = int64_t(hn::Lanes(d));
-  const auto av = hn::Set(d, a), bv = hn::Set(d, b), top = hn::Set(d, std::log(std::numeric_limits<T>::max()));
+  const auto av = hn::Set(d, a), bv = hn::Set(d, b);
   auto sum = hn::Zero(d);
-  int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto y = exp_vector(d, hn::LoadU(d, x + i), av, bv, top);
-    hn::StoreU(y, d, x + i);
-    sum = hn::Add(sum, y);
-  }
-  if (i < n) {  // the last partial vector through a zero-padded copy; its padding left out of the sum
-    constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(T);
-    HWY_ALIGN T tail[kMaxLanes] = {};
-    std::copy(x + i, x + n, tail);
-    const auto y = hn::IfThenElseZero(hn::FirstN(d, size_t(n - i)), exp_vector(d, hn::Load(d, tail), av, bv, top));
-    hn::Store(y, d, tail);
-    std::copy(tail, tail + (n - i), x + i);
-    sum = hn::Add(sum, y);
-  }
+  map_vectors(
+      d, n, x,
+      [&](auto valid, auto v) {
+        const auto y = hn::IfThenElseZero(valid, exp_vector(d, v, av, bv));  // padding left out of the sum
+        sum = hn::Add(sum, y);
+        return y;
+      },
+      x);
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
