@@ -1,6 +1,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <limits>
 
 #include "ops/attention.h"
 #include "ops/dsa.h"
@@ -290,6 +291,51 @@ TEST(DsaOffsets, GradientMatchesFiniteDifferences) {
   Vec draw(raw.size());
   cpu::dsa_offsets_backward(raw.data(), r.data(), draw.data(), range, N, M);
   EXPECT_LT(fd_error(raw, draw, loss), kFdTol);
+}
+
+// Every element against long-double std::tanh over the whole range where tanh bends and saturates, on a length that
+// is not a multiple of any vector width and spans several parallel chunks: range * tanh(x), and
+// doffsets * range * (1 - tanh(x)^2), the latter exact in long double where tanh saturates in T. Errors are relative,
+// and absolute below 64 times T's smallest normal number (1 - tanh^2 underflows from |x| = 44 in float).
+template <class T>
+void check_offsets_closed_form(double tol) {
+  const int64_t N = 37, M = 108, n = N * M * 3;  // M = 4 groups x 27 slots
+  const std::array<double, 3> range{1.0, 2.0, 0.5};
+  const Vec r = randn(static_cast<size_t>(n), 802), g = randn(static_cast<size_t>(n), 803);
+  const size_t len = static_cast<size_t>(n);
+  std::vector<T> raw(len), dout(len), off(len), draw(len);
+  for (int64_t i = 0; i < n; ++i) {
+    raw[size_t(i)] = T(-50.0 + 100.0 * double(i) / double(n - 1) + 0.01 * r[size_t(i)]);
+    dout[size_t(i)] = T(g[size_t(i)]);
+  }
+  cpu::dsa_offsets_forward(raw.data(), off.data(), range, N, M);
+  cpu::dsa_offsets_backward(raw.data(), dout.data(), draw.data(), range, N, M);
+  const long double tiny = 64 * std::numeric_limits<T>::min();
+  for (int64_t i = 0; i < n; ++i) {
+    const long double x = raw[size_t(i)], t = std::tanh(x), e = std::exp(-2 * std::fabs(x));
+    const long double ref_off = range[size_t(i % 3)] * t,
+                      ref_draw = dout[size_t(i)] * range[size_t(i % 3)] * 4 * e / ((1 + e) * (1 + e));
+    EXPECT_LE(std::fabs(off[size_t(i)] - ref_off), tol * std::fabs(ref_off) + tiny) << "x = " << x;
+    EXPECT_LE(std::fabs(draw[size_t(i)] - ref_draw), tol * std::fabs(ref_draw) + tiny) << "x = " << x;
+  }
+}
+
+TEST(DsaOffsets, MatchClosedFormAcrossTheRange) {
+  check_offsets_closed_form<float>(1e-6);    // 8 ulp: Tanh (4 ulp) or exp (1 ulp) and a few products
+  check_offsets_closed_form<double>(2e-15);  // the same in ulp of double
+}
+
+TEST(DsaOffsets, NanPropagates) {
+  const std::array<double, 3> range{1.0, 2.0, 0.5};
+  for (int64_t N : {1, 7}) {  // the last partial vector alone, and after full ones
+    Vec raw(size_t(N * 3), 0.3), dout(raw.size(), 1.0), off(raw.size()), draw(raw.size());
+    raw.back() = std::numeric_limits<double>::quiet_NaN();
+    cpu::dsa_offsets_forward(raw.data(), off.data(), range, N, 1);
+    cpu::dsa_offsets_backward(raw.data(), dout.data(), draw.data(), range, N, 1);
+    EXPECT_TRUE(std::isnan(off.back()));
+    EXPECT_TRUE(std::isnan(draw.back()));
+    EXPECT_FALSE(std::isnan(off.front()));
+  }
 }
 
 }  // namespace ms::test

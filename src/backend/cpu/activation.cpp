@@ -49,14 +49,6 @@ struct Silu {
   }
 };
 
-// Calls map(i0, i1) on chunks of [0, n), in parallel when n is large.
-template <class F>
-void chunks(int64_t n, const F& map) {
-  const int64_t tasks = (n + kChunk - 1) / kChunk;
-  parallel_for(
-      tasks, [&](int64_t t) { map(t * kChunk, std::min(n, (t + 1) * kChunk)); }, n < kMinParallel ? tasks + 1 : 2);
-}
-
 // e = exp(-z) and s = sigmoid(z) = 1 / (1 + e) of one vector.
 template <class D, class V>
 HWY_INLINE V sigmoid(D d, V z, V& e) {
@@ -68,7 +60,7 @@ HWY_INLINE V sigmoid(D d, V z, V& e) {
 template <class Gate, class T>
 void Forward(const T* x, T* y, int64_t n) {  // y = x sigmoid(z(x))
   const hn::ScalableTag<T> d;
-  chunks(n, [&](int64_t i0, int64_t i1) {
+  parallel_chunks(n, kChunk, kMinParallel, [&](int64_t i0, int64_t i1) {
     map_vectors(
         d, i1 - i0, y + i0,
         [&](auto, auto v) {
@@ -82,7 +74,7 @@ void Forward(const T* x, T* y, int64_t n) {  // y = x sigmoid(z(x))
 template <class Gate, class T>
 void Backward(const T* x, const T* dy, T* dx, int64_t n) {  // dx += dy (s + x s (1 - s) z'(x))
   const hn::ScalableTag<T> d;
-  chunks(n, [&](int64_t i0, int64_t i1) {
+  parallel_chunks(n, kChunk, kMinParallel, [&](int64_t i0, int64_t i1) {
     map_vectors(
         d, i1 - i0, dx + i0,
         [&](auto, auto v, auto g, auto acc) {

@@ -708,37 +708,5 @@ void dsa_backward<double>(const double* q, const double* k, const double* v, con
   HWY_DYNAMIC_DISPATCH(DsaBackwardD)(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);
 }
 
-template <class T>
-void dsa_offsets_forward(const T* raw, T* offsets, const std::array<double, 3>& range, int64_t N, int64_t M) {
-  parallel_for(
-      N,
-      [&](int64_t n) {
-        for (int64_t i = 0; i < M * 3; ++i)
-          offsets[n * M * 3 + i] = T(range[size_t(i % 3)]) * std::tanh(raw[n * M * 3 + i]);
-      },
-      min_parallel_for_work(N, 20.0 * double(N * M * 3)));  // tanh: ~20 multiply-adds
-}
-
-template <class T>
-void dsa_offsets_backward(const T* raw, const T* doffsets, T* draw, const std::array<double, 3>& range, int64_t N,
-                          int64_t M) {
-  parallel_for(
-      N,
-      [&](int64_t n) {
-        for (int64_t i = 0; i < M * 3; ++i) {
-          const T t = std::tanh(raw[n * M * 3 + i]);
-          draw[n * M * 3 + i] = doffsets[n * M * 3 + i] * T(range[size_t(i % 3)]) * (T(1) - t * t);
-        }
-      },
-      min_parallel_for_work(N, 20.0 * double(N * M * 3)));
-}
-
-#define MS_INSTANTIATE(T)                                                                             \
-  template void dsa_offsets_forward<T>(const T*, T*, const std::array<double, 3>&, int64_t, int64_t); \
-  template void dsa_offsets_backward<T>(const T*, const T*, T*, const std::array<double, 3>&, int64_t, int64_t);
-MS_INSTANTIATE(float)
-MS_INSTANTIATE(double)
-#undef MS_INSTANTIATE
-
 }  // namespace ms::cpu
 #endif  // HWY_ONCE

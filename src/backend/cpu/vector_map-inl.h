@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/parallel.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace ms::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -50,6 +52,15 @@ HWY_INLINE void map_vectors(D d, int64_t n, hn::TFromD<D>* out, const F& f, cons
   HWY_ALIGN T res[kMaxLanes];
   hn::Store(f(hn::FirstN(d, size_t(n - i)), padded(in)...), d, res);
   std::copy(res, res + (n - i), out + i);
+}
+
+// Calls map(i0, i1) on the chunks [i0, i1) of [0, n), `chunk` elements each but the last, in parallel from
+// `min_parallel` elements on (below, threads cost more than they save).
+template <class F>
+void parallel_chunks(int64_t n, int64_t chunk, int64_t min_parallel, const F& map) {
+  const int64_t tasks = (n + chunk - 1) / chunk;
+  parallel_for(
+      tasks, [&](int64_t t) { map(t * chunk, std::min(n, (t + 1) * chunk)); }, n < min_parallel ? tasks + 1 : 2);
 }
 
 }  // namespace ms::cpu::HWY_NAMESPACE
