@@ -1,12 +1,12 @@
 // `megaslide bench <what>`: throughput against a ceiling measured in the same run.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <vector>
-
 #include <nlohmann/json.hpp>
-#include <unistd.h>
+#include <vector>
 
 #include "cli/ceilings.h"
 #include "cli/commands.h"
@@ -14,6 +14,7 @@
 #include "core/parallel.h"
 #include "model/config.h"
 #include "model/dims.h"
+#include "model/loader.h"
 #include "plan/flops.h"
 #include "train/trainer.h"
 
@@ -22,12 +23,14 @@ namespace {
 
 struct BenchTrainArgs {
   int64_t steps = 6;
+  std::string config;  // config.json for the tiny preset's sizes (configs/tiny-dsa.json: its attention type)
   bool json = false;
 };
 
 void bench_train(const BenchTrainArgs& a) {
   TrainOptions o;  // the default training job
   o.steps = a.steps;
+  o.config = a.config;
   o.save_every = 0;
   o.out = (std::filesystem::temp_directory_path() / ("megaslide-bench-" + std::to_string(::getpid()))).string();
   const double sgemm = measure_sgemm_rate(2048);
@@ -39,11 +42,12 @@ void bench_train(const BenchTrainArgs& a) {
     set_log_level(LogLevel::info);
   }
   std::filesystem::remove_all(o.out);
-  const ModelConfig c = preset_config(o.model);
+  const ModelConfig c = resolve_model(o.model, o.config).config;
   const ModelDims d = ModelDims::make(c, o.batch_size, o.frames, o.height, o.width, c.text_len);
   const Flops f = train_step_flops(c, d);
   const double achieved = s.tokens_per_second / double(d.N()) * f.total();
   nlohmann::json r{{"model", o.model},
+                   {"attention", c.attention.type},
                    {"tokens_per_step", d.N()},
                    {"steps", s.steps_run},
                    {"threads", num_threads()},
@@ -57,8 +61,9 @@ void bench_train(const BenchTrainArgs& a) {
     std::printf("%s\n", r.dump(2).c_str());
     return;
   }
-  std::printf("bench train: default job (%s, %lld tokens/step, %d threads, %lld steps)\n", o.model.c_str(),
-              static_cast<long long>(d.N()), num_threads(), static_cast<long long>(s.steps_run));
+  std::printf("bench train: default job (%s, %s attention, %lld tokens/step, %d threads, %lld steps)\n",
+              o.model.c_str(), c.attention.type.c_str(), static_cast<long long>(d.N()), num_threads(),
+              static_cast<long long>(s.steps_run));
   std::printf("  tokens/s            %10.0f\n", s.tokens_per_second);
   std::printf("  achieved GFLOP/s    %10.2f  (%.2f GFLOP/step, %.0f%% attention)\n", achieved / 1e9, f.total() / 1e9,
               100 * f.attention / f.total());
@@ -72,6 +77,9 @@ void add_bench_train(CLI::App& bench) {
   auto a = std::make_shared<BenchTrainArgs>();
   CLI::App* cmd = bench.add_subcommand("train", "Tokens/s of the default training job against the sgemm rate");
   cmd->add_option("--steps", a->steps, "Training steps to time")->capture_default_str();
+  cmd->add_option("--config", a->config,
+                  "config.json for the job's model (configs/tiny-dsa.json: the tiny model with DSA attention)")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] { bench_train(*a); });
 }
