@@ -14,7 +14,7 @@
 
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-
+// The per-target helpers: included again for each target, like this file.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -22,7 +22,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend/cpu/softmax_row.h"
+#include "backend/cpu/vector_map-inl.h"
 #include "core/check.h"
 #include "core/parallel.h"
 
@@ -428,7 +428,7 @@ T forward_head(QueryScratch<T>& qs, int64_t nv, const T* qr, const T* kb, const 
     }
     mx = std::max(mx, qs.prob[size_t(j)] = acc * scale);
   }
-  const T sum = exp_affine(qs.prob.data(), nv, T(1), -mx);
+  const T sum = exp_affine_row(qs.prob.data(), nv, T(1), -mx);
   ov.zero();
   for (int64_t j = 0; j < nv; ++j) {
     const T p = qs.prob[size_t(j)] / sum;  // probability of sample j
@@ -520,7 +520,7 @@ struct Backward {
       prob[j] = s;
       dp[j] = e;
     }
-    exp_affine(prob, nv, scale, -lse_l);
+    exp_affine_row(prob, nv, scale, -lse_l);
     for (int64_t j = 0; j < nv; ++j) {
       const T p = prob[j], ds = p * (dp[j] - delta) * scale;  // probability, d score * scale
       for (int c = 0; c < Corners; ++c) {

@@ -27,26 +27,10 @@ T RowMax(const T* HWY_RESTRICT x, int64_t n, T init) {
   return m;
 }
 
-template <class T>
-T ExpAffine(T* x, int64_t n, T a, T b) {
-  const hn::ScalableTag<T> d;
-  const auto av = hn::Set(d, a), bv = hn::Set(d, b);
-  auto sum = hn::Zero(d);
-  map_vectors(
-      d, n, x,
-      [&](auto valid, auto v) {
-        const auto y = hn::IfThenElseZero(valid, exp_vector(d, v, av, bv));  // padding left out of the sum
-        sum = hn::Add(sum, y);
-        return y;
-      },
-      x);
-  return hn::GetLane(hn::SumOfLanes(d, sum));
-}
-
 float RowMaxF(const float* x, int64_t n, float init) { return RowMax(x, n, init); }
 double RowMaxD(const double* x, int64_t n, double init) { return RowMax(x, n, init); }
-float ExpAffineF(float* x, int64_t n, float a, float b) { return ExpAffine(x, n, a, b); }
-double ExpAffineD(double* x, int64_t n, double a, double b) { return ExpAffine(x, n, a, b); }
+float ExpAffineF(float* x, int64_t n, float a, float b) { return exp_affine_row(x, n, a, b); }
+double ExpAffineD(double* x, int64_t n, double a, double b) { return exp_affine_row(x, n, a, b); }
 
 }  // namespace ms::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

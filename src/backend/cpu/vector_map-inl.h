@@ -54,6 +54,24 @@ HWY_INLINE void map_vectors(D d, int64_t n, hn::TFromD<D>* out, const F& f, cons
   std::copy(res, res + (n - i), out + i);
 }
 
+// x[i] = exp(a x[i] + b) for i in [0, n); returns the sum of the results. softmax_row.h's exp_affine, for the kernels
+// compiled per target themselves (dsa.cpp), which thus run it on their own target without a dispatch per row.
+template <class T>
+HWY_INLINE T exp_affine_row(T* x, int64_t n, T a, T b) {
+  const hn::ScalableTag<T> d;
+  const auto av = hn::Set(d, a), bv = hn::Set(d, b);
+  auto sum = hn::Zero(d);
+  map_vectors(
+      d, n, x,
+      [&](auto valid, auto v) {
+        const auto y = hn::IfThenElseZero(valid, exp_vector(d, v, av, bv));  // padding left out of the sum
+        sum = hn::Add(sum, y);
+        return y;
+      },
+      x);
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
 // Calls map(i0, i1) on the chunks [i0, i1) of [0, n), `chunk` elements each but the last, in parallel from
 // `min_parallel` elements on (below, threads cost more than they save).
 template <class F>
