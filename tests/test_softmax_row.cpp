@@ -43,4 +43,21 @@ TEST(SoftmaxRow, EdgeValues) {
   EXPECT_EQ(x[4], 0.f);
 }
 
+TEST(SoftmaxRow, ExpNearTheOverflowThreshold) {
+  // Just below log(max) the result is finite and accurate, just above it +inf, in float and double (Highway's Exp is
+  // documented up to 104 and 706 only; exp_vector's cut-off is log(max), 88.72 and 709.78).
+  std::vector<float> xf = {88.7f, 88.73f, 88.72f, 89.f};
+  cpu::exp_affine(xf.data(), int64_t(xf.size()), 1.f, 0.f);
+  EXPECT_NEAR(xf[0], std::exp(88.7f), 4e-7 * std::exp(88.7f));
+  EXPECT_EQ(xf[1], std::numeric_limits<float>::infinity());
+  EXPECT_NEAR(xf[2], std::exp(88.72f), 4e-7 * std::exp(88.72f));
+  EXPECT_EQ(xf[3], std::numeric_limits<float>::infinity());
+  std::vector<double> xd = {709.7, 709.79, 707.5, 800.0};
+  cpu::exp_affine(xd.data(), int64_t(xd.size()), 1.0, 0.0);
+  EXPECT_NEAR(xd[0], std::exp(709.7), 1e-15 * std::exp(709.7));
+  EXPECT_EQ(xd[1], std::numeric_limits<double>::infinity());
+  EXPECT_NEAR(xd[2], std::exp(707.5), 1e-15 * std::exp(707.5));
+  EXPECT_EQ(xd[3], std::numeric_limits<double>::infinity());
+}
+
 }  // namespace ms::test

@@ -47,6 +47,7 @@ void bench_train(const BenchTrainArgs& a) {
   const Flops f = train_step_flops(c, d);
   const double achieved = s.tokens_per_second / double(d.N()) * f.total();
   nlohmann::json r{{"model", o.model},
+                   {"config", o.config},
                    {"attention", c.attention.type},
                    {"tokens_per_step", d.N()},
                    {"steps", s.steps_run},
@@ -61,9 +62,9 @@ void bench_train(const BenchTrainArgs& a) {
     std::printf("%s\n", r.dump(2).c_str());
     return;
   }
-  std::printf("bench train: default job (%s, %s attention, %lld tokens/step, %d threads, %lld steps)\n",
-              o.model.c_str(), c.attention.type.c_str(), static_cast<long long>(d.N()), num_threads(),
-              static_cast<long long>(s.steps_run));
+  std::printf("bench train: %s (%s, %s attention, %lld tokens/step, %d threads, %lld steps)\n",
+              o.config.empty() ? "default job" : o.config.c_str(), o.model.c_str(), c.attention.type.c_str(),
+              static_cast<long long>(d.N()), num_threads(), static_cast<long long>(s.steps_run));
   std::printf("  tokens/s            %10.0f\n", s.tokens_per_second);
   std::printf("  achieved GFLOP/s    %10.2f  (%.2f GFLOP/step, %.0f%% attention)\n", achieved / 1e9, f.total() / 1e9,
               100 * f.attention / f.total());

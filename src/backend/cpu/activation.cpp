@@ -1,9 +1,10 @@
 // The activations (ops/activation.h) in Highway vectors, compiled for every target by foreach_target and picked at run
 // time. Both are x sigmoid(z(x)): SiLU with z = x, GELU-tanh with z = 2 sqrt(2/pi) (x + 0.044715 x^3), since
 // 0.5 (1 + tanh(u)) = sigmoid(2u). One exp per element gives the value and the derivative,
-// d/dx [x s] = s + x s (1 - s) z'(x), s = sigmoid(z). Where s > 1/2, 1 - s is taken as e s (e = exp(-z)), which keeps
-// its relative accuracy as s nears 1 (1 - tanh^2 in the tanh form loses it there). As scalar tanhf calls, GELU was
-// 10 % of the default training job (docs/benchmarks.md).
+// d/dx [x s] = s + x s (1 - s) z'(x), s = sigmoid(z). The sigmoid form keeps GELU's left tail accurate in float,
+// where 1 + tanh(u) cancels (to 0 from x = -5.2 on); where s > 1/2 the small term's 1 - s is taken as e s
+// (e = exp(-z)), which keeps that term's relative accuracy (1 - s carries s's rounding error). As scalar tanhf calls,
+// GELU was 10 % of the default training job (docs/benchmarks.md).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/activation.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep

@@ -1,5 +1,6 @@
 // Per-target Highway helpers of the CPU kernels that map arrays vector by vector: included, like hwy/*-inl.h, once
-// for each target by a file compiled through foreach_target (softmax_row.cpp, activation.cpp).
+// for each target by a file compiled through foreach_target (softmax_row.cpp, activation.cpp, dsa.cpp,
+// dsa_offsets.cpp).
 #if defined(MEGASLIDE_VECTOR_MAP_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MEGASLIDE_VECTOR_MAP_INL_H_
 #undef MEGASLIDE_VECTOR_MAP_INL_H_
@@ -21,8 +22,9 @@ HWY_BEFORE_NAMESPACE();
 namespace ms::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// exp(a x + b) of one vector, with Exp's range completed: NaN stays NaN (Highway's Exp maps it to 0), above the log
-// of the largest finite value +inf (Exp is only defined below it).
+// exp(a x + b) of one vector, with Exp's range completed: NaN stays NaN (Highway's Exp maps it to 0), and above the
+// log of the largest finite value the result is +inf (Exp's own result there is garbage once the exponent bits
+// overflow into the sign; tests/test_softmax_row.cpp checks both sides of the cut-off in float and double).
 template <class D>
 HWY_INLINE hn::Vec<D> exp_vector(D d, hn::Vec<D> x, hn::Vec<D> a, hn::Vec<D> b) {
   using T = hn::TFromD<D>;
