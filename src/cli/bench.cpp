@@ -1,12 +1,12 @@
 // `megaslide bench <what>`: throughput against a ceiling measured in the same run.
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "cli/ceilings.h"
 #include "cli/commands.h"

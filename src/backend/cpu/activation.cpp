@@ -7,14 +7,12 @@
 // GELU was 10 % of the default training job (docs/benchmarks.md).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/activation.cpp"
+#include "ops/activation.h"
+
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-// The per-target helpers: included again for each target, like this file.
-#include <algorithm>
 
-#include "backend/cpu/vector_map-inl.h"
-#include "core/parallel.h"
-#include "ops/activation.h"
+#include "backend/cpu/vector_map-inl.h"  // per target, included again like this file
 
 HWY_BEFORE_NAMESPACE();
 namespace ms::cpu::HWY_NAMESPACE {

@@ -14,7 +14,6 @@
 
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-// The per-target helpers: included again for each target, like this file.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -22,7 +21,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend/cpu/vector_map-inl.h"
+#include "backend/cpu/vector_map-inl.h"  // per target, included again like this file
 #include "core/check.h"
 #include "core/parallel.h"
 

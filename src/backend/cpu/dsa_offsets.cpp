@@ -7,11 +7,11 @@
 #define HWY_TARGET_INCLUDE "backend/cpu/dsa_offsets.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-// The per-target helpers: included again for each target, like this file.
+
 #include <array>
 #include <vector>
 
-#include "backend/cpu/vector_map-inl.h"
+#include "backend/cpu/vector_map-inl.h"  // per target, included again like this file
 #include "ops/dsa.h"
 
 HWY_BEFORE_NAMESPACE();

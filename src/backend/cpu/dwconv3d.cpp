@@ -59,8 +59,8 @@ template <class T>
 void dwconv3d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t B, int64_t Tn, int64_t H,
                        int64_t W, int64_t C) {
   const int64_t L = Tn * H * W;
-  const std::vector<T> wt = dx ? taps_major(w, C) : std::vector<T>();  // [27, C]
-  if (dx)  // dx[token] = sum over the taps that read it: the mirrored neighbourhood, same tap weight
+  if (dx) {  // dx[token] = sum over the taps that read it: the mirrored neighbourhood, same tap weight
+    const std::vector<T> wt = taps_major(w, C);  // [27, C]
     parallel_for(
         B * L,
         [&](int64_t row) {
@@ -73,6 +73,7 @@ void dwconv3d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db,
           });
         },
         min_parallel_for_work(B * L, 27.0 * double(B * L * C)));
+  }
   const int64_t nblocks = (C + kChannelBlock - 1) / kChannelBlock;
   parallel_for(
       nblocks,

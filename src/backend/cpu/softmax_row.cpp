@@ -2,11 +2,12 @@
 // time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/softmax_row.cpp"
+#include "backend/cpu/softmax_row.h"
+
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-// The per-target helpers: included again for each target, like this file.
-#include "backend/cpu/softmax_row.h"
-#include "backend/cpu/vector_map-inl.h"
+
+#include "backend/cpu/vector_map-inl.h"  // per target, included again like this file
 
 HWY_BEFORE_NAMESPACE();
 namespace ms::cpu::HWY_NAMESPACE {
