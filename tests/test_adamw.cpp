@@ -219,7 +219,7 @@ OpInputs write_op_inputs(const std::string& path, const Shape& shape, const Shap
 
 void expect_tensor(const SafetensorsFile& f, const std::string& name, DType dtype, const Shape& shape,
                    const void* data) {
-  const SafetensorsEntry* e = f.find(name);
+  const TensorEntry* e = f.find(name);
   ASSERT_NE(e, nullptr) << name;
   EXPECT_EQ(e->dtype, dtype) << name;
   EXPECT_EQ(e->shape, shape) << name;

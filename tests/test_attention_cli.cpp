@@ -45,7 +45,7 @@ struct OpFiles {
 };
 
 std::vector<float> read(const SafetensorsFile& f, const std::string& name) {
-  const SafetensorsEntry* e = f.find(name);
+  const TensorEntry* e = f.find(name);
   EXPECT_NE(e, nullptr) << name;
   if (!e) return {};
   std::vector<float> v(size_t(numel(e->shape)));

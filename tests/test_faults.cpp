@@ -194,7 +194,7 @@ TEST(Faults, ImmediateScheduleSkipsOnlyTheStageWithNonFiniteGradients) {
     SafetensorsFile a = SafetensorsFile::open(o.out + "/step-00000001/optimizer.safetensors");
     SafetensorsFile b = SafetensorsFile::open(o.out + "/step-00000002/optimizer.safetensors");
     auto bytes = [](const SafetensorsFile& f, const std::string& name) {
-      const SafetensorsEntry* e = f.find(name);
+      const TensorEntry* e = f.find(name);
       return std::string(reinterpret_cast<const char*>(e->data), size_t(e->nbytes));
     };
     EXPECT_EQ(bytes(a, "master.patch_embedding.weight"), bytes(b, "master.patch_embedding.weight")) << offload;

@@ -50,7 +50,7 @@ TEST(ForwardCli, MatchesReferenceAndGradientsMatchFloat64) {
   ASSERT_EQ(r.code, 0) << r.output;
   SafetensorsFile out = SafetensorsFile::open(d.file("out.safetensors"));
   auto get = [&](const std::string& name) {
-    const SafetensorsEntry* e = out.find(name);
+    const TensorEntry* e = out.find(name);
     EXPECT_NE(e, nullptr) << name;
     std::vector<float> v(e ? size_t(numel(e->shape)) : 0);
     if (e) read_as_f32(*e, v.data());

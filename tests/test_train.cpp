@@ -47,12 +47,12 @@ TEST(Train, CheckpointHoldsWanNamesAndTheStateLayout) {
   const std::string out = dir.file("run");
   train(short_run(out, 2));
   SafetensorsFile model = SafetensorsFile::open(out + "/latest/model.safetensors");
-  const SafetensorsEntry* q = model.find("blocks.0.self_attn.q.weight");
+  const TensorEntry* q = model.find("blocks.0.self_attn.q.weight");
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(q->dtype, DType::bf16);
   SafetensorsFile opt = SafetensorsFile::open(out + "/latest/optimizer.safetensors");
   for (const char* pool : {"master.", "exp_avg.", "exp_avg_sq."}) {
-    const SafetensorsEntry* e = opt.find(std::string(pool) + "head.head.weight");
+    const TensorEntry* e = opt.find(std::string(pool) + "head.head.weight");
     ASSERT_NE(e, nullptr) << pool;
     EXPECT_EQ(e->dtype, DType::f32);
   }

@@ -19,7 +19,7 @@ struct ForwardArgs {
 
 std::vector<float> read_input(const SafetensorsFile& f, const std::string& name, const Shape& want_prefix, size_t rank,
                               Shape* shape) {
-  const SafetensorsEntry* e = f.find(name);
+  const TensorEntry* e = f.find(name);
   if (!e) MS_FAIL(f.path(), ": input '", name, "' is missing");
   if (e->shape.size() != rank) MS_FAIL(f.path(), ": '", name, "' must have ", rank, " dims, got ", shape_str(e->shape));
   for (size_t i = 0; i < want_prefix.size(); ++i)

@@ -32,7 +32,7 @@ struct Input {
 
 // Reads tensor `name` as f32; null when absent and not required.
 std::unique_ptr<Input> read_tensor(const SafetensorsFile& f, const std::string& name, bool required) {
-  const SafetensorsEntry* e = f.find(name);
+  const TensorEntry* e = f.find(name);
   if (!e) {
     if (required) MS_FAIL(f.path(), ": input '", name, "' is missing");
     return nullptr;

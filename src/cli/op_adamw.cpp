@@ -30,8 +30,8 @@ void validate(const OpAdamWArgs& a) {
 }
 
 // Tensor `name` of f: present, F32, and with the shape of `like` when given.
-const SafetensorsEntry& input(const SafetensorsFile& f, const std::string& name, const SafetensorsEntry* like) {
-  const SafetensorsEntry* e = f.find(name);
+const TensorEntry& input(const SafetensorsFile& f, const std::string& name, const TensorEntry* like) {
+  const TensorEntry* e = f.find(name);
   if (!e) MS_FAIL(f.path(), ": missing tensor '", name, "' (op adamw needs param, grad, exp_avg, exp_avg_sq)");
   if (e->dtype != DType::f32) MS_FAIL(f.path(), ": tensor '", name, "' is ", dtype_name(e->dtype), ", expected F32");
   if (like && e->shape != like->shape)
@@ -40,7 +40,7 @@ const SafetensorsEntry& input(const SafetensorsFile& f, const std::string& name,
   return *e;
 }
 
-std::vector<float> values(const SafetensorsEntry& e) {
+std::vector<float> values(const TensorEntry& e) {
   std::vector<float> x(size_t(numel(e.shape)));
   read_as_f32(e, x.data());
   return x;
@@ -49,8 +49,8 @@ std::vector<float> values(const SafetensorsEntry& e) {
 void op_adamw(const OpAdamWArgs& a) {
   validate(a);
   const SafetensorsFile f = SafetensorsFile::open(a.inputs);
-  const SafetensorsEntry& p = input(f, "param", nullptr);
-  const SafetensorsEntry &g = input(f, "grad", &p), &m = input(f, "exp_avg", &p), &v = input(f, "exp_avg_sq", &p);
+  const TensorEntry& p = input(f, "param", nullptr);
+  const TensorEntry &g = input(f, "grad", &p), &m = input(f, "exp_avg", &p), &v = input(f, "exp_avg_sq", &p);
   std::vector<float> param = values(p), exp_avg = values(m), exp_avg_sq = values(v);  // [p.shape]
   const std::vector<float> grad = values(g);                                          // [p.shape]
   std::vector<uint16_t> param_bf16(param.size());                                     // [p.shape]

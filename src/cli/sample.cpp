@@ -56,7 +56,7 @@ void fill_shape(const std::string& model, DataShape& s) {
 // context [rows, text_dim] from a safetensors file (a leading batch dim of 1 is accepted).
 std::vector<float> read_context(const std::string& path, const ModelConfig& c, int64_t* rows) {
   SafetensorsFile f = SafetensorsFile::open(path);
-  const SafetensorsEntry* e = f.find("context");
+  const TensorEntry* e = f.find("context");
   if (!e) MS_FAIL(path, ": no tensor 'context'; --context needs context [L, text_dim] (text encoder output)");
   Shape s = e->shape;
   if (s.size() == 3 && s[0] == 1) s.erase(s.begin());

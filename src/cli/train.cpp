@@ -45,6 +45,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--resume", *resume_dir, "Continue the run in this directory from its latest checkpoint");
   cmd->add_option("--save-every", opts->save_every, "Checkpoint every N steps (0: only at the end)")
       ->capture_default_str();
+  cmd->add_option("--save-format", opts->save_format,
+                  "megaslide: model.safetensors; wan: also diffusion_pytorch_model.safetensors (Wan, ComfyUI); "
+                  "diffusers: also transformer/ (diffusers' WanTransformer3DModel)")
+      ->capture_default_str();
   cmd->add_option("--sample-every", opts->samples.every, "Write sample videos to OUT/samples/ every N steps (0: never)")
       ->capture_default_str();
   cmd->add_option("--sample-prompts", opts->samples.prompts, "Prompts for --sample-every: a text file, one a line");

@@ -1,6 +1,7 @@
 #include "core/dtype.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/check.h"
 
@@ -15,6 +16,8 @@ int dtype_size(DType t) {
     case DType::i64: return 8;
     case DType::i32: return 4;
     case DType::u8: return 1;
+    case DType::f8_e4m3: return 1;
+    case DType::f8_e5m2: return 1;
   }
   return 0;
 }
@@ -25,7 +28,8 @@ struct Named {
   const char* name;
 };
 constexpr Named kNames[] = {{DType::f32, "F32"}, {DType::f64, "F64"}, {DType::f16, "F16"}, {DType::bf16, "BF16"},
-                            {DType::i64, "I64"}, {DType::i32, "I32"}, {DType::u8, "U8"}};
+                            {DType::i64, "I64"}, {DType::i32, "I32"}, {DType::u8, "U8"},
+                            {DType::f8_e4m3, "F8_E4M3"}, {DType::f8_e5m2, "F8_E5M2"}};
 }  // namespace
 
 std::string dtype_name(DType t) {
@@ -84,6 +88,35 @@ uint16_t f32_to_f16(float f) {
   return sign | uint16_t(r);
 }
 
+namespace {
+// An fp8 code with `man_bits` mantissa bits and exponent bias `bias` as a float: the magnitude bits shifted into
+// the float's exponent and mantissa fields, rebiased; subnormals (exponent field 0) are m * 2^(1 - bias - man_bits).
+float fp8_magnitude(uint32_t mag, int man_bits, int bias) {
+  const uint32_t exp = mag >> man_bits, man = mag & ((1u << man_bits) - 1);
+  if (exp == 0) return std::ldexp(float(man), 1 - bias - man_bits);
+  const uint32_t u = (exp + 127 - uint32_t(bias)) << 23 | man << (23 - man_bits);
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace
+
+float f8_e4m3_to_f32(uint8_t b) {
+  const uint32_t mag = b & 0x7f;
+  const float f = mag == 0x7f ? std::numeric_limits<float>::quiet_NaN() : fp8_magnitude(mag, 3, 7);
+  return b & 0x80 ? -f : f;
+}
+
+float f8_e5m2_to_f32(uint8_t b) {
+  const uint32_t mag = b & 0x7f;
+  float f;
+  if (mag >= 0x7c)  // exponent field all ones: infinity (mantissa 0) or NaN
+    f = mag == 0x7c ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  else
+    f = fp8_magnitude(mag, 2, 15);
+  return b & 0x80 ? -f : f;
+}
+
 void convert_to_f32(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
     case DType::f32: std::memcpy(dst, src, size_t(n) * 4); return;
@@ -104,6 +137,12 @@ void convert_to_f32(DType t, const void* src, float* dst, int64_t n) {
       return;
     case DType::u8:
       for (int64_t i = 0; i < n; ++i) dst[i] = float(static_cast<const uint8_t*>(src)[i]);
+      return;
+    case DType::f8_e4m3:
+      for (int64_t i = 0; i < n; ++i) dst[i] = f8_e4m3_to_f32(static_cast<const uint8_t*>(src)[i]);
+      return;
+    case DType::f8_e5m2:
+      for (int64_t i = 0; i < n; ++i) dst[i] = f8_e5m2_to_f32(static_cast<const uint8_t*>(src)[i]);
       return;
   }
 }

@@ -1,4 +1,4 @@
-// Storage dtypes and the bf16 / f16 <-> f32 conversions (round to nearest even).
+// Storage dtypes, the bf16 / f16 <-> f32 conversions (round to nearest even) and the fp8 -> f32 widenings.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -6,7 +6,9 @@
 
 namespace ms {
 
-enum class DType { f32, f64, f16, bf16, i64, i32, u8 };
+// f8_e4m3: OCP E4M3FN (bias 7, no infinities, S.1111.111 is NaN, max 448), torch.float8_e4m3fn;
+// f8_e5m2: OCP E5M2 (bias 15, IEEE-style infinities and NaNs, max 57344), torch.float8_e5m2.
+enum class DType { f32, f64, f16, bf16, i64, i32, u8, f8_e4m3, f8_e5m2 };
 
 int dtype_size(DType t);
 std::string dtype_name(DType t);          // safetensors spelling: "F32", "BF16", ...
@@ -28,9 +30,11 @@ inline uint16_t f32_to_bf16(float f) {
 }
 
 float f16_to_f32(uint16_t h);
+float f8_e4m3_to_f32(uint8_t b);  // exact: every fp8 value is a float
+float f8_e5m2_to_f32(uint8_t b);
 uint16_t f32_to_f16(float f);
 
-// Converts n elements of `src` (dtype t) to f32 / from f32.
+// Converts n elements of `src` (dtype t) to f32 / from f32 (not to the fp8 types, which are read-only here).
 void convert_to_f32(DType t, const void* src, float* dst, int64_t n);
 void convert_from_f32(DType t, const float* src, void* dst, int64_t n);
 

@@ -18,8 +18,8 @@ std::string shape_text(const Shape& s) {
   return t + "]";
 }
 
-const SafetensorsEntry& tensor(const SafetensorsFile& f, const char* name, size_t rank, const char* layout) {
-  const SafetensorsEntry* e = f.find(name);
+const TensorEntry& tensor(const SafetensorsFile& f, const char* name, size_t rank, const char* layout) {
+  const TensorEntry* e = f.find(name);
   if (!e) MS_FAIL("'", f.path(), "' has no '", name, "' tensor (a latent cache file holds latents and context)");
   if (e->shape.size() != rank)
     MS_FAIL("'", f.path(), "': '", name, "' has shape ", shape_text(e->shape), "; expected ", layout);
@@ -29,7 +29,7 @@ const SafetensorsEntry& tensor(const SafetensorsFile& f, const char* name, size_
 }
 
 // Reads e as f32 into out; non-finite values make the file bad.
-std::vector<float> finite_f32(const SafetensorsFile& f, const SafetensorsEntry& e) {
+std::vector<float> finite_f32(const SafetensorsFile& f, const TensorEntry& e) {
   std::vector<float> out(size_t(numel(e.shape)));
   read_as_f32(e, out.data());
   for (float x : out)

@@ -1,8 +1,6 @@
 #include "io/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +12,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/text.h"
 
 namespace ms {
 
@@ -28,12 +27,6 @@ constexpr const char* kMetadataKey = "__metadata__";
 
 [[noreturn]] void corrupt(const std::string& path, const std::string& problem, const char* remedy = kCorrupt) {
   MS_FAIL(path, ": ", problem, "; ", remedy);
-}
-
-// A name for messages: quoted, cut short so a hostile header cannot produce a huge message.
-std::string quoted(const std::string& s) {
-  constexpr size_t kMax = 200;
-  return s.size() <= kMax ? "'" + s + "'" : "'" + s.substr(0, kMax) + "...'";
 }
 
 // numel(shape) * dtype_size(t) into *out; false on a negative dimension or int64 overflow.
@@ -84,8 +77,8 @@ json parse_header(const std::string& path, const char* text, size_t n, std::vect
       case json::parse_event_t::key: {
         const auto& key = parsed.get_ref<const std::string&>();
         if (!open_keys.back().insert(key).second)
-          corrupt(path, depth == 1 ? cat("tensor name ", quoted(key), " appears twice in the header")
-                                   : cat("key ", quoted(key), " appears twice in one header object"));
+          corrupt(path, depth == 1 ? cat("tensor name ", quote_text(key), " appears twice in the header")
+                                   : cat("key ", quote_text(key), " appears twice in one header object"));
         if (depth == 1) {
           order->push_back(key);
           if (order->size() > kMaxTensors + 1)
@@ -101,17 +94,17 @@ json parse_header(const std::string& path, const char* text, size_t n, std::vect
   try {
     return json::parse(text, text + n, on_event);
   } catch (const json::exception& e) {
-    corrupt(path, cat("the header is not valid JSON (", e.what(), ")"));
+    corrupt(path, cat("the header is not valid JSON (", escape_text(e.what()), ")"));
   }
 }
 
 struct Placed {
-  SafetensorsEntry entry;
+  TensorEntry entry;
   int64_t begin, end;  // offsets in the data section
 };
 
 Placed parse_entry(const std::string& path, const std::string& name, const json& v, int64_t data_bytes) {
-  const std::string t = "tensor " + quoted(name);
+  const std::string t = "tensor " + quote_text(name);
   if (!v.is_object())
     corrupt(path, cat(t, " is a JSON ", v.type_name(), ", not an object with dtype, shape and data_offsets"));
   for (const char* key : {"dtype", "shape", "data_offsets"})
@@ -122,8 +115,8 @@ Placed parse_entry(const std::string& path, const std::string& name, const json&
   const json& dtype = v.at("dtype");
   if (!dtype.is_string()) corrupt(path, cat(t, " dtype is not a string"));
   if (!dtype_from_name(dtype.get_ref<const std::string&>(), &p.entry.dtype))
-    corrupt(path, cat(t, " has unknown dtype ", quoted(dtype.get<std::string>())),
-            "supported dtypes are F32, F64, F16, BF16, I64, I32, U8: convert the tensor to one of them");
+    corrupt(path, cat(t, " has unknown dtype ", quote_text(dtype.get_ref<const std::string&>())),
+            "supported dtypes are F32, F64, F16, BF16, F8_E4M3, F8_E5M2, I64, I32, U8: convert the tensor to one of them");
 
   const json& shape = v.at("shape");
   if (!shape.is_array()) corrupt(path, cat(t, " shape is not an array of integers"));
@@ -156,7 +149,7 @@ Placed parse_entry(const std::string& path, const std::string& name, const json&
 }
 
 // Validates the mapped file (size bytes at base) and fills entries (sorted by offset) and metadata.
-void parse_file(const std::string& path, const uint8_t* base, size_t size, std::vector<SafetensorsEntry>* entries,
+void parse_file(const std::string& path, const uint8_t* base, size_t size, std::vector<TensorEntry>* entries,
                 std::map<std::string, std::string>* metadata) {
   if (size < 8) corrupt(path, cat("the file is ", size, " bytes, shorter than the 8-byte header length field"));
   const uint64_t header_bytes = load_u64_le(base);
@@ -181,7 +174,7 @@ void parse_file(const std::string& path, const uint8_t* base, size_t size, std::
     if (!v.is_object()) corrupt(path, "__metadata__ is not an object of string -> string");
     for (const auto& [k, s] : v.items()) {
       if (!s.is_string())
-        corrupt(path, cat("__metadata__ value for ", quoted(k), " is a ", s.type_name(), ", not a string"));
+        corrupt(path, cat("__metadata__ value for ", quote_text(k), " is a ", s.type_name(), ", not a string"));
       (*metadata)[k] = s.get<std::string>();
     }
   }
@@ -195,12 +188,12 @@ void parse_file(const std::string& path, const uint8_t* base, size_t size, std::
   std::string previous;
   for (const Placed& p : placed) {
     if (p.begin != expected)
-      corrupt(path, cat("tensor ", quoted(p.entry.name), " begins at byte ", p.begin, " of the data section but ",
+      corrupt(path, cat("tensor ", quote_text(p.entry.name), " begins at byte ", p.begin, " of the data section but ",
                         previous.empty() ? std::string("the data section starts at byte 0")
                                          : cat("the previous tensor ", previous, " ends at byte ", expected),
                         "; tensors must tile the data section without gaps or overlaps"));
     expected = p.end;
-    previous = quoted(p.entry.name);
+    previous = quote_text(p.entry.name);
   }
   if (expected != data_bytes)
     corrupt(path, cat("the tensors end at byte ", expected, " but the data section has ", data_bytes,
@@ -257,12 +250,12 @@ std::string make_header(const std::string& path, const std::vector<TensorRef>& t
     int64_t nbytes;
     if (t.name == kMetadataKey) MS_FAIL(path, ": cannot write a tensor named __metadata__; rename it");
     if (header.contains(t.name))
-      MS_FAIL(path, ": tensor name ", quoted(t.name), " is given twice; names must be unique");
+      MS_FAIL(path, ": tensor name ", quote_text(t.name), " is given twice; names must be unique");
     if (!checked_nbytes(t.shape, t.dtype, &nbytes) || __builtin_add_overflow(offset, nbytes, &offset))
-      MS_FAIL(path, ": tensor ", quoted(t.name), " has an invalid shape ", shape_str(t.shape),
+      MS_FAIL(path, ": tensor ", quote_text(t.name), " has an invalid shape ", shape_str(t.shape),
               " (negative dimension or byte size overflow)");
     if (nbytes > 0 && t.data == nullptr)
-      MS_FAIL(path, ": tensor ", quoted(t.name), " has ", nbytes, " bytes but no data");
+      MS_FAIL(path, ": tensor ", quote_text(t.name), " has ", nbytes, " bytes but no data");
     header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset - nbytes, offset}}};
   }
   std::string text;
@@ -280,74 +273,17 @@ std::string make_header(const std::string& path, const std::vector<TensorRef>& t
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0) MS_FAIL(path, ": cannot open (", std::strerror(errno), "); check the path and its permissions");
-  struct stat st;
-  if (::fstat(fd.fd, &st) != 0) MS_FAIL(path, ": cannot stat (", std::strerror(errno), ")");
-  if (!S_ISREG(st.st_mode)) MS_FAIL(path, ": not a regular file; pass the path of a .safetensors file");
   SafetensorsFile f;
   f.path_ = path;
-  const size_t size = size_t(st.st_size);
-  if (size >= 8) {  // shorter files are rejected by parse_file before it reads; mmap cannot map zero bytes
-    void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
-    if (m == MAP_FAILED) MS_FAIL(path, ": cannot map the file (", std::strerror(errno), ")");
-    f.map_ = m;
-    f.map_bytes_ = size;
-  }
-  parse_file(path, static_cast<const uint8_t*>(f.map_), size, &f.entries_, &f.metadata_);
+  f.map_ = MappedFile::open(path, "a .safetensors file");
+  parse_file(path, f.map_.data(), f.map_.size(), &f.entries_, &f.metadata_);
   for (size_t i = 0; i < f.entries_.size(); ++i) f.index_.emplace(f.entries_[i].name, i);
   return f;
 }
 
-SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept
-    : path_(std::move(o.path_)),
-      map_(std::exchange(o.map_, nullptr)),
-      map_bytes_(std::exchange(o.map_bytes_, 0)),
-      entries_(std::move(o.entries_)),
-      index_(std::move(o.index_)),
-      metadata_(std::move(o.metadata_)) {}
-
-SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& o) noexcept {
-  if (this != &o) {
-    unmap();
-    path_ = std::move(o.path_);
-    map_ = std::exchange(o.map_, nullptr);
-    map_bytes_ = std::exchange(o.map_bytes_, 0);
-    entries_ = std::move(o.entries_);
-    index_ = std::move(o.index_);
-    metadata_ = std::move(o.metadata_);
-  }
-  return *this;
-}
-
-SafetensorsFile::~SafetensorsFile() { unmap(); }
-
-void SafetensorsFile::unmap() {
-  if (map_) ::munmap(map_, map_bytes_);
-  map_ = nullptr;
-  map_bytes_ = 0;
-}
-
-const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
+const TensorEntry* SafetensorsFile::find(const std::string& name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &entries_[it->second];
-}
-
-void read_as_f32(const SafetensorsEntry& e, float* dst) {
-  const int64_t n = numel(e.shape), size = dtype_size(e.dtype);
-  MS_CHECK(n * size == e.nbytes, "entry ", e.name, " has ", e.nbytes, " bytes for shape ", shape_str(e.shape));
-  if (n == 0) return;
-  if (reinterpret_cast<uintptr_t>(e.data) % uintptr_t(size) == 0) {
-    convert_to_f32(e.dtype, e.data, dst, n);
-    return;
-  }
-  constexpr int64_t kChunk = 4096;  // elements staged through an aligned buffer
-  alignas(8) uint8_t staged[kChunk * 8];
-  for (int64_t i = 0; i < n; i += kChunk) {
-    const int64_t m = std::min(kChunk, n - i);
-    std::memcpy(staged, e.data + i * size, size_t(m * size));
-    convert_to_f32(e.dtype, staged, dst + i, m);
-  }
 }
 
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,

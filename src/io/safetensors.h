@@ -14,6 +14,8 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "io/mapped_file.h"
+#include "io/tensor_entry.h"
 
 namespace ms {
 
@@ -25,51 +27,31 @@ struct TensorRef {
   const void* data;
 };
 
-// A tensor in an open file. data points into the mapping and is valid while the file is open;
-// it is only as aligned as the file makes it (files from write_safetensors with tensors of one
-// dtype are aligned to that dtype), so read it through read_as_f32 or memcpy.
-struct SafetensorsEntry {
-  std::string name;
-  DType dtype;
-  Shape shape;
-  const uint8_t* data;
-  int64_t nbytes;
-};
-
-// A read-only, memory-mapped safetensors file; movable, not copyable; unmaps on destruction.
+// A read-only, memory-mapped safetensors file; movable, not copyable.
 // Entry pointers and data stay valid across moves.
 class SafetensorsFile {
  public:
   // Opens, maps and validates path; throws ms::Error naming path and the problem.
   static SafetensorsFile open(const std::string& path);
 
-  SafetensorsFile(SafetensorsFile&& o) noexcept;
-  SafetensorsFile& operator=(SafetensorsFile&& o) noexcept;
-  SafetensorsFile(const SafetensorsFile&) = delete;
-  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
-  ~SafetensorsFile();
+  SafetensorsFile(SafetensorsFile&&) noexcept = default;
+  SafetensorsFile& operator=(SafetensorsFile&&) noexcept = default;
 
   const std::string& path() const { return path_; }
   // Sorted by data offset (header order among zero-size tensors that share an offset).
-  const std::vector<SafetensorsEntry>& entries() const { return entries_; }
-  const SafetensorsEntry* find(const std::string& name) const;  // null if absent
+  const std::vector<TensorEntry>& entries() const { return entries_; }
+  const TensorEntry* find(const std::string& name) const;  // null if absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   SafetensorsFile() = default;
-  void unmap();
 
   std::string path_;
-  void* map_ = nullptr;  // whole file, PROT_READ
-  size_t map_bytes_ = 0;
-  std::vector<SafetensorsEntry> entries_;
+  MappedFile map_;
+  std::vector<TensorEntry> entries_;
   std::map<std::string, size_t> index_;  // name -> position in entries_
   std::map<std::string, std::string> metadata_;
 };
-
-// Converts e's numel(e.shape) elements to f32 into dst (F32, F64, F16, BF16, I64, I32, U8);
-// handles unaligned data.
-void read_as_f32(const SafetensorsEntry& e, float* dst);
 
 // Writes tensors (in the given order, contiguous offsets, header space-padded to a multiple of 8)
 // atomically: to "<path>.tmp-<pid>", fsync, rename over path, fsync the directory. On failure

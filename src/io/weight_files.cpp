@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/text.h"
 
 namespace ms {
 
@@ -17,6 +18,7 @@ using json = nlohmann::json;
 
 constexpr const char* kIndexSuffix = ".safetensors.index.json";
 constexpr const char* kWeightsSuffix = ".safetensors";
+constexpr const char* kScaleSuffix = ".scale_weight";
 
 std::string strip_prefix(const std::string& name) {
   for (const char* p : {"model.diffusion_model.", "diffusion_model.", "model."})
@@ -43,42 +45,83 @@ WeightFiles WeightFiles::open(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st))
-    MS_FAIL(path, ": no such file or directory; pass a .safetensors file, an index json or a directory holding them");
+    MS_FAIL(path, ": no such file or directory; pass a .safetensors or .pth file, an index json or a directory "
+                  "holding them");
   WeightFiles w;
+  auto add_file = [&w](const std::string& file) {
+    if (PthFile::is_pth(file)) {
+      w.pth_.push_back(PthFile::open(file));  // entry pointers survive later moves of the file
+      w.add(file, w.pth_.back().entries());
+    } else {
+      w.safetensors_.push_back(SafetensorsFile::open(file));
+      w.add(file, w.safetensors_.back().entries());
+    }
+  };
   if (!fs::is_directory(st)) {
     if (path.ends_with(".json"))
       w.add_index(path);
     else
-      w.add(SafetensorsFile::open(path));
-    return w;
-  }
-  const std::vector<std::string> indices = files_ending(path, kIndexSuffix);
-  if (indices.size() == 1) {
+      add_file(path);
+  } else if (const std::vector<std::string> indices = files_ending(path, kIndexSuffix); indices.size() == 1) {
     w.add_index(indices[0]);
-    return w;
+  } else {
+    std::vector<std::string> files = files_ending(path, kWeightsSuffix);
+    if (files.empty()) {
+      files = files_ending(path, ".pth");
+      for (const std::string& f : files_ending(path, ".pt")) files.push_back(f);
+    }
+    if (files.empty())
+      MS_FAIL(path, ": the directory holds no *.safetensors or *.pth weight files; point at the directory or file "
+                    "that holds the weights");
+    for (const std::string& f : files) add_file(f);
   }
-  const std::vector<std::string> shards = files_ending(path, kWeightsSuffix);
-  if (shards.empty())
-    MS_FAIL(
-        path,
-        ": the directory holds no *.safetensors weight files; point at the directory or file that holds the weights");
-  for (const std::string& s : shards) w.add(SafetensorsFile::open(s));
+  w.pair_scales();
   return w;
 }
 
 bool WeightFiles::has_weights(const std::string& dir) {
   std::error_code ec;
-  return fs::is_directory(dir, ec) && !files_ending(dir, kWeightsSuffix).empty();
+  return fs::is_directory(dir, ec) && (!files_ending(dir, kWeightsSuffix).empty() ||
+                                       !files_ending(dir, ".pth").empty() || !files_ending(dir, ".pt").empty());
 }
 
-void WeightFiles::add(SafetensorsFile f) {
-  files_.push_back(std::move(f));  // entry pointers survive later moves of the file
-  const size_t file = files_.size() - 1;
-  for (const SafetensorsEntry& e : files_[file].entries()) {
+void WeightFiles::add(const std::string& path, const std::vector<TensorEntry>& entries) {
+  paths_.push_back(path);
+  const size_t file = paths_.size() - 1;
+  for (const TensorEntry& e : entries) {
     auto [it, fresh] = by_name_.emplace(strip_prefix(e.name), Slot{file, &e});
     if (!fresh)
-      MS_FAIL("tensor '", it->first, "' is in both ", files_[it->second.file].path(), " (as '", it->second.entry->name,
-              "') and ", files_[file].path(), " (as '", e.name, "'); remove one copy or load only one of the files");
+      MS_FAIL("tensor ", quote_text(it->first), " is in both ", paths_[it->second.file], " (as ",
+              quote_text(it->second.entry->name), ") and ", path, " (as ", quote_text(e.name),
+              "); remove one copy or load only one of the files");
+  }
+}
+
+void WeightFiles::pair_scales() {
+  by_name_.erase("scaled_fp8");  // ComfyUI's marker: its dtype names the fp8 format the weights already carry
+  for (auto it = by_name_.begin(); it != by_name_.end();) {
+    const std::string& name = it->first;
+    if (name.ends_with(".scale_input")) {  // the input scale of an fp8 matmul, not a weight
+      it = by_name_.erase(it);
+      continue;
+    }
+    if (!name.ends_with(kScaleSuffix)) {
+      ++it;
+      continue;
+    }
+    const std::string weight = name.substr(0, name.size() - std::strlen(kScaleSuffix)) + ".weight";
+    auto w = by_name_.find(weight);
+    const TensorEntry& scale = *it->second.entry;
+    if (w == by_name_.end())
+      MS_FAIL(paths_[it->second.file], ": ", quote_text(name), " scales ", quote_text(weight),
+              ", which the files lack; the checkpoint is incomplete");
+    const Shape& ws = w->second.entry->shape;
+    const int64_t n = numel(scale.shape);
+    if (n != 1 && (ws.empty() || n != ws[0]))
+      MS_FAIL(paths_[it->second.file], ": ", quote_text(name), " has shape ", shape_str(scale.shape), ", neither one "
+              "scale nor one per row of ", quote_text(weight), " ", shape_str(ws), "; megaslide cannot dequantise it");
+    w->second.scale = &scale;
+    it = by_name_.erase(it);
   }
 }
 
@@ -89,14 +132,14 @@ void WeightFiles::add_index(const std::string& index_path) {
   try {
     index = json::parse(in);
   } catch (const json::exception& e) {
-    MS_FAIL(index_path, ": not valid JSON (", e.what(), "); the index file is corrupt");
+    MS_FAIL(index_path, ": not valid JSON (", escape_text(e.what()), "); the index file is corrupt");
   }
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
     MS_FAIL(index_path, ": has no \"weight_map\" object; an index has the form {\"weight_map\": {tensor: shard file}}");
 
   std::map<std::string, std::vector<std::string>> by_shard;  // shard file -> the tensors the index puts there
   for (const auto& [name, shard] : index["weight_map"].items()) {
-    if (!shard.is_string()) MS_FAIL(index_path, ": weight_map entry for '", name, "' is not a shard file name");
+    if (!shard.is_string()) MS_FAIL(index_path, ": weight_map entry for ", quote_text(name), " is not a shard file name");
     by_shard[shard.get<std::string>()].push_back(name);
   }
   if (by_shard.empty()) MS_FAIL(index_path, ": weight_map is empty; the index lists no tensors");
@@ -106,18 +149,19 @@ void WeightFiles::add_index(const std::string& index_path) {
     const std::string shard_path = (dir / shard).string();
     std::error_code ec;
     if (!fs::is_regular_file(shard_path, ec))
-      MS_FAIL(index_path, ": maps tensor '", names[0], "' to shard '", shard, "', which does not exist (looked for ",
-              shard_path, "); copy the missing shard next to the index or fix the index");
-    SafetensorsFile f = SafetensorsFile::open(shard_path);
+      MS_FAIL(index_path, ": maps tensor ", quote_text(names[0]), " to shard ", quote_text(shard),
+              ", which does not exist (looked for ", escape_text(shard_path),
+              "); copy the missing shard next to the index or fix the index");
+    safetensors_.push_back(SafetensorsFile::open(shard_path));
     for (const std::string& name : names)
-      if (!f.find(name))
-        MS_FAIL(index_path, ": maps tensor '", name, "' to ", shard_path,
+      if (!safetensors_.back().find(name))
+        MS_FAIL(index_path, ": maps tensor ", quote_text(name), " to ", shard_path,
                 ", which has no such tensor; the index and its shards are out of sync");
-    add(std::move(f));
+    add(shard_path, safetensors_.back().entries());
   }
 }
 
-const SafetensorsEntry* WeightFiles::find(const std::string& name) const {
+const TensorEntry* WeightFiles::find(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second.entry;
 }
@@ -132,8 +176,39 @@ std::vector<std::string> WeightFiles::names() const {
 const std::string& WeightFiles::file_of(const std::string& name) const {
   auto it = by_name_.find(name);
   if (it == by_name_.end())
-    MS_FAIL("no tensor '", name, "' in the weight files; check the checkpoint matches the model");
-  return files_[it->second.file].path();
+    MS_FAIL("no tensor ", quote_text(name), " in the weight files; check the checkpoint matches the model");
+  return paths_[it->second.file];
+}
+
+bool WeightFiles::scaled(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it != by_name_.end() && it->second.scale;
+}
+
+void WeightFiles::read_f32(const std::string& name, float* dst) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end())
+    MS_FAIL("no tensor ", quote_text(name), " in the weight files; check the checkpoint matches the model");
+  const TensorEntry& e = *it->second.entry;
+  read_as_f32(e, dst);
+  if (!it->second.scale) return;
+  std::vector<float> scale(size_t(numel(it->second.scale->shape)));
+  read_as_f32(*it->second.scale, scale.data());
+  const int64_t n = numel(e.shape), row = scale.size() == 1 ? n : n / int64_t(scale.size());
+  for (int64_t i = 0; i < n; ++i) dst[i] *= scale[size_t(row ? i / row : 0)];
+}
+
+void WeightFiles::rename(const std::function<std::string(const std::string&)>& map) {
+  std::map<std::string, Slot> renamed;
+  for (auto& [name, slot] : by_name_) {
+    std::string to = map(name);
+    if (to.empty()) to = name;
+    auto [it, fresh] = renamed.emplace(to, slot);
+    if (!fresh)
+      MS_FAIL(paths_[slot.file], ": tensors ", quote_text(it->second.entry->name), " and ", quote_text(slot.entry->name),
+              " both stand for ", quote_text(to), "; the checkpoint mixes two naming schemes");
+  }
+  by_name_ = std::move(renamed);
 }
 
 }  // namespace ms

@@ -9,6 +9,8 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/text.h"
+#include "model/name_map.h"
 
 namespace ms {
 
@@ -150,9 +152,9 @@ ModelConfig load_config(const std::string& path) {
   try {
     f >> j;
   } catch (const nlohmann::json::exception& e) {
-    MS_FAIL(path, ": not valid JSON (", e.what(), ")");
+    MS_FAIL(path, ": not valid JSON (", escape_text(e.what()), ")");
   }
-  return config_from_json(j, path);
+  return is_diffusers_config(j) ? config_from_diffusers(j, path) : config_from_json(j, path);
 }
 
 nlohmann::json config_to_json(const ModelConfig& c) {

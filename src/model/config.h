@@ -39,6 +39,7 @@ struct ModelConfig {
 // (_class_name, _diffusers_version, window_size, qk_norm, cross_attn_norm, ...) are accepted; other unknown
 // keys draw a warning naming them.
 ModelConfig config_from_json(const nlohmann::json& j, const std::string& source);
+// A config.json in Wan's form or in diffusers' (model/name_map.h), told apart by its keys.
 ModelConfig load_config(const std::string& path);
 nlohmann::json config_to_json(const ModelConfig& c);
 

@@ -6,14 +6,15 @@
 #include "core/log.h"
 #include "io/weight_files.h"
 #include "model/init.h"
+#include "model/name_map.h"
 
 namespace fs = std::filesystem;
 
 namespace ms {
 namespace {
 
-// The weights inside a model directory: ours (model.safetensors) first, then Wan's file names,
-// then every safetensors file.
+// The weights inside a model directory: ours (model.safetensors) first, then Wan's and diffusers' file names,
+// then every weight file.
 std::string weights_in_dir(const fs::path& dir) {
   for (const char* name :
        {"model.safetensors", "diffusion_pytorch_model.safetensors.index.json", "diffusion_pytorch_model.safetensors"})
@@ -30,6 +31,50 @@ std::string list_names(const std::vector<std::string>& names, size_t most = 5) {
 
 }  // namespace
 
+WeightFiles open_model_weights(const std::string& path) {
+  WeightFiles files = WeightFiles::open(path);
+  if (has_diffusers_names(files.names())) files.rename(diffusers_to_wan);
+  return files;
+}
+
+ModelConfig infer_config(const std::string& weights) {
+  const WeightFiles files = open_model_weights(weights);
+  auto shape = [&](const std::string& name) {
+    const TensorEntry* e = files.find(name);
+    if (!e)
+      MS_FAIL(weights, ": no config given and no '", name, "' to infer one from; this is not a Wan2.1 DiT checkpoint, "
+              "or pass its config with --config config.json");
+    return e->shape;
+  };
+  if (files.find("img_emb.proj.0.weight") || files.find("blocks.0.cross_attn.k_img.weight"))
+    MS_FAIL(weights, ": an image-to-video Wan model (it has image-embedding weights); megaslide trains text-to-video "
+                     "models only");
+  if (files.find("blocks.0.self_attn.offset_proj.weight"))
+    MS_FAIL(weights, ": a DSA model (offset network weights), whose attention config the shapes do not tell; pass its "
+                     "config with --config config.json");
+  const Shape patch = shape("patch_embedding.weight"), head = shape("head.head.weight"),
+              ffn = shape("blocks.0.ffn.0.weight"), text = shape("text_embedding.0.weight"),
+              time = shape("time_embedding.0.weight");
+  int64_t layers = 0;
+  while (files.find(cat("blocks.", layers, ".modulation"))) ++layers;
+  if (patch.size() != 5 || head.size() != 2 || ffn.size() != 2 || text.size() != 2 || time.size() != 2)
+    MS_FAIL(weights, ": its tensors do not have the shapes of a Wan2.1 DiT; pass its config with --config config.json");
+  const int64_t volume = patch[2] * patch[3] * patch[4];
+  const std::string seen = cat("dim ", patch[0], ", ffn_dim ", ffn[0], ", ", layers, " layers, in_dim ", patch[1],
+                               ", out_dim ", volume ? head[0] / volume : 0, ", text_dim ", text[1], ", freq_dim ", time[1]);
+  for (const char* preset : {"wan2.1-1.3b", "wan2.1-14b"}) {
+    const ModelConfig c = preset_config(preset);
+    if (c.dim == patch[0] && c.in_dim == patch[1] && c.patch_size == std::array{patch[2], patch[3], patch[4]} &&
+        c.out_dim * c.patch_volume() == head[0] && c.ffn_dim == ffn[0] && c.num_layers == layers &&
+        c.text_dim == text[1] && c.freq_dim == time[1]) {
+      log_info(weights, ": no config given; the shapes (", seen, ") are ", preset, "'s");
+      return c;
+    }
+  }
+  MS_FAIL(weights, ": no config given, and the shapes (", seen, ") match no known Wan2.1 text-to-video config "
+          "(1.3B: dim 1536, 30 layers; 14B: dim 5120, 40 layers); pass its config with --config config.json");
+}
+
 ModelSource resolve_model(const std::string& model, const std::string& config) {
   ModelSource src;
   if (is_preset(model)) {
@@ -39,19 +84,22 @@ ModelSource resolve_model(const std::string& model, const std::string& config) {
   }
   const fs::path p(model);
   std::error_code ec;
+  src.description = model;
   if (fs::is_directory(p, ec)) {
-    const fs::path cfg = config.empty() ? p / "config.json" : fs::path(config);
-    if (!fs::exists(cfg)) MS_FAIL("model directory '", model, "' has no config.json; add one or pass --config");
-    src.config = load_config(cfg.string());
-    src.weights = weights_in_dir(p);
-    src.description = model;
+    // A model directory (ours, Wan's, or diffusers' transformer/ folder), or a diffusers pipeline folder above one.
+    const fs::path dir = !fs::exists(p / "config.json") && fs::exists(p / "transformer" / "config.json") ? p / "transformer" : p;
+    src.weights = weights_in_dir(dir);
+    if (!config.empty() || fs::exists(dir / "config.json"))
+      src.config = load_config(config.empty() ? (dir / "config.json").string() : config);
+    else if (!src.weights.empty())
+      src.config = infer_config(src.weights);
+    else
+      MS_FAIL("model directory '", model, "' has no config.json and no weights; add them or pass --config");
     return src;
   }
   if (fs::is_regular_file(p, ec)) {
-    if (config.empty()) MS_FAIL("--model '", model, "' is a weights file: pass its config with --config config.json");
-    src.config = load_config(config);
     src.weights = model;
-    src.description = model;
+    src.config = config.empty() ? infer_config(model) : load_config(config);
     return src;
   }
   std::string presets;
@@ -65,10 +113,10 @@ void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed,
     log_info("model ", src.description, ": no weights given, Wan initialisation with seed ", seed);
     return;
   }
-  WeightFiles files = WeightFiles::open(src.weights);
+  const WeightFiles files = open_model_weights(src.weights);
   std::vector<std::string> missing, added;
   for (const auto& p : table.params()) {
-    const SafetensorsEntry* e = files.find(p.name);
+    const TensorEntry* e = files.find(p.name);
     if (!e) {
       (p.name.find(".self_attn.offset_") != std::string::npos ? added : missing).push_back(p.name);
       continue;
@@ -76,7 +124,7 @@ void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed,
     if (e->shape != p.shape)
       MS_FAIL(files.file_of(p.name), ": parameter '", p.name, "' has shape ", shape_str(e->shape), " but the config (",
               src.description, ") needs ", shape_str(p.shape), "; the checkpoint does not match its config");
-    read_as_f32(*e, params + p.offset);
+    files.read_f32(p.name, params + p.offset);
   }
   if (!missing.empty())
     MS_FAIL(src.weights, ": ", missing.size(), " parameters missing (", list_names(missing),

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "io/weight_files.h"
 #include "model/config.h"
 #include "model/param_table.h"
 
@@ -15,12 +16,20 @@ struct ModelSource {
   std::string weights;      // file, index json or directory holding weights; empty = initialise
 };
 
-// model: preset name | directory | .safetensors file; config: config.json path (required with a
-// file, optional override otherwise). Throws ms::Error naming what is missing and what to pass.
+// model: preset name | directory (ours, Wan's, diffusers' transformer/ folder or the pipeline folder above it) |
+// weights file (.safetensors or .pth); config: a config.json in Wan's or diffusers' form, optional: without it a
+// directory's config.json is read, or the config is inferred from the weights' shapes when they are a known
+// Wan2.1 T2V model's (ComfyUI single files). Throws ms::Error naming what is missing and what to pass.
 ModelSource resolve_model(const std::string& model, const std::string& config);
 
+// Opens weights (io/weight_files.h) with Wan's names: diffusers' names are mapped (model/name_map.h).
+WeightFiles open_model_weights(const std::string& path);
+
+// The config of the Wan2.1 T2V preset (1.3B, 14B) whose shapes the weights have; throws when they match none.
+ModelConfig infer_config(const std::string& weights);
+
 // Fills params [table.total()] (f32): Wan initialisation from `seed`, then every parameter the
-// weights hold. A parameter with the wrong shape is an error; missing parameters are an error,
+// weights hold (Wan or diffusers names; fp8 widened, ComfyUI scaled fp8 dequantised). A parameter with the wrong shape is an error; missing parameters are an error,
 // except the DSA offset network (`self_attn.offset_*`), which keeps its initialisation (offset_proj
 // zero: the layer starts as dsa_fixed) and is reported. Unused checkpoint tensors draw a warning.
 void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed, float* params);

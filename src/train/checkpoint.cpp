@@ -59,7 +59,8 @@ void remove_stale_temporaries(const std::string& out) {
 }
 
 std::string save_checkpoint(const std::string& out, const ModelConfig& config, const ParamTable& table,
-                            const HostState& host, const TrainerState& state, const nlohmann::json& options) {
+                            const HostState& host, const TrainerState& state, const nlohmann::json& options,
+                            SaveFormat format) {
   const fs::path root(out), final_dir = root / step_name(state.step);
   const fs::path tmp = root / (step_name(state.step) + ".tmp-" + std::to_string(::getpid()));
   std::error_code ec;
@@ -74,9 +75,10 @@ std::string save_checkpoint(const std::string& out, const ModelConfig& config, c
     for (int k = 0; k < 3; ++k)
       for (const auto& p : table.params())
         optim.push_back({std::string(kPools[k]) + "." + p.name, DType::f32, p.shape, pools[k] + p.offset});
-    write_safetensors((tmp / "model.safetensors").string(), model, {{"format", "pt"}});
+    write_model_files(tmp.string(), SaveFormat::megaslide, config, model);
+    if (format != SaveFormat::megaslide)
+      write_model_files(tmp.string(), format, config, model, kShardBytes, (tmp / "model.safetensors").string());
     write_safetensors((tmp / "optimizer.safetensors").string(), optim);
-    write_file_atomic((tmp / "config.json").string(), config_to_json(config).dump(2) + "\n");
     nlohmann::json t{{"step", state.step},
                      {"rng_state", std::to_string(state.rng_state)},
                      {"data_position", state.data_position},
@@ -136,7 +138,7 @@ void load_optimizer_state(const std::string& dir, const ParamTable& table, HostS
   for (int k = 0; k < 3; ++k)
     for (const auto& p : table.params()) {
       const std::string name = std::string(kPools[k]) + "." + p.name;
-      const SafetensorsEntry* e = f.find(name);
+      const TensorEntry* e = f.find(name);
       if (!e) MS_FAIL(path, ": '", name, "' is missing; the checkpoint does not match its config");
       if (e->shape != p.shape || e->dtype != DType::f32)
         MS_FAIL(path, ": '", name, "' is ", dtype_name(e->dtype), " ", shape_str(e->shape), ", expected F32 ",

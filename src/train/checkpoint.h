@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/config.h"
+#include "model/export.h"
 #include "model/param_table.h"
 #include "runtime/host_state.h"
 
@@ -20,9 +21,11 @@ struct TrainerState {
   float clip_scale = 1.0f;    // immediate schedule: the clipping factor from the last step's norm
 };
 
-// Writes OUT/step-<step>/ and repoints OUT/latest. Returns the checkpoint directory.
+// Writes OUT/step-<step>/ and repoints OUT/latest; `format` wan or diffusers adds those tools' files beside
+// model.safetensors (model/export.h). Returns the checkpoint directory.
 std::string save_checkpoint(const std::string& out, const ModelConfig& config, const ParamTable& table,
-                            const HostState& host, const TrainerState& state, const nlohmann::json& options);
+                            const HostState& host, const TrainerState& state, const nlohmann::json& options,
+                            SaveFormat format = SaveFormat::megaslide);
 
 struct CheckpointInfo {
   std::string dir;  // the step directory

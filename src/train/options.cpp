@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "model/export.h"
 #include "model/config.h"
 #include "runtime/backend.h"
 #include "runtime/stage_runner.h"
@@ -30,6 +31,7 @@ void TrainOptions::validate() const {
   if (!(grad_clip >= 0)) MS_FAIL("--grad-clip must be >= 0 (0 disables clipping), got ", grad_clip);
   if (warmup < 0) MS_FAIL("--warmup must be >= 0, got ", warmup);
   if (save_every < 0) MS_FAIL("--save-every must be >= 0 (0 saves only at the end), got ", save_every);
+  parse_save_format(save_format, "--save-format");
   if (log_every <= 0) MS_FAIL("--log-every must be positive, got ", log_every);
   if (!(adamw.weight_decay >= 0)) MS_FAIL("--weight-decay must be >= 0, got ", adamw.weight_decay);
   if (out.empty()) MS_FAIL("--out must name a run directory");
@@ -95,6 +97,7 @@ nlohmann::json options_to_json(const TrainOptions& o) {
           {"seed", o.seed},
           {"out", o.out},
           {"save_every", o.save_every},
+          {"save_format", o.save_format},
           {"log_every", o.log_every},
           {"samples", train_samples_to_json(o.samples)},
           {"offload", o.offload},
@@ -140,6 +143,7 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   o.seed = j.at("seed");
   o.out = j.at("out");
   o.save_every = j.at("save_every");
+  o.save_format = j.value("save_format", std::string("megaslide"));  // absent in runs saved before it existed
   o.log_every = j.at("log_every");
   o.samples = train_samples_from_json(j.value("samples", nlohmann::json::object()));
   o.offload = j.at("offload");

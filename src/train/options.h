@@ -29,6 +29,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   std::string out = "runs/default";
   int64_t save_every = 100, log_every = 10;
+  std::string save_format = "megaslide";  // megaslide | wan | diffusers: files beside model.safetensors (model/export.h)
   TrainSampleOptions samples;  // --sample-every N --sample-prompts FILE: OUT/samples/
   // runtime (DESIGN §5)
   std::string offload = "none";                 // none: every stage resident (the reference) | stream: layer streaming

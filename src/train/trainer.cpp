@@ -89,7 +89,8 @@ class Run {
                           ? (opts.offload == "stream" ? kStaging * table_.max_stage_numel() : 0)
                           : table_.total()),
         dims_(ModelDims::make(cfg, opts.batch_size, opts.frames, opts.height, opts.width, cfg.text_len)),
-        data_(std::move(data)) {
+        data_(std::move(data)),
+        save_format_(parse_save_format(opts.save_format, "--save-format")) {
     const std::string backend = resolve_backend(opts, cfg);  // cpu for --offload none
     if (opts.offload == "stream") {
       if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
@@ -169,6 +170,8 @@ class Run {
     log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ", dims_.N(),
              " tokens per step (", dims_.B, " x ", dims_.L, "); host state ", host_.bytes() >> 20, " MiB; ",
              num_threads(), " threads; backend ", backend_ ? backend_->name() : "cpu");
+    if (const std::string w = attention_export_warning(cfg_, save_format_); !w.empty())
+      log_warn("--save-format ", opts_.save_format, ": ", w);
     Rng rng(state.rng_state);
     Progress progress(state.step, opts_.steps, opts_.log_every);
     TrainSummary sum;
@@ -249,7 +252,7 @@ class Run {
       progress.update(t, loss, tps);
       if ((opts_.save_every > 0 && t % opts_.save_every == 0) || t == opts_.steps) {
         apply_pending();
-        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_));
+        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_), save_format_);
         saved_step = t;
       }
       if (sample_due(opts_.samples, t)) {
@@ -263,7 +266,7 @@ class Run {
       sum.interrupted = true;
       apply_pending();
       if (state.step > 0 && saved_step != state.step)
-        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_));
+        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_), save_format_);
       log_warn("interrupted after step ", state.step, "; checkpoint saved; continue with --resume ", opts_.out);
     }
     if (trace_) {
@@ -500,6 +503,7 @@ class Run {
   HostState host_;
   ModelDims dims_;
   std::unique_ptr<Dataset> data_;
+  SaveFormat save_format_;
   std::unique_ptr<ResidentModel<float>> resident_;  // --offload none
   AlignedBuffer<float> params_;                     // [P] resident: f32 copy of the working weights
   AlignedBuffer<float> resident_grads_;             // [P] resident, immediate: the backward's gradients

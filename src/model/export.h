@@ -1,0 +1,37 @@
+// Writing a DiT's weights in the layouts other tools read (docs/formats.md):
+//  - megaslide: DIR/config.json (Wan's form plus `attention`) and DIR/model.safetensors, Wan names, one file;
+//  - wan: DIR/config.json and DIR/diffusion_pytorch_model.safetensors, Wan names, which Wan's
+//    WanModel.from_pretrained and ComfyUI load; above `shard_bytes` the weights are split into
+//    diffusion_pytorch_model-0000K-of-0000N.safetensors shards with diffusion_pytorch_model.safetensors.index.json;
+//  - diffusers: DIR/transformer/config.json (diffusers' form) and DIR/transformer/diffusion_pytorch_model*.safetensors
+//    with diffusers' names (WanTransformer3DModel.from_pretrained(DIR, subfolder="transformer")), sharded the same way.
+// Every file is written atomically (io/safetensors.h); tensors are written in the order given, bytes as given.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "model/config.h"
+
+namespace ms {
+
+enum class SaveFormat { megaslide, wan, diffusers };
+
+SaveFormat parse_save_format(const std::string& text, const std::string& what);  // throws naming `what`
+const char* save_format_name(SaveFormat f);
+
+constexpr int64_t kShardBytes = 5'000'000'000;  // diffusers' and Hugging Face's default max_shard_size "5GB"
+
+// Writes `tensors` (Wan names) and the config in `format` into dir, which exists. For wan, when `linked_from`
+// names a safetensors file already holding exactly these tensors (a checkpoint's model.safetensors) and they fit
+// in one shard, diffusion_pytorch_model.safetensors is a hard link to it rather than a copy.
+void write_model_files(const std::string& dir, SaveFormat format, const ModelConfig& config,
+                       const std::vector<TensorRef>& tensors, int64_t shard_bytes = kShardBytes,
+                       const std::string& linked_from = "");
+
+// The warning a non-dense model draws when saved for Wan, diffusers or ComfyUI, which run dense attention and
+// ignore the offset network; empty for a dense model or the megaslide format.
+std::string attention_export_warning(const ModelConfig& config, SaveFormat format);
+
+}  // namespace ms
