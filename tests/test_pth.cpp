@@ -125,6 +125,10 @@ const std::map<std::string, std::string> kRefusals = {
     {"hostile_truncated.pth", "no zip end-of-central-directory record"},
     {"hostile_no_pickle.pth", "no <folder>/data\\.pkl"},
     {"hostile_big_endian.pth", "byte order 'big'"},
+    {"hostile_repeated_view.pth", "more memory than the file's size"},
+    {"hostile_long_key.pth", "a dict key of 5000 bytes"},
+    {"hostile_stride0_huge.pth", "shape \\[9223372036854775807, 9223372036854775807\\] at offset 0 reaches past"},
+    {"hostile_empty_huge.pth", "too large to describe"},
 };
 
 TEST(Pth, RefusesHostileFilesClearly) {

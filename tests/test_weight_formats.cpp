@@ -212,6 +212,7 @@ TEST(Safetensors, HeaderBytesAreEscapedInMessages) {
   EXPECT_EQ(escape_text("ok ü \xff\x01\\"), "ok ü \\xff\\x01\\\\");
   EXPECT_EQ(escape_text("abcdef", 3), "abc...");
   EXPECT_EQ(quote_text("\xc0\xaf"), "'\\xc0\\xaf'");  // an overlong '/', not a character
+  EXPECT_EQ(escape_text("a\u202eb\u2066"), "a\\xe2\\x80\\xaeb\\xe2\\x81\\xa6");  // bidirectional controls
 }
 
 // The bytes of each tensor of a weights location, keyed by Wan name.
@@ -271,8 +272,8 @@ TEST(Convert, RoundTripsThroughWanAndDiffusersAreBitExact) {
     load_params(resolve_model(where, ""), table, 9, b.data());
     EXPECT_EQ(a, b) << where;
   }
-  // --dtype converts; OUT is never overwritten.
-  r = run_cli("convert " + src + " " + dir.file("f32") + " --to megaslide --dtype f32");
+  // --dtype converts; OUT is never overwritten; a trailing slash names the same OUT.
+  r = run_cli("convert " + src + " " + dir.file("f32") + "/ --to megaslide --dtype f32");
   ASSERT_EQ(r.code, 0) << r.output;
   load_params(resolve_model(dir.file("f32"), ""), table, 9, b.data());
   EXPECT_EQ(a, b);

@@ -575,6 +575,24 @@ def hostile_fixtures():
         "hostile_big_endian.pth": (
             "valid base plus archive/byteorder reading 'big'",
             hostile_zip(BASE_PKL, extra=[("byteorder", b"big")]), False),
+        "hostile_repeated_view.pth": (
+            "200 names for transposed (64, 64) views of one 16 KB storage: copying each view would take 3.2 MB "
+            "from a 50 KB file",
+            hostile_zip(program(op_state_dict([(f"t{i}", op_tensor(numel=4096, shape=(64, 64), stride=(1, 64)))
+                                               for i in range(200)])),
+                        storages={"0": struct.pack("<4096f", *[float(i % 97) for i in range(4096)])}), False),
+        "hostile_long_key.pth": (
+            "valid tensor under a 5000-byte key",
+            hostile_zip(program(op_state_dict([("k" * 5000, op_tensor())]))), False),
+        "hostile_stride0_huge.pth": (
+            "a (2**63-1, 2**63-1) view with strides (0, 0) over a 15-element storage: inside it, "
+            "but its element count overflows",
+            hostile_zip(program(op_state_dict([("w", op_tensor(shape=(2**63 - 1, 2**63 - 1),
+                                                                stride=(0, 0)))]))), False),
+        "hostile_empty_huge.pth": (
+            "an empty (0, 2**62, 2**62) view: no element, but the product of its other sizes overflows",
+            hostile_zip(program(op_state_dict([("w", op_tensor(shape=(0, 2**62, 2**62),
+                                                                stride=(1, 1, 1)))]))), False),
     }
 
 

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/units.h"
+#include "io/atomic_file.h"
 #include "io/weight_files.h"
 #include "model/export.h"
 #include "model/loader.h"
@@ -50,7 +51,7 @@ void run_convert(const ConvertArgs& a) {
   for (const ParamInfo& p : table.params()) {
     const TensorEntry* e = files.find(p.name);
     if (!e) {
-      if (p.name.find(".self_attn.offset_") != std::string::npos) {  // a DSA config over dense weights
+      if (is_offset_param(p.name)) {  // a DSA config over dense weights
         ++skipped;
         continue;
       }
@@ -59,8 +60,8 @@ void run_convert(const ConvertArgs& a) {
     if (e->shape != p.shape)
       MS_FAIL(files.file_of(p.name), ": parameter '", p.name, "' has shape ", shape_str(e->shape), " but the config ",
               "needs ", shape_str(p.shape), "; the weights do not match the config");
-    const bool fp8 = e->dtype == DType::f8_e4m3 || e->dtype == DType::f8_e5m2;
-    const DType to = force ? forced : fp8 || files.scaled(p.name) ? DType::bf16 : e->dtype;
+    const bool quantised = e->dtype == DType::f8_e4m3 || e->dtype == DType::f8_e5m2 || files.scaled(p.name);
+    const DType to = force ? forced : quantised ? DType::bf16 : e->dtype;
     if (to == e->dtype && !files.scaled(p.name)) {
       tensors.push_back({p.name, e->dtype, e->shape, e->data});
       continue;
@@ -70,20 +71,24 @@ void run_convert(const ConvertArgs& a) {
     converted.emplace_back(new uint8_t[size_t(std::max<int64_t>(p.numel * dtype_size(to), 1))]);
     convert_from_f32(to, f32.data(), converted.back().get(), p.numel);
     tensors.push_back({p.name, to, p.shape, converted.back().get()});
-    widened += fp8 && !force;
+    widened += quantised && !force;
   }
-  if (widened) log_info(widened, " fp8 tensors dequantised and written as bf16");
+  if (widened) log_info(widened, " fp8 or scaled tensors dequantised and written as bf16");
   if (skipped) log_info("the weights have no DSA offset network (", skipped, " parameters); none is written");
   if (const std::string w = attention_export_warning(src.config, format); !w.empty()) log_warn(w);
 
-  // Written into OUT.tmp-PID, then renamed: an interrupted conversion leaves no half-written OUT.
-  const fs::path out(a.out), tmp = fs::path(a.out).concat(".tmp-" + std::to_string(::getpid()));
+  // Written into OUT.tmp-PID beside OUT, then renamed: an interrupted conversion leaves no half-written OUT.
+  fs::path out = fs::path(a.out).lexically_normal();
+  if (!out.has_filename()) out = out.parent_path();  // "out/"
+  const fs::path tmp = fs::path(out).concat(".tmp-" + std::to_string(::getpid()));
   fs::remove_all(tmp, ec);
   if (!fs::create_directories(tmp, ec) && ec) MS_FAIL("cannot create '", tmp.string(), "': ", ec.message());
   try {
     write_model_files(tmp.string(), format, src.config, tensors, shard_bytes);
-    if (fs::exists(out)) fs::remove(out);  // the empty directory checked above
-    fs::rename(tmp, out);
+    fs::remove(out, ec);  // the empty directory checked above, if any
+    fs::rename(tmp, out, ec);
+    if (ec) MS_FAIL("cannot rename '", tmp.string(), "' to '", out.string(), "': ", ec.message());
+    fsync_dir(out.has_parent_path() ? out.parent_path().string() : ".");
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;

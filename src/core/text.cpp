@@ -23,6 +23,16 @@ size_t utf8_char(std::string_view s, size_t i) {
   return 0;
 }
 
+// Whether the 3-byte character at s[i] is one that reorders or hides text on a terminal: zero-width marks
+// U+200B..200F, line and paragraph separators and bidirectional embeddings U+2028..202E, bidirectional isolates
+// U+2066..2069, and the byte-order mark U+FEFF.
+bool invisible(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return uint8_t(s[i + k]); };
+  return (b(0) == 0xe2 && b(1) == 0x80 && ((b(2) >= 0x8b && b(2) <= 0x8f) || (b(2) >= 0xa8 && b(2) <= 0xae))) ||
+         (b(0) == 0xe2 && b(1) == 0x81 && b(2) >= 0xa6 && b(2) <= 0xa9) ||
+         (b(0) == 0xef && b(1) == 0xbb && b(2) == 0xbf);
+}
+
 }  // namespace
 
 std::string escape_text(std::string_view s, size_t max) {
@@ -31,7 +41,7 @@ std::string escape_text(std::string_view s, size_t max) {
   size_t i = 0;
   while (i < s.size() && i < max) {
     const size_t n = utf8_char(s, i);
-    if (n > 0 && s[i] != '\\') {
+    if (n > 0 && s[i] != '\\' && !(n == 3 && invisible(s, i))) {
       out.append(s.substr(i, n));
       i += n;
       continue;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/text.h"
 #include "core/log.h"
 #include "io/atomic_file.h"
 
@@ -60,7 +61,7 @@ class Reader {
       } else if (key == "frame_extraction") {
         e.frame_extraction = string(key, node);
         if (e.frame_extraction != "head" && e.frame_extraction != "uniform" && e.frame_extraction != "slide")
-          fail(key, "is '", e.frame_extraction, "'; use head, uniform or slide");
+          fail(key, "is ", quote_text(e.frame_extraction), "; use head, uniform or slide");
       } else if (key == "caption_extension") {
         e.caption_extension = string(key, node);
       } else if (key == "frame_stride") {
@@ -78,10 +79,10 @@ class Reader {
       } else if (!general && key == "cache_directory") {
         e.cache_directory = file_path(key, node);
       } else if (key == "batch_size" || kUnsupported.count(key)) {
-        log_warn(path_, ": ", where_, " key '", key, "' is not supported by megaslide and is ignored",
+        log_warn(path_, ": ", where_, " key ", quote_text(key), " is not supported by megaslide and is ignored",
                  key == "batch_size" ? " (set batch_size in [general])" : "");
       } else {
-        log_warn(path_, ": ", where_, " has unknown key '", key, "' (ignored; see docs/data.md)");
+        log_warn(path_, ": ", where_, " has unknown key ", quote_text(key), " (ignored; see docs/data.md)");
       }
     }
   }
@@ -91,7 +92,7 @@ class Reader {
  private:
   template <class... A>
   [[noreturn]] void fail(const std::string& key, const A&... a) const {
-    MS_FAIL("dataset file '", path_, "': ", where_, " key '", key, "' ", a...);
+    MS_FAIL("dataset file '", path_, "': ", where_, " key ", quote_text(key), " ", a...);
   }
 
   int64_t positive(const std::string& key, int64_t v) const {
@@ -125,14 +126,14 @@ DatasetFile parse_dataset_toml(const std::string& text, const std::string& path)
   try {
     root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
-    r.fail_file(cat("line ", e.source().begin.line, ": ", e.description()));
+    r.fail_file(cat("line ", e.source().begin.line, ": ", escape_text(e.description())));
   }
   DatasetFile out;
   out.path = path;
   DatasetEntry general;
   for (auto&& [k, node] : root)
     if (k.str() != "general" && k.str() != "datasets")
-      log_warn(path, ": unknown top-level key '", k.str(), "' (ignored; expected [general] and [[datasets]])");
+      log_warn(path, ": unknown top-level key ", quote_text(k.str()), " (ignored; expected [general] and [[datasets]])");
   if (const toml::node* g = root.get("general")) {
     if (!g->is_table()) r.fail_file(cat("'general' must be a table, got ", type_name(*g)));
     r.apply(*g->as_table(), "[general]", true, general, &out.batch_size);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "core/check.h"
 #include "core/text.h"
@@ -29,6 +30,10 @@ constexpr struct {
 } kStorages[] = {{"FloatStorage", DType::f32}, {"DoubleStorage", DType::f64}, {"HalfStorage", DType::f16},
                  {"BFloat16Storage", DType::bf16}, {"LongStorage", DType::i64}, {"IntStorage", DType::i32},
                  {"ByteStorage", DType::u8}};
+
+constexpr std::pair<const char*, Function> kFunctions[] = {{"_rebuild_tensor_v2", Function::rebuild_tensor_v2},
+                                                           {"_rebuild_tensor_v3", Function::rebuild_tensor_v3},
+                                                           {"_rebuild_parameter", Function::rebuild_parameter}};
 
 // The torch.<dtype> globals a _rebuild_tensor_v3 names (fp8 tensors are pickled that way, over an UntypedStorage).
 constexpr struct {
@@ -111,7 +116,7 @@ class Machine {
           for (const ValuePtr& v : items) adopt(dict, v);
           break;
         }
-        case 'b': {  // BUILD: the attributes of an OrderedDict (a state dict's _metadata), not needed here
+        case 'b': {  // BUILD: a dict's attributes (an OrderedDict state dict's _metadata), not needed here
           pop();
           top(Kind::dict, "BUILD");
           break;
@@ -213,8 +218,8 @@ class Machine {
   // itself, nesting depth is known when a container is placed, and a value tree is freed without deep recursion.
   void adopt(Value& parent, const ValuePtr& child) {
     if (parent.frozen) fail("a container is changed after it was used (a recursive pickle)", kNotAllowed);
+    if (child.get() == &parent) fail("a container is placed inside itself (a recursive pickle)", kNotAllowed);
     child->frozen = true;
-    if (parent.frozen) fail("a container is placed inside itself (a recursive pickle)", kNotAllowed);
     parent.depth = std::max(parent.depth, child->depth + 1);
     if (parent.depth > kMaxDepth) fail(cat("containers nest deeper than ", kMaxDepth, " levels"), kNotAllowed);
     parent.items.push_back(child);
@@ -278,14 +283,13 @@ class Machine {
       v->function = Function::ordered_dict;
       return v;
     }
-    if (g.module == "torch._utils") {
-      v->kind = Kind::function;
-      if (g.name == "_rebuild_tensor_v2") v->function = Function::rebuild_tensor_v2;
-      else if (g.name == "_rebuild_tensor_v3") v->function = Function::rebuild_tensor_v3;
-      else if (g.name == "_rebuild_parameter") v->function = Function::rebuild_parameter;
-      else v->kind = Kind::none;
-      if (v->kind == Kind::function) return v;
-    }
+    if (g.module == "torch._utils")
+      for (const auto& [name, function] : kFunctions)
+        if (g.name == name) {
+          v->kind = Kind::function;
+          v->function = function;
+          return v;
+        }
     if ((g.module == "torch" || g.module == "torch.storage") && g.name == "UntypedStorage") {
       v->kind = Kind::storage_type;
       v->untyped = true;
@@ -304,9 +308,10 @@ class Machine {
           v->dtype = d.dtype;
           return v;
         }
-      if (g.name.ends_with("Storage"))
-        fail(cat("storage type torch.", escape_text(g.name), " holds a dtype megaslide does not read"),
-             "convert the tensor to float32, bfloat16 or float16 before saving");
+      for (const char* prefix : {"uint", "int", "bool", "complex", "float8_", "bits", "qint", "quint"})
+        if (g.name.starts_with(prefix) || g.name.ends_with("Storage"))
+          fail(cat("torch.", escape_text(g.name), " is a dtype megaslide does not read"),
+               "convert the tensor to float32, bfloat16 or float16 before saving");
     }
     fail(cat("global ", quote_text(cat(g.module, ".", g.name)), " is not allowed"), kNotAllowed);
   }
@@ -385,16 +390,19 @@ class Machine {
       fail("a tensor whose size and stride are not matching tuples of non-negative integers", kCorrupt);
     if (a[4]->kind != Kind::boolean || a[5]->kind != Kind::dict) fail("a tensor rebuild with malformed flags", kCorrupt);
 
-    // The view must stay inside its storage: offset + sum (size - 1) * stride < elements, without overflow.
+    // The view must stay inside its storage: offset + sum (size - 1) * stride < elements, without overflow; and its
+    // size in bytes (the product of its nonzero sizes, for an empty view too) must fit int64.
     const int64_t elements = s.untyped ? s.numel / dtype_size(view->dtype) : s.numel;
-    int64_t last = view->offset;
+    int64_t last = view->offset, bytes = dtype_size(view->dtype);
     bool empty = false, overflow = false;
     for (size_t i = 0; i < view->shape.size(); ++i) {
       if (view->shape[i] == 0) empty = true;
       int64_t step;
       overflow |= view->shape[i] > 0 && (__builtin_mul_overflow(view->shape[i] - 1, view->stride[i], &step) ||
-                                         __builtin_add_overflow(last, step, &last));
+                                         __builtin_add_overflow(last, step, &last) ||
+                                         __builtin_mul_overflow(bytes, view->shape[i], &bytes));
     }
+    if (overflow && empty) fail(cat("an empty tensor of shape ", shape_str(view->shape), " too large to describe"), kCorrupt);
     if (!empty && (overflow || last >= elements))
       fail(cat("tensor of shape ", shape_str(view->shape), " at offset ", view->offset, " reaches past its storage '",
                escape_text(s.key), "' of ", elements, " elements"),

@@ -14,6 +14,9 @@ namespace {
 using pickle::Kind;
 using pickle::Value;
 
+constexpr int64_t kMaxPickleBytes = int64_t(64) << 20;  // state-dict pickles are KB to a few MB
+constexpr size_t kMaxKey = 1024, kMaxName = 4096;      // a dict key, and a flattened name
+
 constexpr const char* kResave =
     "load it in PyTorch and save the state dict again with torch.save (the zip format, PyTorch 1.6 and later)";
 
@@ -39,7 +42,9 @@ class Flattener {
     if (!dict && v.kind != Kind::list && v.kind != Kind::tuple) return;  // numbers, strings, None: not weights
     const size_t step = dict ? 2 : 1;
     for (size_t i = 0; i + step - 1 < v.items.size(); i += step) {
-      std::string key = dict ? key_text(*v.items[i]) : std::to_string(i);
+      const std::string key = dict ? key_text(*v.items[i]) : std::to_string(i);
+      if (name.size() + key.size() >= kMaxName)
+        MS_FAIL(source_, ": a tensor name longer than ", kMaxName, " bytes; the file is not a plain state dict");
       walk(*v.items[i + step - 1], name.empty() ? key : name + "." + key);
     }
   }
@@ -48,7 +53,12 @@ class Flattener {
 
  private:
   std::string key_text(const Value& k) const {
-    if (k.kind == Kind::string) return k.text;
+    if (k.kind == Kind::string) {
+      if (k.text.size() > kMaxKey)
+        MS_FAIL(source_, ": a dict key of ", k.text.size(), " bytes, longer than a state dict's (at most ", kMaxKey,
+                ")");
+      return k.text;
+    }
     if (k.kind == Kind::integer) return std::to_string(k.integer);
     MS_FAIL(source_, ": a dict key that is neither a string nor an integer; the file is not a plain state dict");
   }
@@ -101,6 +111,8 @@ std::string folder_of(const ZipArchive& z) {
   return folder;
 }
 
+// Whether a view with this shape and stride is its elements in row-major order (shapes are checked by the unpickler
+// not to overflow, so the running product cannot).
 bool row_major(const Shape& shape, const Shape& stride) {
   int64_t expected = 1;
   for (size_t i = shape.size(); i-- > 0;) {
@@ -132,20 +144,19 @@ bool PthFile::is_pth(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char head[4] = {};
   in.read(head, 4);
-  return in.gcount() == 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
+  return ZipArchive::starts_like_zip(reinterpret_cast<const uint8_t*>(head), size_t(in.gcount()));
 }
 
 PthFile PthFile::open(const std::string& path) {
-  {
-    const MappedFile head = MappedFile::open(path, "a PyTorch .pth/.pt file");
-    if (!ZipArchive::looks_like_zip(head)) {
-      if (head.size() >= 2 && head.data()[0] == 0x80)
-        MS_FAIL(path, ": a legacy (pre-1.6, non-zip) PyTorch checkpoint, which megaslide does not read; ", kResave);
-      MS_FAIL(path, ": not a PyTorch checkpoint (it does not start like a zip archive); pass a file written by torch.save");
-    }
+  MappedFile map = MappedFile::open(path, "a PyTorch .pth/.pt file");
+  if (!ZipArchive::starts_like_zip(map.data(), map.size())) {
+    if (map.size() >= 2 && map.data()[0] == 0x80)  // a pickle's PROTO opcode
+      MS_FAIL(path, ": a legacy (pre-1.6, non-zip) PyTorch checkpoint, which megaslide does not read; ", kResave);
+    MS_FAIL(path, ": not a PyTorch checkpoint (it does not start like a zip archive); pass a file written by torch.save");
   }
+  const int64_t file_bytes = int64_t(map.size());
   PthFile f;
-  f.archive_ = ZipArchive::open(path);
+  f.archive_ = ZipArchive::open(path, std::move(map));
   const std::string folder = folder_of(f.archive_);
   if (const ZipEntry* order = f.archive_.find(folder + "/byteorder")) {
     const std::string text(reinterpret_cast<const char*>(order->data), size_t(std::min<int64_t>(order->size, 16)));
@@ -154,6 +165,9 @@ PthFile PthFile::open(const std::string& path) {
   }
   const ZipEntry* pkl = f.archive_.find(folder + "/data.pkl");
   const std::string source = cat(path, ": ", escape_text(pkl->name));
+  if (pkl->size > kMaxPickleBytes)
+    MS_FAIL(source, ": a pickle of ", pkl->size, " bytes, more than a state dict needs (at most ", kMaxPickleBytes,
+            "); the file is not a plain state dict");
   const pickle::ValuePtr root = pickle::load(pkl->data, size_t(pkl->size), source);
 
   const int64_t budget = pkl->size + 1024;  // every placed item cost at least a byte of the stream
@@ -162,6 +176,7 @@ PthFile PthFile::open(const std::string& path) {
   if (walk.found.empty()) MS_FAIL(source, ": the checkpoint holds no tensors");
 
   std::map<std::string, const pickle::StorageRef*> storages;  // key -> its first reference, for consistency
+  int64_t copied = 0;  // bytes of strided views copied so far: together at most the file's size
   for (auto& [name, view] : walk.found) {
     const pickle::StorageRef& s = *view->storage;
     auto [it, fresh] = storages.emplace(s.key, &s);
@@ -178,10 +193,11 @@ PthFile PthFile::open(const std::string& path) {
               s.untyped ? "" : dtype_name(s.dtype), " but its entry has ", data->size,
               " bytes; the file is truncated or corrupt");
     TensorEntry e{name, view->dtype, view->shape, data->data + view->offset * esize, numel(view->shape) * esize};
-    if (!row_major(view->shape, view->stride)) {  // a strided view: copy it, at most its storage's size
-      if (e.nbytes > data->size)
-        MS_FAIL(path, ": tensor ", quote_text(name), " is a view (with repeated elements) larger than its storage; ",
-                "call .contiguous() on it before saving");
+    if (!row_major(view->shape, view->stride)) {  // a strided view: copy it
+      if ((copied += e.nbytes) > file_bytes)
+        MS_FAIL(path, ": tensor ", quote_text(name), " is a strided view, and copying the strided views would take ",
+                "more memory than the file's size (views repeat elements); call .contiguous() on the tensors ",
+                "before saving");
       f.copies_.emplace_back(new uint8_t[size_t(std::max<int64_t>(e.nbytes, 1))]);
       gather(e.data, view->shape, view->stride, esize, f.copies_.back().get());
       e.data = f.copies_.back().get();

@@ -4,12 +4,13 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/text.h"
 
 namespace ms {
 
 void read_as_f32(const TensorEntry& e, float* dst) {
   const int64_t n = numel(e.shape), size = dtype_size(e.dtype);
-  MS_CHECK(n * size == e.nbytes, "entry ", e.name, " has ", e.nbytes, " bytes for shape ", shape_str(e.shape));
+  MS_CHECK(n * size == e.nbytes, "entry ", quote_text(e.name), " has ", e.nbytes, " bytes for shape ", shape_str(e.shape));
   if (n == 0) return;
   if (reinterpret_cast<uintptr_t>(e.data) % uintptr_t(size) == 0) {
     convert_to_f32(e.dtype, e.data, dst, n);

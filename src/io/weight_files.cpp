@@ -91,8 +91,8 @@ void WeightFiles::add(const std::string& path, const std::vector<TensorEntry>& e
   for (const TensorEntry& e : entries) {
     auto [it, fresh] = by_name_.emplace(strip_prefix(e.name), Slot{file, &e});
     if (!fresh)
-      MS_FAIL("tensor ", quote_text(it->first), " is in both ", paths_[it->second.file], " (as ",
-              quote_text(it->second.entry->name), ") and ", path, " (as ", quote_text(e.name),
+      MS_FAIL("tensor ", quote_text(it->first), " is in both ", escape_text(paths_[it->second.file]), " (as ",
+              quote_text(it->second.entry->name), ") and ", escape_text(path), " (as ", quote_text(e.name),
               "); remove one copy or load only one of the files");
   }
 }
@@ -117,7 +117,7 @@ void WeightFiles::pair_scales() {
               ", which the files lack; the checkpoint is incomplete");
     const Shape& ws = w->second.entry->shape;
     const int64_t n = numel(scale.shape);
-    if (n != 1 && (ws.empty() || n != ws[0]))
+    if (n != 1 && (ws.empty() || n != ws[0] || n == 0))
       MS_FAIL(paths_[it->second.file], ": ", quote_text(name), " has shape ", shape_str(scale.shape), ", neither one "
               "scale nor one per row of ", quote_text(weight), " ", shape_str(ws), "; megaslide cannot dequantise it");
     w->second.scale = &scale;
@@ -155,7 +155,7 @@ void WeightFiles::add_index(const std::string& index_path) {
     safetensors_.push_back(SafetensorsFile::open(shard_path));
     for (const std::string& name : names)
       if (!safetensors_.back().find(name))
-        MS_FAIL(index_path, ": maps tensor ", quote_text(name), " to ", shard_path,
+        MS_FAIL(index_path, ": maps tensor ", quote_text(name), " to ", escape_text(shard_path),
                 ", which has no such tensor; the index and its shards are out of sync");
     add(shard_path, safetensors_.back().entries());
   }

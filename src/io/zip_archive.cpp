@@ -92,7 +92,7 @@ uint64_t read_central(const Reader& r, uint64_t at, uint64_t directory_end, Loca
     r.fail(cat("no central-directory entry at byte ", at));
   const uint64_t flags = r.le(at + 8, 2, "flags"), method = r.le(at + 10, 2, "method");
   uint64_t csize = r.le(at + 20, 4, "size"), usize = r.le(at + 24, 4, "size"), header = r.le(at + 42, 4, "offset");
-  const uint64_t disk = r.le(at + 34, 2, "disk");
+  uint64_t disk = r.le(at + 34, 2, "disk");
   const uint64_t name_len = r.le(at + 28, 2, "name"), extra_len = r.le(at + 30, 2, "extra"),
                  comment_len = r.le(at + 32, 2, "comment");
   const uint64_t next = at + kCentralBytes + name_len + extra_len + comment_len;
@@ -104,22 +104,27 @@ uint64_t read_central(const Reader& r, uint64_t at, uint64_t directory_end, Loca
     MS_FAIL(r.path, ": ", entry, " is compressed (zip method ", method,
             "); torch.save stores entries uncompressed: load the file in PyTorch and save it again with torch.save");
 
-  // The ZIP64 extra field holds, in this order, each of the sizes and the offset whose 32-bit field is all ones.
+  // The ZIP64 extra field holds, in this order, each of the sizes and the offset whose 32-bit field is all ones
+  // (8 bytes each), then the disk number when its 16-bit field is all ones (4 bytes).
   for (uint64_t x = at + kCentralBytes + name_len, xend = x + extra_len; x + 4 <= xend;) {
     const uint64_t id = load_le(r.base + x, 2), len = load_le(r.base + x + 2, 2);
     if (x + 4 + len > xend) r.fail(cat(entry, " has an extra field running past its entry"));
     if (id == 1) {
       uint64_t p = x + 4;
-      for (uint64_t* field : {&usize, &csize, &header}) {
-        if (*field != kMax32) continue;
-        if (p + 8 > x + 4 + len) r.fail(cat(entry, " lacks a ZIP64 size or offset its header promises"));
-        *field = load_le(r.base + p, 8);
-        p += 8;
-      }
+      auto zip64 = [&](uint64_t* field, uint64_t all_ones, uint64_t bytes) {
+        if (*field != all_ones) return;
+        if (p + bytes > x + 4 + len) r.fail(cat(entry, " lacks a ZIP64 field its header promises"));
+        *field = load_le(r.base + p, int(bytes));
+        p += bytes;
+      };
+      zip64(&usize, kMax32, 8);
+      zip64(&csize, kMax32, 8);
+      zip64(&header, kMax32, 8);
+      zip64(&disk, 0xffff, 4);
     }
     x += 4 + len;
   }
-  if (disk != 0 && disk != 0xffff) MS_FAIL(r.path, ": a multi-disk (split) zip archive; join it into one file");
+  if (disk != 0) MS_FAIL(r.path, ": a multi-disk (split) zip archive; join it into one file");
   if (csize != usize) r.fail(cat(entry, " is stored with ", csize, " bytes for ", usize, " bytes of content"));
 
   // The local header must repeat the name; the data follows its own name and extra field.
@@ -142,18 +147,18 @@ uint64_t read_central(const Reader& r, uint64_t at, uint64_t directory_end, Loca
 
 }  // namespace
 
-bool ZipArchive::looks_like_zip(const MappedFile& f) { return f.size() >= 4 && load_le(f.data(), 4) == kLocalSig; }
+bool ZipArchive::starts_like_zip(const uint8_t* p, size_t n) { return n >= 4 && load_le(p, 4) == kLocalSig; }
 
-ZipArchive ZipArchive::open(const std::string& path) {
+ZipArchive ZipArchive::open(const std::string& path, MappedFile file) {
   ZipArchive z;
   z.path_ = path;
-  z.map_ = MappedFile::open(path, "a PyTorch .pth/.pt file");
+  z.map_ = std::move(file);
   const Reader r{path, z.map_.data(), z.map_.size()};
   const Directory d = find_directory(r);
 
-  std::vector<Located> located(size_t(d.entries));
+  std::vector<Located> located;  // grows with the entries that parse, never with the end record's count alone
   uint64_t at = d.offset;
-  for (Located& l : located) at = read_central(r, at, d.offset + d.bytes, &l);
+  for (uint64_t i = 0; i < d.entries; ++i) at = read_central(r, at, d.offset + d.bytes, &located.emplace_back());
 
   // Entries (local header + data) lie before the central directory and never overlap.
   std::vector<const Located*> by_offset;

@@ -23,10 +23,11 @@ struct ZipEntry {
 
 class ZipArchive {
  public:
-  static ZipArchive open(const std::string& path);
-  // Whether the file starts with a zip local-file-header signature (what torch.load checks to tell its zip format
-  // from the legacy one); false for files shorter than 4 bytes.
-  static bool looks_like_zip(const MappedFile& f);
+  // Reads the archive in `file`, the mapping of `path` (named in messages).
+  static ZipArchive open(const std::string& path, MappedFile file);
+  // Whether n bytes at p start with a zip local-file-header signature (what torch.load checks to tell its zip
+  // format from the legacy one).
+  static bool starts_like_zip(const uint8_t* p, size_t n);
 
   const std::string& path() const { return path_; }
   const std::vector<ZipEntry>& entries() const { return entries_; }  // in central-directory order

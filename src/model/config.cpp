@@ -16,7 +16,7 @@ namespace ms {
 
 void ModelConfig::validate() const {
   if (model_type != "t2v")
-    MS_FAIL("model_type '", model_type, "' is not supported: megaslide trains Wan2.1 text-to-video (t2v) models only");
+    MS_FAIL("model_type ", quote_text(model_type), " is not supported: megaslide trains Wan2.1 text-to-video (t2v) models only");
   auto positive = [](const char* name, int64_t v) {
     if (v <= 0) MS_FAIL("config: ", name, " must be positive, got ", v);
   };
@@ -39,7 +39,7 @@ void ModelConfig::validate() const {
   const auto& a = attention;
   static const std::set<std::string> types{"dense", "window", "dsa", "dsa_fixed"};
   if (!types.count(a.type))
-    MS_FAIL("config: attention.type '", a.type, "' is unknown; use dense, window, dsa or dsa_fixed");
+    MS_FAIL("config: attention.type ", quote_text(a.type), " is unknown; use dense, window, dsa or dsa_fixed");
   static const char* axes[3] = {"t", "h", "w"};
   for (size_t i = 0; i < 3; ++i)
     if (a.window[i] <= 0)
@@ -86,11 +86,11 @@ bool representable(const nlohmann::json& v) {
 template <class T>
 T get(const nlohmann::json& j, const char* key, const std::string& source, T fallback) {
   if (!j.contains(key)) return fallback;
-  if (!representable<T>(j.at(key))) MS_FAIL(source, ": '", key, "' has the wrong type or size (", j.at(key).dump(), ")");
+  if (!representable<T>(j.at(key))) MS_FAIL(source, ": '", key, "' has the wrong type or size (", escape_text(j.at(key).dump()), ")");
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
-    MS_FAIL(source, ": '", key, "' has the wrong type (", j.at(key).dump(), ")");
+    MS_FAIL(source, ": '", key, "' has the wrong type (", escape_text(j.at(key).dump()), ")");
   }
 }
 
@@ -104,7 +104,7 @@ AttentionConfig attention_from_json(const nlohmann::json& j, const std::string& 
   a.offset_range = get(j, "offset_range", source, a.offset_range);
   for (const auto& [k, v] : j.items())
     if (k != "type" && k != "window" && k != "shift" && k != "offset_groups" && k != "offset_range")
-      log_warn(source, ": unknown key 'attention.", k, "' ignored");
+      log_warn(source, ": unknown key ", quote_text("attention." + k), " ignored");
   return a;
 }
 
@@ -139,7 +139,7 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
       "cross_attn_norm", "window_size", "_class_name", "_diffusers_version", "_name_or_path"};
   std::string unknown;
   for (const auto& [k, v] : j.items())
-    if (!known.count(k)) unknown += (unknown.empty() ? "" : ", ") + k;
+    if (!known.count(k)) unknown += (unknown.empty() ? "" : ", ") + quote_text(k);
   if (!unknown.empty()) log_warn(source, ": unknown config keys ignored: ", unknown);
   c.validate();
   return c;

@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/text.h"
 #include "io/weight_files.h"
 #include "model/init.h"
 #include "model/name_map.h"
@@ -24,7 +25,7 @@ std::string weights_in_dir(const fs::path& dir) {
 
 std::string list_names(const std::vector<std::string>& names, size_t most = 5) {
   std::string s;
-  for (size_t i = 0; i < names.size() && i < most; ++i) s += (i ? ", " : "") + names[i];
+  for (size_t i = 0; i < names.size() && i < most; ++i) s += (i ? ", " : "") + quote_text(names[i]);
   if (names.size() > most) s += cat(" and ", names.size() - most, " more");
   return s;
 }
@@ -57,9 +58,10 @@ ModelConfig infer_config(const std::string& weights) {
               time = shape("time_embedding.0.weight");
   int64_t layers = 0;
   while (files.find(cat("blocks.", layers, ".modulation"))) ++layers;
-  if (patch.size() != 5 || head.size() != 2 || ffn.size() != 2 || text.size() != 2 || time.size() != 2)
+  int64_t volume = 1;
+  if (patch.size() != 5 || head.size() != 2 || ffn.size() != 2 || text.size() != 2 || time.size() != 2 ||
+      __builtin_mul_overflow(patch[2], patch[3], &volume) || __builtin_mul_overflow(volume, patch[4], &volume))
     MS_FAIL(weights, ": its tensors do not have the shapes of a Wan2.1 DiT; pass its config with --config config.json");
-  const int64_t volume = patch[2] * patch[3] * patch[4];
   const std::string seen = cat("dim ", patch[0], ", ffn_dim ", ffn[0], ", ", layers, " layers, in_dim ", patch[1],
                                ", out_dim ", volume ? head[0] / volume : 0, ", text_dim ", text[1], ", freq_dim ", time[1]);
   for (const char* preset : {"wan2.1-1.3b", "wan2.1-14b"}) {
@@ -118,7 +120,7 @@ void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed,
   for (const auto& p : table.params()) {
     const TensorEntry* e = files.find(p.name);
     if (!e) {
-      (p.name.find(".self_attn.offset_") != std::string::npos ? added : missing).push_back(p.name);
+      (is_offset_param(p.name) ? added : missing).push_back(p.name);
       continue;
     }
     if (e->shape != p.shape)

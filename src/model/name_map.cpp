@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/text.h"
 
 namespace ms {
 
@@ -112,7 +113,7 @@ ModelConfig config_from_diffusers(const nlohmann::json& j, const std::string& so
   if (j.contains("cross_attn_norm") && j.at("cross_attn_norm") != true)
     MS_FAIL(source, ": cross_attn_norm other than true is not supported (Wan2.1 uses true)");
   if (j.contains("qk_norm") && j.at("qk_norm") != "rms_norm_across_heads")
-    MS_FAIL(source, ": qk_norm ", j.at("qk_norm").dump(), " is not supported (Wan2.1 uses \"rms_norm_across_heads\")");
+    MS_FAIL(source, ": qk_norm ", escape_text(j.at("qk_norm").dump()), " is not supported (Wan2.1 uses \"rms_norm_across_heads\")");
   for (const char* key : {"image_dim", "added_kv_proj_dim", "pos_embed_seq_len"})
     if (j.contains(key) && !j.at(key).is_null())
       MS_FAIL(source, ": '", key, "' is set, so this is an image-to-video model; megaslide trains text-to-video only");
@@ -123,7 +124,8 @@ ModelConfig config_from_diffusers(const nlohmann::json& j, const std::string& so
                                 "window_size", "text_len"};
   std::string unknown;
   for (const auto& [k, v] : j.items())
-    if (std::find(std::begin(known), std::end(known), k) == std::end(known)) unknown += (unknown.empty() ? "" : ", ") + k;
+    if (std::find(std::begin(known), std::end(known), k) == std::end(known))
+      unknown += (unknown.empty() ? "" : ", ") + quote_text(k);
   if (!unknown.empty()) log_warn(source, ": unknown config keys ignored: ", unknown);
   return config_from_json(wan, source);
 }

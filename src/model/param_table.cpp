@@ -6,6 +6,8 @@
 
 namespace ms {
 
+bool is_offset_param(const std::string& name) { return name.find(".self_attn.offset_") != std::string::npos; }
+
 ParamTable::ParamTable(const ModelConfig& c) {
   auto begin_stage = [&](std::string name, StageKind kind, int64_t block) {
     stages_.push_back({std::move(name), kind, block, total_, 0});

@@ -13,6 +13,10 @@ namespace ms {
 
 enum class StageKind { stem, block, head };
 
+// Whether name is a parameter of DSA's offset network (blocks.N.self_attn.offset_conv / offset_proj), which a
+// checkpoint of a dense model lacks.
+bool is_offset_param(const std::string& name);
+
 struct ParamInfo {
   std::string name;  // Wan checkpoint key
   Shape shape;

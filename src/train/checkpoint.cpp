@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/text.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 
@@ -125,7 +126,7 @@ CheckpointInfo read_checkpoint_info(const std::string& out) {
     info.state.clip_scale = t.at("clip_scale").get<float>();
     info.options = t.at("options");
   } catch (const std::exception& e) {
-    MS_FAIL((latest / "trainer.json").string(), " is unreadable (", e.what(), "); the checkpoint is damaged");
+    MS_FAIL((latest / "trainer.json").string(), " is unreadable (", escape_text(e.what()), "); the checkpoint is damaged");
   }
   info.config = load_config((latest / "config.json").string());
   return info;
