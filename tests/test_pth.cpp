@@ -5,9 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <regex>
+#include <vector>
 
 #include "core/check.h"
 #include "core/text.h"
@@ -38,8 +39,13 @@ void write_bytes(const std::string& path, std::string_view bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
 }
 
-// Whether every byte of a message is printable ASCII or part of a well-formed UTF-8 character.
-bool clean_text(const std::string& m) { return escape_text(m, m.size()) == std::regex_replace(m, std::regex("\\\\"), "\\\\"); }
+// Whether every byte of a message is printable ASCII or part of a well-formed UTF-8 character: escaping it changes
+// nothing but its backslashes, which it doubles.
+bool clean_text(const std::string& m) {
+  std::string doubled;
+  for (char c : m) doubled += c == '\\' ? std::string("\\\\") : std::string(1, c);
+  return escape_text(m, m.size()) == doubled;
+}
 
 TEST(Pth, ReadsWhatTorchSaveWrote) {
   const json expected = read_json(kData / "expected.json");
@@ -99,36 +105,36 @@ TEST(Pth, LegacyFormatAsksForResave) {
   }
 }
 
-// What each hostile file's message must say (a regular expression), besides naming the file.
-const std::map<std::string, std::string> kRefusals = {
-    {"hostile_os_system.pth", "global 'os\\.system' is not allowed"},
-    {"hostile_builtins_eval.pth", "global 'builtins\\.eval' is not allowed"},
-    {"hostile_builtin_eval_py2.pth", "global '__builtin__\\.eval' is not allowed"},
-    {"hostile_subprocess.pth", "global 'subprocess\\.Popen' is not allowed"},
-    {"hostile_other_reduce.pth", "global 'collections\\.defaultdict' is not allowed"},
-    {"hostile_torch_class.pth", "global 'torch\\.nn\\.modules\\.linear\\.Linear' is not allowed"},
-    {"hostile_opcode_inst.pth", "opcode 0x69 \\('i'\\) is not one"},
-    {"hostile_opcode_proto4.pth", "pickle protocol 4 is not supported"},
-    {"hostile_persid_not_storage.pth", "persistent id that is not a storage"},
-    {"hostile_view_past_storage.pth", "shape \\[100\\] at offset 0 reaches past its storage '0' of 15 elements"},
-    {"hostile_offset_past_storage.pth", "shape \\[3, 5\\] at offset 14 reaches past its storage"},
-    {"hostile_storage_size_mismatch.pth", "should hold 15 elements of F32 but its entry has 40 bytes"},
-    {"hostile_missing_storage.pth", "storage '7', which the archive lacks"},
-    {"hostile_huge_numel.pth", "should hold 4611686018427387904 elements"},
-    {"hostile_nested_lists.pth", "nest deeper than 256"},
-    {"hostile_shared_lists.pth", "share items so often"},
-    {"hostile_self_append.pth", "placed inside itself"},
-    {"hostile_compressed.pth", "is compressed \\(zip method 8\\)"},
-    {"hostile_encrypted.pth", "is encrypted"},
-    {"hostile_overlap.pth", "local header names another entry|overlaps"},
-    {"hostile_entry_past_end.pth", "runs past the end of the file"},
-    {"hostile_truncated.pth", "no zip end-of-central-directory record"},
-    {"hostile_no_pickle.pth", "no <folder>/data\\.pkl"},
-    {"hostile_big_endian.pth", "byte order 'big'"},
-    {"hostile_repeated_view.pth", "more memory than the file's size"},
-    {"hostile_long_key.pth", "a dict key of 5000 bytes"},
-    {"hostile_stride0_huge.pth", "shape \\[9223372036854775807, 9223372036854775807\\] at offset 0 reaches past"},
-    {"hostile_empty_huge.pth", "too large to describe"},
+// What each hostile file's message must say (one of the phrases), besides naming the file.
+const std::map<std::string, std::vector<std::string>> kRefusals = {
+    {"hostile_os_system.pth", {"global 'os.system' is not allowed"}},
+    {"hostile_builtins_eval.pth", {"global 'builtins.eval' is not allowed"}},
+    {"hostile_builtin_eval_py2.pth", {"global '__builtin__.eval' is not allowed"}},
+    {"hostile_subprocess.pth", {"global 'subprocess.Popen' is not allowed"}},
+    {"hostile_other_reduce.pth", {"global 'collections.defaultdict' is not allowed"}},
+    {"hostile_torch_class.pth", {"global 'torch.nn.modules.linear.Linear' is not allowed"}},
+    {"hostile_opcode_inst.pth", {"opcode 0x69 ('i') is not one"}},
+    {"hostile_opcode_proto4.pth", {"pickle protocol 4 is not supported"}},
+    {"hostile_persid_not_storage.pth", {"persistent id that is not a storage"}},
+    {"hostile_view_past_storage.pth", {"shape [100] at offset 0 reaches past its storage '0' of 15 elements"}},
+    {"hostile_offset_past_storage.pth", {"shape [3, 5] at offset 14 reaches past its storage"}},
+    {"hostile_storage_size_mismatch.pth", {"should hold 15 elements of F32 but its entry has 40 bytes"}},
+    {"hostile_missing_storage.pth", {"storage '7', which the archive lacks"}},
+    {"hostile_huge_numel.pth", {"should hold 4611686018427387904 elements"}},
+    {"hostile_nested_lists.pth", {"nest deeper than 256"}},
+    {"hostile_shared_lists.pth", {"share items so often"}},
+    {"hostile_self_append.pth", {"placed inside itself"}},
+    {"hostile_compressed.pth", {"is compressed (zip method 8)"}},
+    {"hostile_encrypted.pth", {"is encrypted"}},
+    {"hostile_overlap.pth", {"local header names another entry", "overlaps"}},
+    {"hostile_entry_past_end.pth", {"runs past the end of the file"}},
+    {"hostile_truncated.pth", {"no zip end-of-central-directory record"}},
+    {"hostile_no_pickle.pth", {"no <folder>/data.pkl"}},
+    {"hostile_big_endian.pth", {"byte order 'big'"}},
+    {"hostile_repeated_view.pth", {"more memory than the file's size"}},
+    {"hostile_long_key.pth", {"a dict key of 5000 bytes"}},
+    {"hostile_stride0_huge.pth", {"shape [9223372036854775807, 9223372036854775807] at offset 0 reaches past"}},
+    {"hostile_empty_huge.pth", {"too large to describe"}},
 };
 
 TEST(Pth, RefusesHostileFilesClearly) {
@@ -143,7 +149,9 @@ TEST(Pth, RefusesHostileFilesClearly) {
     } catch (const Error& e) {
       const std::string m = e.what();
       EXPECT_NE(m.find(file), std::string::npos) << m;
-      EXPECT_TRUE(std::regex_search(m, std::regex(kRefusals.at(file)))) << m;
+      bool said = false;
+      for (const std::string& phrase : kRefusals.at(file)) said |= m.find(phrase) != std::string::npos;
+      EXPECT_TRUE(said) << m;
       EXPECT_TRUE(clean_text(m)) << m;
     }
   }
