@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "model/model.h"
+#include "backend/cpu/resident_model.h"
 #include "reference_model.h"
 #include "small_config.h"
 #include "test_util.h"

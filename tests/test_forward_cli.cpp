@@ -2,9 +2,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/resident_model.h"
 #include "cli_util.h"
 #include "io/safetensors.h"
-#include "model/model.h"
 #include "reference_model.h"
 #include "temp_dir.h"
 #include "test_util.h"

@@ -1,10 +1,9 @@
+#include "backend/cpu/resident_model.h"
 #include "model/init.h"
-#include "model/model.h"
 #include "model_case.h"
 
 namespace ms::test {
 namespace {
-
 
 // The shapes every test below uses: token grid 3 x 2 x 3, context shorter than text_len.
 ModelCase small_case() { return ModelCase(small_config(), 3, 4, 6, 5); }

@@ -3,10 +3,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/resident_model.h"
 #include "cli_util.h"
 #include "core/check.h"
 #include "core/units.h"
-#include "model/model.h"
 #include "model/workspace.h"
 #include "plan/plan.h"
 #include "plan/report.h"

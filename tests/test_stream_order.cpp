@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "model/config.h"
 #include "model/param_table.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/stage_runner.h"
+#include "registry/registry.h"
 #include "runtime/streamed_model.h"
 
 namespace ms::test {

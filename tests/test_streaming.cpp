@@ -6,12 +6,12 @@
 #include <set>
 #include <thread>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/log.h"
 #include "io/atomic_file.h"
 #include "model/config.h"
 #include "model/param_table.h"
 #include "plan/plan.h"
-#include "runtime/cpu_backend.h"
 #include "runtime/streamed_model.h"
 #include "temp_dir.h"
 #include "train/trainer.h"

@@ -1,6 +1,6 @@
 #include "cli/commands.h"
 #include "core/check.h"
-#include "runtime/backend.h"
+#include "registry/registry.h"
 
 namespace ms::cli {
 

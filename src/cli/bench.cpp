@@ -1,12 +1,12 @@
 // `megaslide bench <what>`: throughput against a ceiling measured in the same run.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <vector>
-
 #include <nlohmann/json.hpp>
-#include <unistd.h>
+#include <vector>
 
 #include "cli/ceilings.h"
 #include "cli/commands.h"
@@ -14,8 +14,8 @@
 #include "core/parallel.h"
 #include "model/config.h"
 #include "model/dims.h"
+#include "model/flops.h"
 #include "model/loader.h"
-#include "plan/flops.h"
 #include "train/trainer.h"
 
 namespace ms::cli {

@@ -11,7 +11,7 @@
 namespace ms::cli {
 
 // One entry per (type, token count): type, tokens, grid, forward_s, backward_s, forward_tflops, step_tflops
-// (forward + backward; the backward counts 2.5 forwards). FLOPs as plan/flops.h counts them: 4 L L' D over the L'
+// (forward + backward; the backward counts 2.5 forwards). FLOPs as model/flops.h counts them: 4 L L' D over the L'
 // keys a query attends to (L for dense, the clipped window's for window and dsa_fixed), 32 L P' D for dsa (eight
 // trilinear corners per slot). Dense runs up to dense_max tokens only (quadratic: 128k tokens take minutes); dsa
 // gets random offsets uniform within the default offset_range (1, 2, 2). The window is the default's, 3 x 3 x 3.

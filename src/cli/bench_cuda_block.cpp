@@ -13,7 +13,7 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "model/workspace.h"
-#include "ops/reduction_scratch.h"
+#include "runtime/reduction_scratch.h"
 
 namespace ms::cli {
 namespace {

@@ -15,9 +15,9 @@
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/rng.h"
+#include "model/flops.h"
 #include "model/param_table.h"
-#include "plan/device_plan.h"
-#include "plan/flops.h"
+#include "runtime/arena.h"
 #include "runtime/streamed_model.h"
 
 namespace ms::cli {

@@ -1,12 +1,12 @@
 // `megaslide forward`: one forward (and optionally backward) pass of a model on inputs from a file.
 #include <memory>
 
+#include "backend/cpu/resident_model.h"
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "model/loader.h"
-#include "model/model.h"
 
 namespace ms::cli {
 namespace {

@@ -91,17 +91,4 @@ void visit_block_grads(const ModelConfig& c, const ModelDims& d, BlockGrads<A, S
   f(c.attention.has_offsets() ? d.N() * c.groups() * c.attention.slots() * 3 : 0, g.off);
 }
 
-// Block `index` (its parity decides the window shift): x [B, L, D], e0 [B, 6, D], ctx [B, Lt, D] -> out [B, L, D];
-// fills acts.
-template <class T>
-void block_forward(const ModelConfig& c, const ModelDims& d, int64_t index, const BlockW<const T*>& w, const T* x,
-                   const T* e0, const T* ctx, const BlockActs<T>& a, T* out);
-
-// Inverts block_forward: recomputes it from x into acts, then from dout [B, L, D] writes dx [B, L, D]
-// (overwritten; may alias dout) and accumulates de0 [B, 6, D], dctx [B, Lt, D] and the parameter grads gw.
-template <class T>
-void block_backward(const ModelConfig& c, const ModelDims& d, int64_t index, const BlockW<const T*>& w, const T* x,
-                    const T* e0, const T* ctx, const BlockActs<T>& a, const BlockGrads<T>& g, const T* dout, T* dx,
-                    T* de0, T* dctx, const BlockW<T*>& gw);
-
 }  // namespace ms

@@ -1,4 +1,4 @@
-// The block's forward and backward written once over an ops policy (model/cpu_ops.h, backend/cuda/cuda_ops.h):
+// The block's forward and backward written once over an ops policy (backend/cpu/cpu_ops.h, backend/cuda/cuda_ops.h):
 // the policy names the element types (Act for activations, Stat for statistics and the modulation, Weight, Grad)
 // and supplies every op with the CPU contract of src/ops. block.cpp instantiates it for the CPU, the CUDA backend
 // for the GPU. Every attention type runs on both.

@@ -27,17 +27,6 @@ void visit_head_acts(const ModelConfig& c, const ModelDims& d, HeadActs<A, S>& a
   f(d.N() * c.out_dim * c.patch_volume(), a.y);
 }
 
-// x [B, L, D], e [B, D] -> out [B, out_dim, F, H, W].
-template <class T>
-void head_forward(const ModelConfig& c, const ModelDims& d, const HeadW<const T*>& w, const T* x, const T* e,
-                  const HeadActs<T>& a, T* out);
-
-// Inverts head_forward from dout [B, out_dim, F, H, W]: writes dx [B, L, D] (overwritten), accumulates
-// de [B, D] and the parameter grads. `scratch` holds N*(Po + 2*D) + B*2*D elements.
-template <class T>
-void head_backward(const ModelConfig& c, const ModelDims& d, const HeadW<const T*>& w, const T* x, const HeadActs<T>& a,
-                   const T* dout, T* dx, T* de, const HeadW<T*>& gw, T* scratch);
-
 // The scratch head_backward takes: as activations, ss statistics (the modulation's); on the CPU one buffer of
 // their sum.
 inline int64_t head_scratch_act_numel(const ModelConfig& c, const ModelDims& d) {

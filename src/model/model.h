@@ -1,6 +1,6 @@
-// The whole model with every stage resident in one parameter pool: the reference schedule (what a
-// streamed run must reproduce bit for bit), the `forward` verb and the tests. Blocks keep only their
-// inputs from the forward and recompute the rest in the backward.
+// The whole model's activation workspace (stem, blocks' inputs, one block's recompute buffers, head) and its
+// visitor, and the stage probe: what ResidentModel (backend/cpu/resident_model.h) and the streamed runtime lay
+// out. Blocks keep only their inputs from the forward and recompute the rest in the backward.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -66,32 +66,5 @@ void visit_model_workspace(const ModelConfig& c, const ModelDims& d, ModelWorksp
 // [B, out_dim, F, H, W]. It may read it (the trainer's non-finite check) or change it (fault injection).
 template <class T>
 using StageProbe = std::function<void(int64_t stage, T* out, int64_t n)>;
-
-template <class T>
-class ResidentModel {
- public:
-  ResidentModel(const ModelConfig& c, const ModelDims& d);
-
-  // params [table.total()] laid out by ParamTable. latents [B, in_dim, F, H, W], t [B] (0..1000),
-  // context [B, Lc, text_dim] -> velocity [B, out_dim, F, H, W].
-  void forward(const T* params, const T* latents, const T* t, const T* context, T* velocity);
-  // After forward with the same params: grads [table.total()] += dL/dparams given dvelocity;
-  // dlatents [B, in_dim, F, H, W] and dcontext [B, Lc, text_dim] are written when non-null.
-  void backward(const T* params, const T* dvelocity, T* grads, T* dlatents, T* dcontext);
-
-  void set_probe(StageProbe<T> probe) { probe_ = std::move(probe); }
-
-  const ParamTable& table() const { return table_; }
-  const ModelDims& dims() const { return dims_; }
-  int64_t workspace_bytes() const { return int64_t(buffer_.size() * sizeof(T)); }
-
- private:
-  ModelConfig cfg_;
-  ModelDims dims_;
-  ParamTable table_;
-  AlignedBuffer<T> buffer_;
-  ModelWorkspace<T> ws_;
-  StageProbe<T> probe_;
-};
 
 }  // namespace ms

@@ -35,19 +35,6 @@ void visit_stem_acts(const ModelConfig& c, const ModelDims& d, StemActs<A, S>& a
   for (A** p : {&a.ctx_h, &a.ctx_g, &a.ctx}) f(Nt * D, *p);
 }
 
-// latents [B, in_dim, F, H, W], t [B] (0..1000), context [B, Lc, text_dim] -> acts (x0, e, e0, ctx).
-template <class T>
-void stem_forward(const ModelConfig& c, const ModelDims& d, const StemW<const T*>& w, const T* latents, const T* t,
-                  const T* context, const StemActs<T>& a);
-
-// Inverts stem_forward given dx0 [N, D], de [B, D], de0 [B, 6, D], dctx [Nt, D] (each consumed; de is
-// clobbered). Accumulates parameter grads gw; writes dlatents [B, in_dim, F, H, W] and dcontext
-// [B, Lc, text_dim] when non-null (overwritten). `scratch` holds max(N*Pv, Nt*(text_dim+2D), B*3D) elements.
-template <class T>
-void stem_backward(const ModelConfig& c, const ModelDims& d, const StemW<const T*>& w, const StemActs<T>& a,
-                   const T* dx0, T* de, const T* de0, const T* dctx, const StemW<T*>& gw, T* dlatents, T* dcontext,
-                   T* scratch);
-
 // The scratch stem_backward takes: as activations, ss (the time path) statistics; on the CPU one buffer of their
 // maximum serves as both.
 inline int64_t stem_scratch_act_numel(const ModelConfig& c, const ModelDims& d) {

@@ -1,4 +1,4 @@
-// `megaslide plan`: will a training run fit, and how fast can it go? Host pools, the device arena (device_plan.h),
+// `megaslide plan`: will a training run fit, and how fast can it go? Host pools, the device arena (runtime/arena.h),
 // traffic per step, FLOPs, lower bounds on the step time from compute, host link and host memory, and the
 // smallest change that makes a run fit. Pure accounting: nothing is allocated or measured.
 #pragma once
@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/flops.h"
 #include "model/param_table.h"
-#include "plan/device_plan.h"
-#include "plan/flops.h"
 #include "plan/hardware.h"
 #include "plan/video_shape.h"
+#include "runtime/arena.h"
 
 namespace ms {
 

@@ -53,12 +53,4 @@ class Backend {
   virtual void sync_all() = 0;                 // the host blocks until every stream is idle
 };
 
-class Trace;
-
-// "" when this build and machine can run the backend `name` (cpu, cuda); otherwise why not, in words.
-std::string backend_unavailable(const std::string& name);
-// The backend `name`; throws ms::Error naming backend_unavailable. link_gbps: the CPU backend's emulated link
-// (runtime/cpu_backend.h), refused elsewhere. trace may be null.
-std::unique_ptr<Backend> make_backend(const std::string& name, double link_gbps, Trace* trace);
-
 }  // namespace ms

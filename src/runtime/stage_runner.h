@@ -22,7 +22,7 @@ class StageRunner {
  public:
   virtual ~StageRunner() = default;
 
-  // Bytes per activation element: 4 (the CPU backend's f32 layout) or 2 (the CUDA backend's, plan/device_plan.h).
+  // Bytes per activation element: 4 (the CPU backend's f32 layout) or 2 (the CUDA backend's, runtime/arena.h).
   virtual int act_bytes() const = 0;
   // Bytes of the workspace in `layout` with every buffer aligned to `align` bytes, and its binding at `base`.
   virtual int64_t workspace_bytes(const WorkspaceLayout& layout, int64_t align) const = 0;
@@ -47,12 +47,5 @@ class StageRunner {
   // CPU backend); elsewhere throws ms::Error.
   virtual void set_probe(StageProbe<float> probe) = 0;
 };
-
-// The runner for `backend` (by its name: cpu or cuda); throws ms::Error for one this build cannot run.
-std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const ModelConfig& c, const ModelDims& d);
-
-// Why the `backend` runner's kernels cannot run model c (a head dim or window over their limits), in words; empty
-// when they can.
-std::string stage_runner_refuses(const std::string& backend, const ModelConfig& c);
 
 }  // namespace ms

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/model.h"
-#include "plan/device_plan.h"
+#include "runtime/arena.h"
 #include "runtime/backend.h"
 #include "runtime/host_state.h"
 #include "runtime/stage_runner.h"
@@ -47,7 +47,7 @@ std::vector<SlotUse> slot_schedule(int stages, int K);
 
 class StreamedModel {
  public:
-  // Plans and carves the arena for `runner` (make_stage_runner(backend, c, d): the backend's stages); throws
+  // Plans and carves the arena for `runner` (the backend's stage runner); throws
   // ms::Error when it exceeds the budget, naming the minimum.
   StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& backend, const StreamOptions& o,
                 std::unique_ptr<StageRunner> runner);

@@ -1,8 +1,8 @@
 #include "sample/generate.h"
 
+#include "backend/cpu/resident_model.h"
 #include "core/check.h"
 #include "data/text_embed.h"
-#include "model/model.h"
 
 namespace ms {
 

@@ -5,10 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
-#include "model/export.h"
 #include "model/config.h"
-#include "runtime/backend.h"
-#include "runtime/stage_runner.h"
+#include "model/export.h"
+#include "registry/registry.h"
 
 namespace ms {
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/resident_model.h"
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/log.h"
@@ -23,9 +24,8 @@
 #include "data/text_embed.h"
 #include "io/atomic_file.h"
 #include "model/loader.h"
-#include "model/model.h"
 #include "ops/mse_loss.h"
-#include "runtime/backend.h"
+#include "registry/registry.h"
 #include "runtime/host_state.h"
 #include "runtime/streamed_model.h"
 #include "runtime/trace.h"

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_ops.h"
 #include "cuda_util.h"
-#include "model/cpu_ops.h"
 #include "model/weights.h"
 #include "reference_model.h"
 #include "reference_ops.h"

@@ -9,15 +9,15 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_stages.h"
 #include "backend/cuda/gemm.h"
 #include "model/block_impl.h"
-#include "model/cpu_ops.h"
 #include "model/head_impl.h"
 #include "model/stem_impl.h"
 #include "model/workspace.h"
 #include "model_reference.h"
-#include "ops/reduction_scratch.h"
+#include "runtime/reduction_scratch.h"
 #include "small_config.h"
 
 namespace ms::test {

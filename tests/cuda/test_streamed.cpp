@@ -18,7 +18,7 @@
 #include "model/stem_impl.h"
 #include "model/workspace.h"
 #include "model_reference.h"
-#include "plan/device_plan.h"
+#include "runtime/arena.h"
 #include "runtime/streamed_model.h"
 #include "small_config.h"
 

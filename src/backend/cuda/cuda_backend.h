@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/device.h"
 #include "runtime/backend.h"
-#include "runtime/cpu_backend.h"
 
 struct CUevent_st;
 

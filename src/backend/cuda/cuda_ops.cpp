@@ -23,7 +23,7 @@ namespace ms::cuda {
 
 float* CudaOps::scratch_for(int64_t need) const {
   MS_CHECK(need <= scratch_numel, "CudaOps: an op needs ", need, " floats of scratch, the buffer holds ", scratch_numel,
-           " (size it with block_reduction_scratch, ops/reduction_scratch.h)");
+           " (size it with block_reduction_scratch, runtime/reduction_scratch.h)");
   return scratch;
 }
 

@@ -30,7 +30,7 @@ struct CudaOps {
   GemmContext& gemm;
   Stream stream;
   float* scratch;         // [scratch_numel] on the device
-  int64_t scratch_numel;  // >= block_reduction_scratch (ops/reduction_scratch.h) of the shapes it runs
+  int64_t scratch_numel;  // >= block_reduction_scratch (runtime/reduction_scratch.h) of the shapes it runs
 
   void zero(uint16_t* p, int64_t n);
   void zero(float* p, int64_t n);

@@ -55,7 +55,7 @@ int64_t CudaStageRunner::workspace_bytes(const WorkspaceLayout& layout, int64_t 
 
 void CudaStageRunner::bind(void* base, const WorkspaceLayout& layout, int64_t align) {
   MS_CHECK(layout.fused_norm == CudaOps::kFusedNormModulate && layout.reduction_scratch >= 0,
-           "the CUDA stages need the GPU workspace layout (plan/device_plan.h, act_bytes 2)");
+           "the CUDA stages need the GPU workspace layout (runtime/arena.h, act_bytes 2)");
   ws_ = bind_workspace<ModelWorkspace<uint16_t, float>>(
       base, [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f, layout); }, align);
   ops_.scratch = ws_.reduction;

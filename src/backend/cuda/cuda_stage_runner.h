@@ -1,6 +1,6 @@
 // The CUDA backend's stage runner (runtime/stage_runner.h): the stages of backend/cuda/cuda_stages.h on the
 // compute stream of each launch, bf16 weights and activations, fp32 statistics, time path and weight gradients,
-// in the layout `megaslide plan` accounts for the GPU (plan/device_plan.h, act_bytes 2). Outside the arena: the
+// in the layout `megaslide plan` accounts for the GPU (runtime/arena.h, act_bytes 2). Outside the arena: the
 // cuBLASLt workspace (GemmContext) and the loss with its partial sums, each allocated once.
 #pragma once
 #include <memory>

@@ -7,7 +7,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device.h"
-#include "ops/reduction_scratch.h"
+#include "runtime/reduction_scratch.h"
 
 namespace ms::cuda {
 
@@ -72,7 +72,7 @@ __device__ void layernorm_row_backward(const uint16_t* xr, float mu, float rs, G
 }
 
 // Column sums in a fixed order: partial[chunk, c] = sum over the chunk's rows of f(n, c), then
-// out[c] += sum over chunks. scratch holds column_scratch(N, C) floats (ops/reduction_scratch.h).
+// out[c] += sum over chunks. scratch holds column_scratch(N, C) floats (runtime/reduction_scratch.h).
 
 template <class F>
 __global__ void column_partials(F f, float* partial, int64_t N, int64_t C) {

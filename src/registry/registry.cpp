@@ -1,10 +1,12 @@
-#include "runtime/backend.h"
+#include "registry/registry.h"
 
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_stage_runner.h"
 #include "core/check.h"
-#include "runtime/cpu_backend.h"
 
 #ifdef MEGASLIDE_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_stage_runner.h"
 #include "backend/cuda/device.h"
 #endif
 
@@ -31,6 +33,23 @@ std::unique_ptr<Backend> make_backend(const std::string& name, double link_gbps,
 #else
   MS_FAIL("unreachable: backend ", name);
 #endif
+}
+
+std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const ModelConfig& c, const ModelDims& d) {
+  const std::string name = backend.name();
+  if (name == "cpu") return std::make_unique<CpuStageRunner>(c, d);
+#ifdef MEGASLIDE_HAVE_CUDA
+  if (name == "cuda") return std::make_unique<cuda::CudaStageRunner>(c, d);
+#endif
+  MS_FAIL("the streamed model has no stage runner for the '", name, "' backend in this build");
+}
+
+std::string stage_runner_refuses(const std::string& backend, const ModelConfig& c) {
+#ifdef MEGASLIDE_HAVE_CUDA
+  if (backend == "cuda") return cuda::CudaStageRunner::refuses(c);
+#endif
+  (void)backend, (void)c;
+  return "";
 }
 
 }  // namespace ms

@@ -1,6 +1,8 @@
-#include "model/model.h"
+#include "backend/cpu/resident_model.h"
 
 #include <algorithm>
+
+#include "backend/cpu/cpu_stages.h"
 
 namespace ms {
 

@@ -1,4 +1,4 @@
-#include "ops/reduction_scratch.h"
+#include "runtime/reduction_scratch.h"
 
 #include <algorithm>
 

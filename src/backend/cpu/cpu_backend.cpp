@@ -1,4 +1,4 @@
-#include "runtime/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 
 #include <chrono>
 #include <cstring>

@@ -1,6 +1,5 @@
-#include "model/head.h"
-
-#include "model/cpu_ops.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_stages.h"
 #include "model/head_impl.h"
 
 namespace ms {

@@ -1,15 +1,15 @@
-#include "plan/device_plan.h"
+#include "runtime/arena.h"
 
 #include <algorithm>
 #include <functional>
 #include <iterator>
 
 #include "core/check.h"
+#include "model/flops.h"
 #include "model/model.h"
 #include "model/param_table.h"
 #include "model/workspace.h"
-#include "ops/reduction_scratch.h"
-#include "plan/flops.h"
+#include "runtime/reduction_scratch.h"
 
 namespace ms {
 namespace {

@@ -1,7 +1,6 @@
-#include "model/block.h"
-
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_stages.h"
 #include "model/block_impl.h"
-#include "model/cpu_ops.h"
 
 namespace ms {
 

@@ -1,5 +1,5 @@
 // The CPU backend's stage runner: f32 weights and activations in host memory, the CPU kernels
-// (model/block.h, stem.h, head.h), each stage run on the compute stream's worker thread.
+// (backend/cpu/cpu_stages.h), each stage run on the compute stream's worker thread.
 #pragma once
 #include "runtime/stage_runner.h"
 

@@ -1,4 +1,4 @@
-#include "plan/flops.h"
+#include "model/flops.h"
 
 #include <algorithm>
 

@@ -1,7 +1,8 @@
-#include "runtime/cpu_stage_runner.h"
+#include "backend/cpu/cpu_stage_runner.h"
 
 #include <algorithm>
 
+#include "backend/cpu/cpu_stages.h"
 #include "model/workspace.h"
 #include "ops/mse_loss.h"
 

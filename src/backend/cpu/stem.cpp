@@ -1,6 +1,5 @@
-#include "model/stem.h"
-
-#include "model/cpu_ops.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_stages.h"
 #include "model/stem_impl.h"
 
 namespace ms {

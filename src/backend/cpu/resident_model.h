@@ -1,0 +1,41 @@
+// The whole model resident in memory on the CPU, stage after stage (backend/cpu/cpu_stages.h): the reference the
+// streamed runtime is bit-identical to, and the --offload none training path of the CPU backend.
+#pragma once
+#include <cstdint>
+
+#include "core/aligned.h"
+#include "model/config.h"
+#include "model/dims.h"
+#include "model/model.h"
+#include "model/param_table.h"
+
+namespace ms {
+
+template <class T>
+class ResidentModel {
+ public:
+  ResidentModel(const ModelConfig& c, const ModelDims& d);
+
+  // params [table.total()] laid out by ParamTable. latents [B, in_dim, F, H, W], t [B] (0..1000),
+  // context [B, Lc, text_dim] -> velocity [B, out_dim, F, H, W].
+  void forward(const T* params, const T* latents, const T* t, const T* context, T* velocity);
+  // After forward with the same params: grads [table.total()] += dL/dparams given dvelocity;
+  // dlatents [B, in_dim, F, H, W] and dcontext [B, Lc, text_dim] are written when non-null.
+  void backward(const T* params, const T* dvelocity, T* grads, T* dlatents, T* dcontext);
+
+  void set_probe(StageProbe<T> probe) { probe_ = std::move(probe); }
+
+  const ParamTable& table() const { return table_; }
+  const ModelDims& dims() const { return dims_; }
+  int64_t workspace_bytes() const { return int64_t(buffer_.size() * sizeof(T)); }
+
+ private:
+  ModelConfig cfg_;
+  ModelDims dims_;
+  ParamTable table_;
+  AlignedBuffer<T> buffer_;
+  ModelWorkspace<T> ws_;
+  StageProbe<T> probe_;
+};
+
+}  // namespace ms

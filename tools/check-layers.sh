@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The layers of src/ (docs/architecture.md), lowest first: a folder may include its own headers and those of the
+# folders listed for it, nothing above. CMake links each layer's library against the ones below only, so a call
+# that runs up fails to link; this catches what a link cannot see (templates, inline functions, types).
+# Run by ctest (Layers.IncludesRunDownOnly); exits 1 naming each include that runs up.
+set -euo pipefail
+cd "$(dirname "$0")/../src"
+declare -A allowed=(
+  [core]=""
+  [io]="core"
+  [ops]="core"
+  [model]="core io ops"
+  [runtime]="core io ops model"
+  [backend/cpu]="core io ops model runtime"
+  [backend/cuda]="core io ops model runtime backend/cpu"
+  [registry]="core io ops model runtime backend/cpu backend/cuda"
+  [data]="core io"
+  [eval]="core io"
+  [plan]="core io ops model runtime registry"
+  [sample]="core io ops model runtime backend/cpu data"
+  [train]="core io ops model runtime backend/cpu registry data plan sample"
+  [cli]="core io ops model runtime backend/cpu backend/cuda registry data eval plan sample train"
+)
+status=0
+while IFS= read -r file; do
+  folder=$(dirname "$file")
+  if [[ ! -v allowed[$folder] ]]; then
+    echo "check-layers: src/$file is in a folder with no layer (add src/$folder to tools/check-layers.sh)"
+    status=1
+    continue
+  fi
+  while IFS= read -r target; do
+    dep=$(dirname "$target")
+    [[ "$dep" == "$folder" || " ${allowed[$folder]} " == *" $dep "* ]] && continue
+    echo "check-layers: src/$file includes \"$target\": src/$folder may include only ${allowed[$folder]:-nothing} (and itself)"
+    status=1
+  done < <(sed -n 's/^#include "\([a-z_]*\(\/[a-z_]*\)*\/[^"]*\)".*/\1/p' "$file")
+done < <(find . -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) | sed 's|^\./||' | sort)
+exit $status
