@@ -32,7 +32,8 @@ inline Vec ref_linear(const Weights& W, const std::string& name, const Vec& x, i
   return y;
 }
 
-inline Vec ref_layernorm(const Vec& x, int64_t n, int64_t c, double eps, const Vec* w = nullptr, const Vec* b = nullptr) {
+inline Vec ref_layernorm(const Vec& x, int64_t n, int64_t c, double eps, const Vec* w = nullptr,
+                         const Vec* b = nullptr) {
   Vec y(x.size());
   for (int64_t i = 0; i < n; ++i) {
     double m = 0, v = 0;
@@ -70,7 +71,8 @@ inline Vec ref_attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, in
         double mx = -1e300, sum = 0;
         for (int64_t j = 0; j < lk; ++j) {
           double acc = 0;
-          for (int64_t c = 0; c < d; ++c) acc += q[((b * lq + i) * nh + n) * d + c] * k[((b * lk + j) * nh + n) * d + c];
+          for (int64_t c = 0; c < d; ++c)
+            acc += q[((b * lq + i) * nh + n) * d + c] * k[((b * lk + j) * nh + n) * d + c];
           s[j] = acc / std::sqrt(double(d));
           mx = std::max(mx, s[j]);
         }
@@ -296,9 +298,9 @@ inline Vec ref_forward(const ModelConfig& cfg, const Weights& W, const Vec& lat,
     ref_rope(k, B, f, h, w, nh, hd);
     const auto& at = cfg.attention;
     Vec att;
-    if (at.type == "dense") {
+    if (at.type == AttentionType::dense) {
       att = ref_attention(q, k, v, B, L, L, nh, hd);
-    } else if (at.type == "window") {
+    } else if (at.type == AttentionType::window) {
       att = ref_window_attention(q, k, v, B, f, h, w, nh, hd, at.window, at.shift && blk % 2 == 1);
     } else {  // dsa_fixed: offsets 0
       const Vec off = at.has_offsets() ? ref_dsa_offsets(cfg, W, p, xn, B, f, h, w)
@@ -311,8 +313,8 @@ inline Vec ref_forward(const ModelConfig& cfg, const Weights& W, const Vec& lat,
         for (int64_t kk = 0; kk < D; ++kk) x[(b * L + l) * D + kk] += y[(b * L + l) * D + kk] * m(b, 2, kk);
     Vec xc = ref_layernorm(x, N, D, eps, &W.at(p + "norm3.weight"), &W.at(p + "norm3.bias"));
     Vec qc = ref_rms(ref_linear(W, p + "cross_attn.q", xc, N, D, D), W.at(p + "cross_attn.norm_q.weight"), N, D, eps);
-    Vec kc = ref_rms(ref_linear(W, p + "cross_attn.k", ctx, B * Lt, D, D), W.at(p + "cross_attn.norm_k.weight"),
-                     B * Lt, D, eps);
+    Vec kc = ref_rms(ref_linear(W, p + "cross_attn.k", ctx, B * Lt, D, D), W.at(p + "cross_attn.norm_k.weight"), B * Lt,
+                     D, eps);
     Vec vc = ref_linear(W, p + "cross_attn.v", ctx, B * Lt, D, D);
     Vec yc = ref_linear(W, p + "cross_attn.o", ref_attention(qc, kc, vc, B, L, Lt, nh, hd), N, D, D);
     for (size_t i = 0; i < x.size(); ++i) x[i] += yc[i];

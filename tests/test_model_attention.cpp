@@ -1,5 +1,7 @@
 // The model with each local self-attention type of DESIGN §4 (window, dsa, dsa_fixed): forward against the
 // independent reference, float64 finite differences for every gradient, DSA's parameters and initialisation.
+#include <nlohmann/json.hpp>
+
 #include "core/check.h"
 #include "model/init.h"
 #include "model_case.h"
@@ -10,7 +12,7 @@ namespace {
 // Two blocks so that block 1 shifts its windows; G = 1 < 2 heads for dsa; windows not dividing the 3 x 3 x 4 grid.
 ModelConfig attention_config(const std::string& type) {
   ModelConfig c = small_config();
-  c.attention.type = type;
+  c.attention.type = parse_attention_type(type, "test");
   c.attention.window = type == "window" ? std::array<int64_t, 3>{2, 2, 3} : std::array<int64_t, 3>{2, 3, 2};
   c.attention.shift = true;
   c.attention.offset_groups = 1;
@@ -89,11 +91,11 @@ TEST(ModelAttention, DsaAddsTheOffsetNetworkParameters) {
   const ModelConfig dense = preset_config("wan2.1-1.3b");
   for (const char* type : {"window", "dsa_fixed"}) {
     ModelConfig c = dense;
-    c.attention.type = type;
+    c.attention.type = parse_attention_type(type, "test");
     EXPECT_EQ(ParamTable(c).total(), ParamTable(dense).total()) << type;
   }
   ModelConfig c = dense;
-  c.attention.type = "dsa";
+  c.attention.type = AttentionType::dsa;
   c.attention.offset_groups = 4;
   const ParamTable t(c);
   const int64_t D = c.dim, M = 4 * 27 * 3;
@@ -122,8 +124,22 @@ TEST(ModelAttention, ConfigRejectsBadAttentionValues) {
   EXPECT_NE(message([](AttentionConfig& a) { a.offset_range[0] = -1; }).find("is -1"), std::string::npos);
   EXPECT_NE(message([](AttentionConfig& a) { a.offset_groups = 3; }).find("offset_groups 3 must divide num_heads 2"),
             std::string::npos);
-  EXPECT_NE(message([](AttentionConfig& a) { a.type = "swin"; }).find("'swin'"), std::string::npos);
-  EXPECT_EQ(message([](AttentionConfig& a) { a.type = "dsa_fixed", a.offset_range = {0, 0, 0}; }), "no error");
+  EXPECT_EQ(message([](AttentionConfig& a) {
+              a.type = AttentionType::dsa_fixed, a.offset_range = {0, 0, 0};
+            }),
+            "no error");
+  // An unknown type is refused where it is parsed, naming it and the choices.
+  nlohmann::json j = config_to_json(attention_config("dsa"));
+  j["attention"]["type"] = "swin";
+  std::string what = "no error";
+  try {
+    config_from_json(j, "c.json");
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("c.json: attention.type 'swin' is unknown; use dense, window, dsa or dsa_fixed"),
+            std::string::npos)
+      << what;
 }
 
 }  // namespace ms::test

@@ -115,7 +115,7 @@ TEST(Plan, AttentionFlops) {
   PlanInputs in = paper_105b();
   in.video.frames = 64;
   auto attention = [&](const char* type) {
-    in.model.attention.type = type;
+    in.model.attention.type = parse_attention_type(type, "test");
     return make_plan(in).flops.attention;
   };
   const double dense = attention("dense"), dsa = attention("dsa"), fixed = attention("dsa_fixed");
@@ -137,15 +137,15 @@ TEST(Plan, ResidentArenaMatchesTheResidentRunner) {
   ModelConfig c = preset_config("tiny");
   cases.push_back({c, 2, 6, 24, 24});
   cases.push_back({c, 1, 3, 8, 12});
-  c.attention.type = "dsa";
+  c.attention.type = AttentionType::dsa;
   cases.push_back({c, 1, 4, 6, 8});
-  c.attention.type = "window";
+  c.attention.type = AttentionType::window;
   c.num_layers = 5;
   cases.push_back({c, 3, 2, 4, 4});
   c = preset_config("tiny");
   c.patch_size = {2, 2, 2};
   c.in_dim = c.out_dim = 5;
-  c.attention.type = "dsa_fixed";
+  c.attention.type = AttentionType::dsa_fixed;
   cases.push_back({c, 1, 4, 8, 6});
   ArenaOptions o;
   o.resident = true;

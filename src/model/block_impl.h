@@ -73,9 +73,9 @@ template <class Ops>
 void self_attention_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Weights<Ops>& w,
                             const Acts<Ops>& a) {
   const auto& at = c.attention;
-  if (at.type == "dense") {
+  if (at.type == AttentionType::dense) {
     ops.attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, {d.B, d.L, d.L, c.num_heads, c.head_dim()});
-  } else if (at.type == "window") {
+  } else if (at.type == AttentionType::window) {
     ops.window_attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, video_dims(c, d), at.window,
                                  window_shifted(c, index));
   } else {  // dsa, dsa_fixed
@@ -91,10 +91,10 @@ template <class Ops, class A = typename Ops::Act>
 void self_attention_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Acts<Ops>& a,
                              const A* dattn, A* dq, A* dk, A* dv, A* doff) {
   const auto& at = c.attention;
-  if (at.type == "dense") {
+  if (at.type == AttentionType::dense) {
     ops.attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, dattn, dq, dk, dv,
                            {d.B, d.L, d.L, c.num_heads, c.head_dim()});
-  } else if (at.type == "window") {
+  } else if (at.type == AttentionType::window) {
     ops.window_attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, dattn, dq, dk, dv, video_dims(c, d), at.window,
                                   window_shifted(c, index));
   } else {

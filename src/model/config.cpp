@@ -2,10 +2,9 @@
 
 #include <fstream>
 #include <limits>
-#include <type_traits>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
+#include <type_traits>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -14,9 +13,32 @@
 
 namespace ms {
 
+const char* attention_name(AttentionType t) {
+  switch (t) {
+    case AttentionType::dense:
+      return "dense";
+    case AttentionType::window:
+      return "window";
+    case AttentionType::dsa:
+      return "dsa";
+    case AttentionType::dsa_fixed:
+      return "dsa_fixed";
+  }
+  MS_FAIL("unreachable: attention type ", int(t));
+}
+
+std::ostream& operator<<(std::ostream& os, AttentionType t) { return os << attention_name(t); }
+
+AttentionType parse_attention_type(const std::string& name, const std::string& where) {
+  for (AttentionType t : {AttentionType::dense, AttentionType::window, AttentionType::dsa, AttentionType::dsa_fixed})
+    if (name == attention_name(t)) return t;
+  MS_FAIL(where, " ", quote_text(name), " is unknown; use dense, window, dsa or dsa_fixed");
+}
+
 void ModelConfig::validate() const {
   if (model_type != "t2v")
-    MS_FAIL("model_type ", quote_text(model_type), " is not supported: megaslide trains Wan2.1 text-to-video (t2v) models only");
+    MS_FAIL("model_type ", quote_text(model_type),
+            " is not supported: megaslide trains Wan2.1 text-to-video (t2v) models only");
   auto positive = [](const char* name, int64_t v) {
     if (v <= 0) MS_FAIL("config: ", name, " must be positive, got ", v);
   };
@@ -37,9 +59,6 @@ void ModelConfig::validate() const {
   if (freq_dim % 2) MS_FAIL("config: freq_dim ", freq_dim, " must be even");
   if (!(eps > 0)) MS_FAIL("config: eps must be positive, got ", eps);
   const auto& a = attention;
-  static const std::set<std::string> types{"dense", "window", "dsa", "dsa_fixed"};
-  if (!types.count(a.type))
-    MS_FAIL("config: attention.type ", quote_text(a.type), " is unknown; use dense, window, dsa or dsa_fixed");
   static const char* axes[3] = {"t", "h", "w"};
   for (size_t i = 0; i < 3; ++i)
     if (a.window[i] <= 0)
@@ -86,7 +105,8 @@ bool representable(const nlohmann::json& v) {
 template <class T>
 T get(const nlohmann::json& j, const char* key, const std::string& source, T fallback) {
   if (!j.contains(key)) return fallback;
-  if (!representable<T>(j.at(key))) MS_FAIL(source, ": '", key, "' has the wrong type or size (", escape_text(j.at(key).dump()), ")");
+  if (!representable<T>(j.at(key)))
+    MS_FAIL(source, ": '", key, "' has the wrong type or size (", escape_text(j.at(key).dump()), ")");
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
@@ -97,7 +117,8 @@ T get(const nlohmann::json& j, const char* key, const std::string& source, T fal
 AttentionConfig attention_from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) MS_FAIL(source, ": 'attention' must be an object");
   AttentionConfig a;
-  a.type = get(j, "type", source, a.type);
+  a.type =
+      parse_attention_type(get(j, "type", source, std::string(attention_name(a.type))), source + ": attention.type");
   a.window = get(j, "window", source, a.window);
   a.shift = get(j, "shift", source, a.shift);
   a.offset_groups = get(j, "offset_groups", source, a.offset_groups);
@@ -132,11 +153,13 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
     MS_FAIL(source, ": cross_attn_norm=false is not supported (Wan2.1 uses true)");
   auto ws = get(j, "window_size", source, std::array<int64_t, 2>{-1, -1});
   if (ws[0] != -1 || ws[1] != -1)
-    MS_FAIL(source, ": window_size other than [-1, -1] is not supported; use the 'attention' object for local attention");
+    MS_FAIL(source,
+            ": window_size other than [-1, -1] is not supported; use the 'attention' object for local attention");
   static const std::set<std::string> known{
-      "model_type", "dim",       "ffn_dim", "num_heads", "num_layers",  "in_dim",           "out_dim",
-      "text_len",   "text_dim",  "freq_dim", "eps",      "patch_size",  "attention",        "qk_norm",
-      "cross_attn_norm", "window_size", "_class_name", "_diffusers_version", "_name_or_path"};
+      "model_type",   "dim",      "ffn_dim",         "num_heads",   "num_layers",  "in_dim",
+      "out_dim",      "text_len", "text_dim",        "freq_dim",    "eps",         "patch_size",
+      "attention",    "qk_norm",  "cross_attn_norm", "window_size", "_class_name", "_diffusers_version",
+      "_name_or_path"};
   std::string unknown;
   for (const auto& [k, v] : j.items())
     if (!known.count(k)) unknown += (unknown.empty() ? "" : ", ") + quote_text(k);
@@ -164,7 +187,10 @@ nlohmann::json config_to_json(const ModelConfig& c) {
                    {"text_dim", c.text_dim},    {"freq_dim", c.freq_dim},     {"eps", c.eps},
                    {"patch_size", c.patch_size}};
   const auto& a = c.attention;
-  j["attention"] = {{"type", a.type}, {"window", a.window}, {"shift", a.shift}, {"offset_groups", a.offset_groups},
+  j["attention"] = {{"type", attention_name(a.type)},
+                    {"window", a.window},
+                    {"shift", a.shift},
+                    {"offset_groups", a.offset_groups},
                     {"offset_range", a.offset_range}};
   return j;
 }

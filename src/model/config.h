@@ -2,22 +2,34 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <iosfwd>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
 namespace ms {
 
+// The self-attention core of every block (docs/attention.md).
+enum class AttentionType { dense, window, dsa, dsa_fixed };
+
+// Its name in configs, on the command line and in reports: dense, window, dsa, dsa_fixed.
+const char* attention_name(AttentionType t);
+std::ostream& operator<<(std::ostream& os, AttentionType t);
+// The type called `name`; any other name throws ms::Error naming `where` and the choices.
+AttentionType parse_attention_type(const std::string& name, const std::string& where);
+
 struct AttentionConfig {
-  std::string type = "dense";                         // dense | window | dsa | dsa_fixed
+  AttentionType type = AttentionType::dense;
   std::array<int64_t, 3> window{3, 3, 3};             // kt, kh, kw (tokens)
   bool shift = true;                                  // window: shift odd blocks
   int64_t offset_groups = 0;                          // dsa: G; 0 means num_heads
   std::array<double, 3> offset_range{1.0, 2.0, 2.0};  // dsa: max |offset| per axis (t, h, w), tokens
 
-  int64_t slots() const { return window[0] * window[1] * window[2]; }   // P, DSA sample slots per query
-  bool has_offsets() const { return type == "dsa"; }                    // the offset network exists
-  bool is_dsa() const { return type == "dsa" || type == "dsa_fixed"; }  // run by the DSA kernels
+  int64_t slots() const { return window[0] * window[1] * window[2]; }  // P, DSA sample slots per query
+  bool has_offsets() const { return type == AttentionType::dsa; }      // the offset network exists
+  bool is_dsa() const {                                                // run by the DSA kernels
+    return type == AttentionType::dsa || type == AttentionType::dsa_fixed;
+  }
 };
 
 struct ModelConfig {

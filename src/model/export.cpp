@@ -78,7 +78,7 @@ const char* save_format_name(SaveFormat f) {
 }
 
 std::string attention_export_warning(const ModelConfig& config, SaveFormat format) {
-  if (format == SaveFormat::megaslide || config.attention.type == "dense") return {};
+  if (format == SaveFormat::megaslide || config.attention.type == AttentionType::dense) return {};
   return cat("the model uses ", config.attention.type, " attention, but Wan, diffusers and ComfyUI run dense ",
              "attention and ignore its attention config", config.attention.has_offsets() ? " and offset network" : "",
              ": in those tools it will not behave as trained here");

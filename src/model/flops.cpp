@@ -35,7 +35,7 @@ Split forward_split(const ModelConfig& c, const ModelDims& d) {
 }  // namespace
 
 double self_attention_keys(const ModelConfig& c, const ModelDims& d) {
-  if (c.attention.type == "dense") return double(d.L);
+  if (c.attention.type == AttentionType::dense) return double(d.L);
   const int64_t ext[3] = {d.f, d.h, d.w};
   double keys = 1;
   for (size_t i = 0; i < 3; ++i) keys *= double(std::min(c.attention.window[i], ext[i]));

@@ -150,7 +150,7 @@ nlohmann::json config_to_diffusers(const ModelConfig& c) {
                    {"text_dim", c.text_dim}};
   // Not diffusers keys (it ignores them, with a warning); written only where they differ from what it assumes.
   if (c.text_len != 512) j["text_len"] = c.text_len;
-  if (c.attention.type != "dense") j["attention"] = config_to_json(c)["attention"];
+  if (c.attention.type != AttentionType::dense) j["attention"] = config_to_json(c)["attention"];
   return j;
 }
 

@@ -193,7 +193,7 @@ Traffic step_traffic(const ParamTable& t, const DevicePlan& dev, const ArenaOpti
 Plan make_plan(const PlanInputs& in) {
   Plan p = evaluate(in);
   if (!p.fits) p.suggestion = suggest(in, p);
-  if (p.in.model.attention.type == "dense")
+  if (p.in.model.attention.type == AttentionType::dense)
     p.notes.push_back(
         cat("dense attention is flash-style (online softmax): scores are never stored; a kernel that "
             "materialised one layer's scores would need ",

@@ -46,7 +46,7 @@ nlohmann::json plan_to_json(const Plan& p) {
         {"ffn_dim", c.ffn_dim},
         {"num_heads", c.num_heads},
         {"num_layers", c.num_layers},
-        {"attention", c.attention.type},
+        {"attention", attention_name(c.attention.type)},
         {"window", c.attention.window}}},
       {"hardware",
        {{"name", hw.name},
@@ -131,7 +131,7 @@ std::string plan_to_table(const Plan& p) {
   auto bytes = [](int64_t b) { return format_bytes(double(b)); };
   s += cat("model   dim ", c.dim, ", ffn ", c.ffn_dim, ", ", c.num_heads, " heads, ", c.num_layers, " blocks, ",
            c.attention.type, " attention",
-           c.attention.type == "dense"
+           c.attention.type == AttentionType::dense
                ? std::string()
                : cat(" ", c.attention.window[0], "x", c.attention.window[1], "x", c.attention.window[2]),
            "\n");

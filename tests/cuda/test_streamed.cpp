@@ -257,7 +257,7 @@ TEST(CudaStreamed, ArenaIsThePlanAndABudgetBelowItIsRefused) {
 TEST(CudaStreamed, AttentionOverTheKernelsLimitsIsRefusedWithAMessage) {
   MS_REQUIRE_GPU();
   ModelConfig c = streamed_config();
-  c.attention.type = "window";
+  c.attention.type = AttentionType::window;
   c.num_heads = 2;
   c.dim = 2 * 136;  // head dim 136
   const ModelDims d = ModelDims::make(c, 1, 3, 4, 6, 5);

@@ -28,8 +28,8 @@ const ModelConfig& with_gpu_attention(const ModelConfig& c) {
 
 std::string CudaStageRunner::refuses(const ModelConfig& c) {
   const auto& at = c.attention;
-  const int64_t hd = c.head_dim(), limit = at.type == "window" ? kFlashMaxHeadDim : kDsaMaxHeadDim;
-  if (at.type != "dense" && hd > limit)
+  const int64_t hd = c.head_dim(), limit = at.type == AttentionType::window ? kFlashMaxHeadDim : kDsaMaxHeadDim;
+  if (at.type != AttentionType::dense && hd > limit)
     return cat(at.type, " attention on the GPU takes head dims up to ", limit, ", not ", hd);
   if (at.is_dsa() && at.slots() > kDsaMaxSlots)
     return cat("dsa on the GPU takes windows of up to ", kDsaMaxSlots, " slots, not ", at.slots());
