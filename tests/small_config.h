@@ -27,7 +27,7 @@ inline ModelConfig small_config() {
 // c with self-attention `type` over `window` (offset_groups for dsa: 0 means one group per head), validated.
 inline ModelConfig with_attention(ModelConfig c, const std::string& type, const std::array<int64_t, 3>& window,
                                   int64_t offset_groups = 0) {
-  c.attention.type = parse_attention_type(type, "test");
+  c.attention.type = parse_name<AttentionType>(type, "test");
   c.attention.window = window;
   c.attention.offset_groups = offset_groups;
   c.validate();

@@ -163,7 +163,7 @@ TEST(ForwardCli, BackwardRunsEveryAttentionTypeFromADenseCheckpoint) {
   for (const char* type : {"dense", "window", "dsa", "dsa_fixed"}) {
     const std::filesystem::path dir = t.path / type;
     std::filesystem::create_directories(dir);
-    c.attention.type = parse_attention_type(type, "test");
+    c.attention.type = parse_name<AttentionType>(type, "test");
     std::ofstream((dir / "config.json").string()) << config_to_json(c).dump();
     write_safetensors((dir / "model.safetensors").string(), refs);
     const CliResult r = run_cli("forward --backward --model " + dir.string() + " --inputs " + t.file("in.safetensors") +

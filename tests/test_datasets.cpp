@@ -83,7 +83,7 @@ TEST(LatentCache, ReadsFilesAndChecksTheModel) {
   EXPECT_TRUE(saw_a);
   // Fatal: the NaN file stops the run, naming it.
   DataOptions fatal = latent_options(toml);
-  fatal.on_bad_data = "fatal";
+  fatal.on_bad_data = BadDataPolicy::fatal;
   std::string e = error_of([&] { open_dataset(fatal); });
   EXPECT_NE(e.find("c.safetensors': latents [4, 2, 6, 10] differ from the clip shape [4, 3, 6, 10]"), std::string::npos)
       << e;
@@ -231,7 +231,7 @@ TEST(VideoClips, SkipOrStopOnBadFiles) {
     EXPECT_NE(log.find(name), std::string::npos) << name << " in " << log;
   for (int64_t i = 0; i < 4; ++i) EXPECT_NE(data->get(i).caption, "junk");
   DataOptions fatal = video_options(toml);
-  fatal.on_bad_data = "fatal";
+  fatal.on_bad_data = BadDataPolicy::fatal;
   const std::string e = error_of([&] { open_dataset(fatal); });
   EXPECT_NE(e.find("v2.mp4"), std::string::npos) << e;
   EXPECT_NE(e.find("--on-bad-data fatal"), std::string::npos) << e;

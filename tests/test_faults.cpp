@@ -44,9 +44,8 @@ TEST(Faults, NanGradientsSkipTheStepAndLeaveTheStateUntouched) {
     TempDir dir;
     TrainOptions o = small_run(dir.file("run"), 3);
     o.save_every = 1;
-    o.offload = offload;
-    o.inject_nan_grad = 2;
-    TrainSummary s = train(o);
+    o.offload = parse_name<Offload>(offload, "test");
+    TrainSummary s = train(o, {.inject_nan_grad = 2});
     EXPECT_EQ(s.skipped, 1) << offload;
     for (const char* f : {"model.safetensors", "optimizer.safetensors"})
       EXPECT_EQ(read_file(o.out + "/step-00000001/" + f), read_file(o.out + "/step-00000002/" + f)) << offload << f;
@@ -187,10 +186,9 @@ TEST(Faults, ImmediateScheduleSkipsOnlyTheStageWithNonFiniteGradients) {
     TempDir dir;
     TrainOptions o = small_run(dir.file("run"), 2);
     o.save_every = 1;
-    o.offload = offload;
-    o.optimizer_schedule = "immediate";
-    o.inject_nan_grad = 2;  // poisons the stem's gradients of step 2
-    EXPECT_EQ(train(o).skipped, 1) << offload;
+    o.offload = parse_name<Offload>(offload, "test");
+    o.optimizer_schedule = OptimizerSchedule::immediate;
+    EXPECT_EQ(train(o, {.inject_nan_grad = 2}).skipped, 1) << offload;  // poisons the stem's gradients of step 2
     SafetensorsFile a = SafetensorsFile::open(o.out + "/step-00000001/optimizer.safetensors");
     SafetensorsFile b = SafetensorsFile::open(o.out + "/step-00000002/optimizer.safetensors");
     auto bytes = [](const SafetensorsFile& f, const std::string& name) {

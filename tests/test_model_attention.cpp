@@ -12,7 +12,7 @@ namespace {
 // Two blocks so that block 1 shifts its windows; G = 1 < 2 heads for dsa; windows not dividing the 3 x 3 x 4 grid.
 ModelConfig attention_config(const std::string& type) {
   ModelConfig c = small_config();
-  c.attention.type = parse_attention_type(type, "test");
+  c.attention.type = parse_name<AttentionType>(type, "test");
   c.attention.window = type == "window" ? std::array<int64_t, 3>{2, 2, 3} : std::array<int64_t, 3>{2, 3, 2};
   c.attention.shift = true;
   c.attention.offset_groups = 1;
@@ -91,7 +91,7 @@ TEST(ModelAttention, DsaAddsTheOffsetNetworkParameters) {
   const ModelConfig dense = preset_config("wan2.1-1.3b");
   for (const char* type : {"window", "dsa_fixed"}) {
     ModelConfig c = dense;
-    c.attention.type = parse_attention_type(type, "test");
+    c.attention.type = parse_name<AttentionType>(type, "test");
     EXPECT_EQ(ParamTable(c).total(), ParamTable(dense).total()) << type;
   }
   ModelConfig c = dense;

@@ -115,7 +115,7 @@ TEST(Plan, AttentionFlops) {
   PlanInputs in = paper_105b();
   in.video.frames = 64;
   auto attention = [&](const char* type) {
-    in.model.attention.type = parse_attention_type(type, "test");
+    in.model.attention.type = parse_name<AttentionType>(type, "test");
     return make_plan(in).flops.attention;
   };
   const double dense = attention("dense"), dsa = attention("dsa"), fixed = attention("dsa_fixed");

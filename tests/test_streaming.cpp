@@ -131,7 +131,7 @@ TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
   auto run = [&](const std::string& name, const std::string& schedule) {
     TrainOptions o = small_run(dir.file(name + "-" + schedule), 4);
     o.model = dir.file("model");
-    o.optimizer_schedule = schedule;
+    o.optimizer_schedule = parse_name<OptimizerSchedule>(schedule, "test");
     o.grad_clip = 0.05;  // small enough to clip: the clipping path is part of the comparison
     return o;
   };
@@ -140,8 +140,8 @@ TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
     const TrainOptions resident = run("resident", schedule);
     train(resident);
     for (int k : {2, 3, 6}) {
-      TrainOptions o = run("k" + std::to_string(k), schedule);
-      o.offload = "stream";
+      TrainOptions o = run(cat("k", k), schedule);
+      o.offload = Offload::stream;
       o.prefetch = k;
       if (k == 2) o.device_memory = weights_f32 * 9 / 10;  // a budget smaller than the model's weights
       o.offload_activations = k == 3;                      // checkpoints through host memory
@@ -173,9 +173,9 @@ TEST(Streaming, ResumeOfAStreamedRunIsBitIdentical) {
   for (const char* schedule : {"deferred", "immediate"}) {
     TrainOptions a = small_run(dir.file(std::string("a-") + schedule), 4);
     TrainOptions b = small_run(dir.file(std::string("b-") + schedule), 2);
-    a.offload = b.offload = "stream";
+    a.offload = b.offload = Offload::stream;
     a.link_gbps = b.link_gbps = 50;
-    a.optimizer_schedule = b.optimizer_schedule = schedule;
+    a.optimizer_schedule = b.optimizer_schedule = parse_name<OptimizerSchedule>(schedule, "test");
     a.grad_clip = b.grad_clip = 0.05;
     train(a);
     train(b);
@@ -188,7 +188,7 @@ TEST(Streaming, BudgetTooSmallRefusesToStartAndNamesTheMinimum) {
   QuietLogs quiet;
   TempDir dir;
   TrainOptions o = small_run(dir.file("run"), 1);
-  o.offload = "stream";
+  o.offload = Offload::stream;
   o.device_memory = 1 << 20;
   try {
     train(o);
@@ -203,7 +203,7 @@ TEST(Streaming, TraceHasOneTrackPerStream) {
   QuietLogs quiet;
   TempDir dir;
   TrainOptions o = small_run(dir.file("run"), 2);
-  o.offload = "stream";
+  o.offload = Offload::stream;
   o.trace = dir.file("trace.json");
   train(o);
   auto j = nlohmann::json::parse(read_file(o.trace));

@@ -48,7 +48,7 @@ void bench_train(const BenchTrainArgs& a) {
   const double achieved = s.tokens_per_second / double(d.N()) * f.total();
   nlohmann::json r{{"model", o.model},
                    {"config", o.config},
-                   {"attention", attention_name(c.attention.type)},
+                   {"attention", name_of(c.attention.type)},
                    {"tokens_per_step", d.N()},
                    {"steps", s.steps_run},
                    {"threads", num_threads()},
@@ -63,7 +63,7 @@ void bench_train(const BenchTrainArgs& a) {
     return;
   }
   std::printf("bench train: %s (%s, %s attention, %lld tokens/step, %d threads, %lld steps)\n",
-              o.config.empty() ? "default job" : o.config.c_str(), o.model.c_str(), attention_name(c.attention.type),
+              o.config.empty() ? "default job" : o.config.c_str(), o.model.c_str(), name_of(c.attention.type),
               static_cast<long long>(d.N()), num_threads(), static_cast<long long>(s.steps_run));
   std::printf("  tokens/s            %10.0f\n", s.tokens_per_second);
   std::printf("  achieved GFLOP/s    %10.2f  (%.2f GFLOP/step, %.0f%% attention)\n", achieved / 1e9, f.total() / 1e9,

@@ -41,11 +41,11 @@ double boundary_bytes(const ModelConfig& c) {
 }
 
 // Median step seconds of a run of the default job (the first step, which warms up, is left out).
-double step_seconds(TrainOptions o) {
+double step_seconds(TrainOptions o, const TrainHooks& hooks = {}) {
   o.out = (std::filesystem::temp_directory_path() / ("megaslide-bench-stream-" + std::to_string(::getpid()))).string();
   o.save_every = 0;
   std::filesystem::remove_all(o.out);
-  train(o);
+  train(o, hooks);
   std::ifstream m(o.out + "/metrics.jsonl");
   std::vector<double> secs;
   for (std::string line; std::getline(m, line);) secs.push_back(nlohmann::json::parse(line)["seconds"].get<double>());
@@ -68,7 +68,7 @@ void bench_stream(const BenchStreamArgs& a) {
   set_log_level(LogLevel::warn);
   TrainOptions base;
   base.steps = std::max<int64_t>(a.steps, 3);
-  base.offload = "stream";
+  base.offload = Offload::stream;
   ModelConfig cfg = preset_config(base.model);
   const std::string config_path =
       (std::filesystem::temp_directory_path() / ("megaslide-bench-stream-" + std::to_string(::getpid()) + ".json"))
@@ -91,11 +91,8 @@ void bench_stream(const BenchStreamArgs& a) {
     TrainOptions o = base;
     o.link_gbps = gbps;
     const double overlapped = step_seconds(o);
-    o.transfer_only = true;
-    const double transfer = step_seconds(o);  // the same schedule with every compute op empty
-    o.transfer_only = false;
-    o.serialize = true;
-    const double serialised = step_seconds(o);
+    const double transfer = step_seconds(o, {.skip_compute = true});  // the same schedule, every compute op empty
+    const double serialised = step_seconds(o, {.serialize = true});
     const double boundary = boundary_bytes(cfg) / (gbps * 1e9);
     const bool compute_bound = compute >= transfer;
     runs.push_back(

@@ -25,7 +25,7 @@ struct ConvertArgs {
 };
 
 void run_convert(const ConvertArgs& a) {
-  const SaveFormat format = parse_save_format(a.to, "--to");
+  const SaveFormat format = parse_name<SaveFormat>(a.to, "--to");
   DType forced = DType::bf16;
   const bool force = !a.dtype.empty();
   if (force && a.dtype != "bf16" && a.dtype != "f16" && a.dtype != "f32")
@@ -93,7 +93,7 @@ void run_convert(const ConvertArgs& a) {
     fs::remove_all(tmp, ec);
     throw;
   }
-  log_info("wrote ", a.out, " (", save_format_name(format), ", ", tensors.size(), " tensors)");
+  log_info("wrote ", a.out, " (", name_of(format), ", ", tensors.size(), " tensors)");
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ ModelConfig plan_model(const PlanArgs& a) {
 PlanInputs plan_inputs(const PlanArgs& a) {
   PlanInputs in;
   in.model = plan_model(a);
-  if (!a.attention.empty()) in.model.attention.type = parse_attention_type(a.attention, "--attention");
+  if (!a.attention.empty()) in.model.attention.type = parse_name<AttentionType>(a.attention, "--attention");
   if (!a.window.empty()) in.model.attention.window = parse_triple(a.window, "--window");
   if (a.offset_groups) in.model.attention.offset_groups = *a.offset_groups;
   in.video = {a.batch, a.frames, a.height, a.width, parse_triple(a.vae_stride, "--vae-stride")};

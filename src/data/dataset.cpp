@@ -52,14 +52,12 @@ std::unique_ptr<Dataset> open_toml(const DataOptions& o) {
   if (shape.frames == 0) MS_FAIL("'", file.path, "' sets no target_frames; add target_frames = N or pass --frames N");
   if (shape.height == 0 || shape.width == 0)
     MS_FAIL("'", file.path, "' sets no resolution; add resolution = [W, H] in [general] or pass --width and --height");
-  return std::make_unique<VideoClips>(file, videos, shape, o.on_bad_data == "fatal", o.seed);
+  return std::make_unique<VideoClips>(file, videos, shape, o.on_bad_data == BadDataPolicy::fatal, o.seed);
 }
 
 }  // namespace
 
 std::unique_ptr<Dataset> open_dataset(const DataOptions& o) {
-  if (o.on_bad_data != "skip" && o.on_bad_data != "fatal")
-    MS_FAIL("--on-bad-data '", o.on_bad_data, "' is unknown; use skip or fatal");
   std::unique_ptr<Dataset> d;
   if (o.source == "synthetic") {
     d = std::make_unique<Synthetic>(SyntheticShapesConfig{o.frames > 0 ? o.frames : 6, o.height > 0 ? o.height : 24,

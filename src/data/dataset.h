@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
+
 namespace ms {
 
 // The clip shape every sample of a dataset has: the model's input layout [C, F, H, W].
@@ -29,10 +31,18 @@ class Dataset {
   virtual DataSample get(int64_t index) = 0;
 };
 
+// What an unreadable, corrupt or too-short data file does: skip (logged, left out) or fatal (the run stops).
+enum class BadDataPolicy { skip, fatal };
+template <>
+struct EnumNames<BadDataPolicy> {
+  static constexpr std::array<EnumName<BadDataPolicy>, 2> values{
+      {{BadDataPolicy::skip, "skip"}, {BadDataPolicy::fatal, "fatal"}}};
+};
+
 struct DataOptions {
   std::string source = "synthetic";  // synthetic | moving-mnist | path to a dataset .toml
   std::string mnist_dir;             // moving-mnist: the IDX files ("": $MEGASLIDE_DATA or ~/.cache/megaslide)
-  std::string on_bad_data = "skip";  // skip | fatal: an unreadable, corrupt or too-short file
+  BadDataPolicy on_bad_data = BadDataPolicy::skip;  // an unreadable, corrupt or too-short file
   uint64_t seed = 0;
   int64_t frames = 0, height = 0, width = 0;            // requested clip size (0: the data's own)
   int64_t in_dim = 3, text_len = 512, text_dim = 4096;  // the model's

@@ -40,7 +40,7 @@ std::vector<float> finite_f32(const SafetensorsFile& f, const TensorEntry& e) {
 }  // namespace
 
 LatentCache::LatentCache(const DatasetFile& file, const std::vector<DatasetEntry>& entries, const DataOptions& o)
-    : ItemDataset(cat("dataset file '", file.path, "'"), o.on_bad_data == "fatal", o.seed),
+    : ItemDataset(cat("dataset file '", file.path, "'"), o.on_bad_data == BadDataPolicy::fatal, o.seed),
       shape_{o.in_dim, o.frames, o.height, o.width},
       batch_size_(file.batch_size),
       text_len_(o.text_len),

@@ -13,28 +13,6 @@
 
 namespace ms {
 
-const char* attention_name(AttentionType t) {
-  switch (t) {
-    case AttentionType::dense:
-      return "dense";
-    case AttentionType::window:
-      return "window";
-    case AttentionType::dsa:
-      return "dsa";
-    case AttentionType::dsa_fixed:
-      return "dsa_fixed";
-  }
-  MS_FAIL("unreachable: attention type ", int(t));
-}
-
-std::ostream& operator<<(std::ostream& os, AttentionType t) { return os << attention_name(t); }
-
-AttentionType parse_attention_type(const std::string& name, const std::string& where) {
-  for (AttentionType t : {AttentionType::dense, AttentionType::window, AttentionType::dsa, AttentionType::dsa_fixed})
-    if (name == attention_name(t)) return t;
-  MS_FAIL(where, " ", quote_text(name), " is unknown; use dense, window, dsa or dsa_fixed");
-}
-
 void ModelConfig::validate() const {
   if (model_type != "t2v")
     MS_FAIL("model_type ", quote_text(model_type),
@@ -118,7 +96,7 @@ AttentionConfig attention_from_json(const nlohmann::json& j, const std::string& 
   if (!j.is_object()) MS_FAIL(source, ": 'attention' must be an object");
   AttentionConfig a;
   a.type =
-      parse_attention_type(get(j, "type", source, std::string(attention_name(a.type))), source + ": attention.type");
+      parse_name<AttentionType>(get(j, "type", source, std::string(name_of(a.type))), source + ": attention.type");
   a.window = get(j, "window", source, a.window);
   a.shift = get(j, "shift", source, a.shift);
   a.offset_groups = get(j, "offset_groups", source, a.offset_groups);
@@ -187,7 +165,7 @@ nlohmann::json config_to_json(const ModelConfig& c) {
                    {"text_dim", c.text_dim},    {"freq_dim", c.freq_dim},     {"eps", c.eps},
                    {"patch_size", c.patch_size}};
   const auto& a = c.attention;
-  j["attention"] = {{"type", attention_name(a.type)},
+  j["attention"] = {{"type", name_of(a.type)},
                     {"window", a.window},
                     {"shift", a.shift},
                     {"offset_groups", a.offset_groups},

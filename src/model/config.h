@@ -2,21 +2,24 @@
 #pragma once
 #include <array>
 #include <cstdint>
-#include <iosfwd>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
+
+#include "core/enum_names.h"
 
 namespace ms {
 
 // The self-attention core of every block (docs/attention.md).
 enum class AttentionType { dense, window, dsa, dsa_fixed };
 
-// Its name in configs, on the command line and in reports: dense, window, dsa, dsa_fixed.
-const char* attention_name(AttentionType t);
-std::ostream& operator<<(std::ostream& os, AttentionType t);
-// The type called `name`; any other name throws ms::Error naming `where` and the choices.
-AttentionType parse_attention_type(const std::string& name, const std::string& where);
+template <>
+struct EnumNames<AttentionType> {  // in configs, on the command line and in reports
+  static constexpr std::array<EnumName<AttentionType>, 4> values{{{AttentionType::dense, "dense"},
+                                                                  {AttentionType::window, "window"},
+                                                                  {AttentionType::dsa, "dsa"},
+                                                                  {AttentionType::dsa_fixed, "dsa_fixed"}}};
+};
 
 struct AttentionConfig {
   AttentionType type = AttentionType::dense;

@@ -62,21 +62,6 @@ void write_sharded(const fs::path& dir, const std::vector<TensorRef>& tensors, i
 
 }  // namespace
 
-SaveFormat parse_save_format(const std::string& text, const std::string& what) {
-  for (SaveFormat f : {SaveFormat::megaslide, SaveFormat::wan, SaveFormat::diffusers})
-    if (text == save_format_name(f)) return f;
-  MS_FAIL(what, " '", text, "' is not a format; use megaslide, wan or diffusers");
-}
-
-const char* save_format_name(SaveFormat f) {
-  switch (f) {
-    case SaveFormat::megaslide: return "megaslide";
-    case SaveFormat::wan: return "wan";
-    case SaveFormat::diffusers: return "diffusers";
-  }
-  return "?";
-}
-
 std::string attention_export_warning(const ModelConfig& config, SaveFormat format) {
   if (format == SaveFormat::megaslide || config.attention.type == AttentionType::dense) return {};
   return cat("the model uses ", config.attention.type, " attention, but Wan, diffusers and ComfyUI run dense ",

@@ -17,9 +17,11 @@
 namespace ms {
 
 enum class SaveFormat { megaslide, wan, diffusers };
-
-SaveFormat parse_save_format(const std::string& text, const std::string& what);  // throws naming `what`
-const char* save_format_name(SaveFormat f);
+template <>
+struct EnumNames<SaveFormat> {
+  static constexpr std::array<EnumName<SaveFormat>, 3> values{
+      {{SaveFormat::megaslide, "megaslide"}, {SaveFormat::wan, "wan"}, {SaveFormat::diffusers, "diffusers"}}};
+};
 
 constexpr int64_t kShardBytes = 5'000'000'000;  // diffusers' and Hugging Face's default max_shard_size "5GB"
 

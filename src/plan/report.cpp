@@ -46,7 +46,7 @@ nlohmann::json plan_to_json(const Plan& p) {
         {"ffn_dim", c.ffn_dim},
         {"num_heads", c.num_heads},
         {"num_layers", c.num_layers},
-        {"attention", attention_name(c.attention.type)},
+        {"attention", name_of(c.attention.type)},
         {"window", c.attention.window}}},
       {"hardware",
        {{"name", hw.name},

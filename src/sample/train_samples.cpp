@@ -26,19 +26,6 @@ void validate(const TrainSampleOptions& o) {
     MS_FAIL("--sample-prompts '", o.prompts, "' holds no prompts; write one prompt a line");
 }
 
-nlohmann::json train_samples_to_json(const TrainSampleOptions& o) {
-  return {{"every", o.every}, {"prompts", o.prompts}, {"steps", o.steps}, {"format", o.format}};
-}
-
-TrainSampleOptions train_samples_from_json(const nlohmann::json& j) {
-  TrainSampleOptions o;
-  o.every = j.value("every", o.every);
-  o.prompts = j.value("prompts", o.prompts);
-  o.steps = j.value("steps", o.steps);
-  o.format = j.value("format", o.format);
-  return o;
-}
-
 std::vector<std::string> read_prompts(const std::string& path) {
   std::ifstream in(path);
   if (!in) MS_FAIL("cannot read prompts file '", path, "'; pass a text file with one prompt a line");

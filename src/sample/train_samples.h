@@ -21,9 +21,6 @@ struct TrainSampleOptions {
 // Throws ms::Error naming the bad value: a prompts file without --sample-every or the reverse, a
 // missing or empty prompts file, a non-positive step count, an unknown format.
 void validate(const TrainSampleOptions& o);
-nlohmann::json train_samples_to_json(const TrainSampleOptions& o);
-// Absent keys keep their defaults (runs saved before sampling existed).
-TrainSampleOptions train_samples_from_json(const nlohmann::json& j);
 
 // The non-blank lines of `path`, trimmed. Throws ms::Error when it cannot be read.
 std::vector<std::string> read_prompts(const std::string& path);

@@ -7,16 +7,14 @@
 namespace ms {
 
 void validate(const FlowConfig& c) {
-  if (c.sampling != "uniform" && c.sampling != "logit_normal" && c.sampling != "shift")
-    MS_FAIL("--timestep-sampling '", c.sampling, "' is unknown; use uniform, logit_normal or shift");
   if (!(c.shift > 0)) MS_FAIL("--shift must be positive, got ", c.shift);
   if (!(c.logit_std > 0)) MS_FAIL("--logit-std must be positive, got ", c.logit_std);
 }
 
 double sample_timestep(const FlowConfig& c, Rng& rng) {
-  if (c.sampling == "logit_normal") return 1.0 / (1.0 + std::exp(-(c.logit_mean + c.logit_std * rng.normal())));
+  if (c.sampling == TimestepSampling::logit_normal) return 1.0 / (1.0 + std::exp(-(c.logit_mean + c.logit_std * rng.normal())));
   const double u = rng.uniform();
-  if (c.sampling == "shift") return c.shift * u / (1.0 + (c.shift - 1.0) * u);
+  if (c.sampling == TimestepSampling::shift) return c.shift * u / (1.0 + (c.shift - 1.0) * u);
   return u;
 }
 

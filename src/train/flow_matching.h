@@ -3,17 +3,26 @@
 #include <cstdint>
 #include <string>
 
+#include "core/enum_names.h"
 #include "core/rng.h"
 
 namespace ms {
 
+enum class TimestepSampling { uniform, logit_normal, shift };
+template <>
+struct EnumNames<TimestepSampling> {
+  static constexpr std::array<EnumName<TimestepSampling>, 3> values{{{TimestepSampling::uniform, "uniform"},
+                                                                     {TimestepSampling::logit_normal, "logit_normal"},
+                                                                     {TimestepSampling::shift, "shift"}}};
+};
+
 struct FlowConfig {
-  std::string sampling = "uniform";          // uniform | logit_normal | shift
+  TimestepSampling sampling = TimestepSampling::uniform;
   double shift = 3.0;                        // shift: t' = s t / (1 + (s - 1) t), t uniform (Wan / SD3)
   double logit_mean = 0.0, logit_std = 1.0;  // logit_normal: t = sigmoid(N(mean, std))
 };
 
-// Throws ms::Error for an unknown sampling name or a non-positive shift / std.
+// Throws ms::Error for a non-positive shift / std.
 void validate(const FlowConfig& c);
 
 // A training timestep in (0, 1).

@@ -31,6 +31,7 @@
 #include "runtime/trace.h"
 #include "sample/train_samples.h"
 #include "train/checkpoint.h"
+#include "train/option_table.h"
 #include "train/progress.h"
 
 namespace fs = std::filesystem;
@@ -81,18 +82,18 @@ struct Batch {
 class Run {
  public:
   // opts: with the clip size and batch size resolved by open_training_data.
-  Run(const TrainOptions& opts, const ModelConfig& cfg, std::unique_ptr<Dataset> data)
+  Run(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg, std::unique_ptr<Dataset> data)
       : opts_(opts),
+        hooks_(hooks),
         cfg_(cfg),
         table_(cfg),
-        host_(table_, opts.optimizer_schedule == "immediate"
-                          ? (opts.offload == "stream" ? kStaging * table_.max_stage_numel() : 0)
+        host_(table_, opts.optimizer_schedule == OptimizerSchedule::immediate
+                          ? (opts.offload == Offload::stream ? kStaging * table_.max_stage_numel() : 0)
                           : table_.total()),
         dims_(ModelDims::make(cfg, opts.batch_size, opts.frames, opts.height, opts.width, cfg.text_len)),
-        data_(std::move(data)),
-        save_format_(parse_save_format(opts.save_format, "--save-format")) {
-    const std::string backend = resolve_backend(opts, cfg);  // cpu for --offload none
-    if (opts.offload == "stream") {
+        data_(std::move(data)) {
+    const std::string backend = resolve_backend(opts, hooks, cfg);  // cpu for --offload none
+    if (opts.offload == Offload::stream) {
       if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
       backend_ = make_backend(backend, opts.link_gbps, trace_.get());
       optimizer_stream_ = backend_->create_stream("optimizer", StreamKind::host);
@@ -101,13 +102,14 @@ class Run {
       if (host_.grads.size()) backend_->pin_host(host_.grads.data(), host_.grads.size() * 4);
       updated_.resize(table_.stages().size());
       streamed_ = std::make_unique<StreamedModel>(cfg, dims_, *backend_,
-                                                  StreamOptions{opts.prefetch, opts.device_memory, opts.serialize,
-                                                                opts.transfer_only, opts.offload_activations},
+                                                  StreamOptions{opts.prefetch, opts.device_memory, hooks.serialize,
+                                                                hooks.skip_compute, opts.offload_activations},
                                                   make_stage_runner(*backend_, cfg, dims_));
     } else {
       resident_ = std::make_unique<ResidentModel<float>>(cfg, dims_);
       params_ = AlignedBuffer<float>(size_t(table_.total()));
-      if (opts.optimizer_schedule == "immediate") resident_grads_ = AlignedBuffer<float>(size_t(table_.total()));
+      if (opts.optimizer_schedule == OptimizerSchedule::immediate)
+        resident_grads_ = AlignedBuffer<float>(size_t(table_.total()));
     }
     auto probe = [this](int64_t s, float* out, int64_t n) { probe_stage(s, out, n); };
     if (!streamed_)
@@ -161,7 +163,7 @@ class Run {
                                      {"device_arena_bytes", device_peak_bytes()},
                                      {"h2d_weight_bytes_per_step", streamed_ ? streamed_->uploaded_weights() * 2 : 0},
                                      {"prefetch", opts_.prefetch},
-                                     {"offload", opts_.offload},
+                                     {"offload", name_of(opts_.offload)},
                                      {"backend", backend_ ? backend_->name() : "cpu"}}
                               .dump(2) +
                           "\n");
@@ -170,7 +172,7 @@ class Run {
     log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ", dims_.N(),
              " tokens per step (", dims_.B, " x ", dims_.L, "); host state ", host_.bytes() >> 20, " MiB; ",
              num_threads(), " threads; backend ", backend_ ? backend_->name() : "cpu");
-    if (const std::string w = attention_export_warning(cfg_, save_format_); !w.empty())
+    if (const std::string w = attention_export_warning(cfg_, opts_.save_format); !w.empty())
       log_warn("--save-format ", opts_.save_format, ": ", w);
     Rng rng(state.rng_state);
     Progress progress(state.step, opts_.steps, opts_.log_every);
@@ -201,7 +203,7 @@ class Run {
           prepare_error = std::current_exception();
         }
       };
-      const bool immediate = opts_.optimizer_schedule == "immediate";
+      const bool immediate = opts_.optimizer_schedule == OptimizerSchedule::immediate;
       stage_sumsq_.assign(table_.stages().size(), 0.0);
       forward_check_ = ForwardCheck{t};
       const double loss = !fault.empty() ? skip_forward()
@@ -221,7 +223,7 @@ class Run {
         ++sum.skipped;
         const bool before_forward = !fault.empty();
         if (fault.empty()) fault = locate_nonfinite(loss, norm);
-        if (opts_.on_nonfinite == "stop")
+        if (opts_.on_nonfinite == NonFinitePolicy::stop)
           MS_FAIL("step ", t, ": ", fault, "; stopped (--on-nonfinite stop) without saving this step. ",
                   saved_step > 0 ? cat("The last checkpoint is ", opts_.out, "/latest (step ", saved_step, ")")
                                  : std::string("No checkpoint was saved"),
@@ -252,7 +254,7 @@ class Run {
       progress.update(t, loss, tps);
       if ((opts_.save_every > 0 && t % opts_.save_every == 0) || t == opts_.steps) {
         apply_pending();
-        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_), save_format_);
+        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_), opts_.save_format);
         saved_step = t;
       }
       if (sample_due(opts_.samples, t)) {
@@ -266,7 +268,7 @@ class Run {
       sum.interrupted = true;
       apply_pending();
       if (state.step > 0 && saved_step != state.step)
-        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_), save_format_);
+        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_), opts_.save_format);
       log_warn("interrupted after step ", state.step, "; checkpoint saved; continue with --resume ", opts_.out);
     }
     if (trace_) {
@@ -303,7 +305,7 @@ class Run {
   // Every stage's forward output passes here (StageProbe): the testing aid's NaN, then the finiteness check.
   void probe_stage(int64_t s, float* out, int64_t n) {
     ForwardCheck& c = forward_check_;
-    if (c.step == opts_.inject_nan_activation && s == cfg_.num_layers / 2 + 1)
+    if (c.step == hooks_.inject_nan_activation && s == cfg_.num_layers / 2 + 1)
       out[n / 2] = std::numeric_limits<float>::quiet_NaN();
     if (c.stage >= 0) return;
     if (const int64_t bad = count_nonfinite(out, n); bad > 0) c = {c.step, s, bad, n};
@@ -361,12 +363,12 @@ class Run {
   void make_batch(Batch& batch, int64_t position, Rng& rng) {
     const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
     for (int64_t b = 0; b < dims_.B; ++b) {
-      if (position + b == opts_.inject_data_error) MS_FAIL("data sample ", position + b, ": injected data error");
+      if (position + b == hooks_.inject_data_error) MS_FAIL("data sample ", position + b, ": injected data error");
       DataSample s = data_->get(position + b);
       MS_CHECK(int64_t(s.x0.size()) == clip, "data sample ", position + b, " has ", s.x0.size(), " values, expected ",
                clip);
       std::copy(s.x0.begin(), s.x0.end(), batch.x0.begin() + b * clip);
-      if (position + b == opts_.inject_inf_data)  // testing aid
+      if (position + b == hooks_.inject_inf_data)  // testing aid
         batch.x0[size_t(b * clip + clip / 2)] = std::numeric_limits<float>::infinity();
       float* context = batch.context.data() + b * ctx;  // [text_len, text_dim]
       if (s.context.empty()) {
@@ -448,7 +450,7 @@ class Run {
 
   // Sum of squares of stage s's gradients (poisoned first when --inject-nan-grad names this step).
   double checked_sumsq(size_t s, float* grads, int64_t t) {
-    if (t == opts_.inject_nan_grad && s == 0) grads[0] = std::numeric_limits<float>::quiet_NaN();
+    if (t == hooks_.inject_nan_grad && s == 0) grads[0] = std::numeric_limits<float>::quiet_NaN();
     return sum_squares(grads, table_.stages()[s].numel);
   }
 
@@ -498,12 +500,12 @@ class Run {
   }
 
   TrainOptions opts_;
+  TrainHooks hooks_;
   ModelConfig cfg_;
   ParamTable table_;
   HostState host_;
   ModelDims dims_;
   std::unique_ptr<Dataset> data_;
-  SaveFormat save_format_;
   std::unique_ptr<ResidentModel<float>> resident_;  // --offload none
   AlignedBuffer<float> params_;                     // [P] resident: f32 copy of the working weights
   AlignedBuffer<float> resident_grads_;             // [P] resident, immediate: the backward's gradients
@@ -538,7 +540,7 @@ std::unique_ptr<Dataset> open_training_data(TrainOptions& opts, const ModelConfi
 
 }  // namespace
 
-TrainSummary train(const TrainOptions& opts) {
+TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks) {
   opts.validate();
   const fs::path out(opts.out);
   if (fs::exists(out / "latest"))
@@ -548,7 +550,7 @@ TrainSummary train(const TrainOptions& opts) {
   TrainOptions resolved = opts;
   resolved.make_paths_absolute();
   std::unique_ptr<Dataset> data = open_training_data(resolved, src.config);
-  Run run(resolved, src.config, std::move(data));
+  Run run(resolved, hooks, src.config, std::move(data));
   std::vector<float> init(size_t(run.table().total()));
   load_params(src, run.table(), opts.seed, init.data());
   run.host().set_master(init.data());
@@ -557,7 +559,7 @@ TrainSummary train(const TrainOptions& opts) {
   return run.run(state);
 }
 
-TrainSummary resume(const std::string& run_dir, int64_t steps) {
+TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks& hooks) {
   CheckpointInfo info = read_checkpoint_info(run_dir);
   TrainOptions opts = options_from_json(info.options);
   opts.out = run_dir;
@@ -565,7 +567,7 @@ TrainSummary resume(const std::string& run_dir, int64_t steps) {
   opts.validate();
   log_info("resuming ", run_dir, " from ", info.dir, " at step ", info.state.step, " of ", opts.steps);
   std::unique_ptr<Dataset> data = open_training_data(opts, info.config);
-  Run run(opts, info.config, std::move(data));
+  Run run(opts, hooks, info.config, std::move(data));
   load_optimizer_state(info.dir, run.table(), run.host());
   return run.run(info.state);
 }
