@@ -1,5 +1,5 @@
 // An independent float64 reference of the Wan2.1 T2V forward for the tests, written as plain loops
-// straight from DESIGN §3-4 (direct Conv3d, materialised softmax, complex-number RoPE, brute-force masks,
+// straight from docs/model.md, docs/attention.md (direct Conv3d, materialised softmax, complex-number RoPE, brute-force masks,
 // explicit trilinear corners). It shares no code with the engine's kernels.
 #pragma once
 #include <algorithm>
@@ -86,7 +86,7 @@ inline Vec ref_attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, in
   return out;
 }
 
-// --- Local self-attention (DESIGN §4) on q, k, v [B, f*h*w, nh, d], tokens (t, h, w) with w fastest.
+// --- Local self-attention (docs/attention.md) on q, k, v [B, f*h*w, nh, d], tokens (t, h, w) with w fastest.
 
 // Video Swin's (rolled window, region) of coordinate x on one axis of extent E, as its code does it: the window
 // clipped to the video (k' = min(k, E), no shift then), the axis padded to Ep = a multiple of k', rolled by -s,

@@ -1,4 +1,4 @@
-// The model with each local self-attention type of DESIGN §4 (window, dsa, dsa_fixed): forward against the
+// The model with each local self-attention type of docs/attention.md (window, dsa, dsa_fixed): forward against the
 // independent reference, float64 finite differences for every gradient, DSA's parameters and initialisation.
 #include <nlohmann/json.hpp>
 
@@ -86,7 +86,7 @@ TEST(ModelAttention, DsaStartsAsDsaFixed) {
   EXPECT_LT(mx, 0.1925);
 }
 
-// Only dsa adds parameters: four per block, named and shaped as DESIGN §4 says.
+// Only dsa adds parameters: four per block, named and shaped as docs/attention.md says.
 TEST(ModelAttention, DsaAddsTheOffsetNetworkParameters) {
   const ModelConfig dense = preset_config("wan2.1-1.3b");
   for (const char* type : {"window", "dsa_fixed"}) {

@@ -33,6 +33,11 @@ TEST(Plan, PresetParameterCounts) {
     EXPECT_EQ(c.head_dim(), 128) << name;
     EXPECT_NEAR(double(ParamTable(c).total()) / target, 1.0, 0.01) << name;
   }
+  // The paper's 105 B counts DSA's offset networks: 14 bytes per parameter are its 1.47 TB of host state.
+  const ModelConfig c = preset_config("megaslide-105b");
+  EXPECT_TRUE(c.attention.has_offsets());
+  EXPECT_NEAR(double(ParamTable(c).total()) / 105e9, 1.0, 0.001);
+  EXPECT_NEAR(14.0 * double(ParamTable(c).total()) / 1.47e12, 1.0, 0.001);
 }
 
 TEST(Plan, PaperAccountingFor105B) {

@@ -1,4 +1,4 @@
-// Ceilings the benchmarks measure in the same run, so that their numbers are ratios (DESIGN §7).
+// Ceilings the benchmarks measure in the same run, so that their numbers are ratios (docs/benchmarks.md).
 #pragma once
 #include <cstdint>
 

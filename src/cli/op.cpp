@@ -1,4 +1,4 @@
-// `megaslide op dense|window|dsa`: one self-attention operator on tensors from a safetensors file (DESIGN §6), to
+// `megaslide op dense|window|dsa`: one self-attention operator on tensors from a safetensors file (docs/formats.md), to
 // cross-check the kernels against other implementations (e.g. the PyTorch reference) by hand. add_op_command also
 // registers the other kernels' sub-verbs (op adamw).
 #include <algorithm>
@@ -141,8 +141,8 @@ void add_op_command(CLI::App& app) {
   cmd->require_subcommand(1);
   const char* help[][2] = {
       {"dense", "Dense attention softmax(q k^T / sqrt(d)) v over all tokens"},
-      {"window", "Swin-style 3D window attention (DESIGN §4); --shift for the shifted (odd-block) variant"},
-      {"dsa", "3D deformable slide attention with the given offsets (DESIGN §4)"},
+      {"window", "Swin-style 3D window attention (docs/attention.md); --shift for the shifted (odd-block) variant"},
+      {"dsa", "3D deformable slide attention with the given offsets (docs/attention.md)"},
   };
   for (const auto& [name, text] : help) {
     const std::string op = name;

@@ -2,7 +2,7 @@
 //
 // It builds values only: None, bools, integers, floats, strings, tuples, lists, dicts, and the tensor pieces that
 // torch.save writes. The only globals it resolves are those PyTorch's weights_only loader allows for a state dict
-// (DESIGN §9): collections.OrderedDict, torch._utils._rebuild_tensor_v2 / _rebuild_tensor_v3 / _rebuild_parameter,
+// (docs/formats.md): collections.OrderedDict, torch._utils._rebuild_tensor_v2 / _rebuild_tensor_v3 / _rebuild_parameter,
 // the typed storage classes torch.<Type>Storage, torch.storage.UntypedStorage, and the torch.<dtype> names; REDUCE
 // applies only those; persistent ids must be storages. Everything else (another global, another opcode, a
 // malformed stream, nesting deeper than kMaxDepth, a container changed after it was used) is an ms::Error naming

@@ -3,7 +3,7 @@
 // Layout: u64 little-endian header length N, N bytes of JSON header, then the data section.
 // The header maps tensor names to {"dtype", "shape", "data_offsets": [begin, end]} (offsets
 // relative to the data section) plus an optional "__metadata__" object of string -> string.
-// The reader accepts only files whose tensors tile the data section exactly (DESIGN.md §6) and
+// The reader accepts only files whose tensors tile the data section exactly (docs/formats.md) and
 // reports every violation as an ms::Error naming the file; no byte sequence makes it crash.
 // (A file truncated by another process while mapped can still raise SIGBUS on access.)
 #pragma once

@@ -2,7 +2,7 @@
 // zip checkpoints (.pth/.pt, io/pth.h) alike.
 //
 // Names are stored with the first matching prefix of "model.diffusion_model.", "diffusion_model.", "model."
-// stripped (DESIGN.md §3), so Wan checkpoints saved by other tools resolve to Wan keys. ComfyUI's scaled fp8 files
+// stripped (docs/model.md), so Wan checkpoints saved by other tools resolve to Wan keys. ComfyUI's scaled fp8 files
 // are understood: a `X.scale_weight` tensor scales `X.weight` when it is read (read_f32), and the `scaled_fp8`
 // marker and `X.scale_input` tensors (activation scales for fp8 matmuls) are consumed, not listed.
 #pragma once

@@ -1,6 +1,6 @@
 // One Wan2.1 attention block (WanAttentionBlock): modulated self-attention with RMS-normed q, k and
 // 3D RoPE, affine-normed cross-attention to the text context, modulated GELU FFN, gated residuals.
-// The self-attention core is chosen by attention.type (DESIGN §4): dense, window (shifted on odd blocks), dsa
+// The self-attention core is chosen by attention.type (docs/attention.md): dense, window (shifted on odd blocks), dsa
 // (with its offset network on the modulated input) or dsa_fixed.
 // Backward recomputes the forward from the block's saved input (activation checkpointing).
 #pragma once

@@ -177,15 +177,18 @@ namespace {
 struct Preset {
   const char* name;
   int64_t dim, ffn_dim, heads, layers, in_dim, text_len, text_dim, freq_dim;
+  AttentionType attention = AttentionType::dense;
+  int64_t offset_groups = 0;  // dsa: G (0: one per head)
 };
 constexpr Preset kPresets[] = {
     {"tiny", 96, 256, 3, 3, 3, 16, 64, 64},
     {"wan2.1-1.3b", 1536, 8960, 12, 30, 16, 512, 4096, 256},
     {"wan2.1-14b", 5120, 13824, 40, 40, 16, 512, 4096, 256},
-    // The paper's scale points, Wan-shaped (head dim 128, ffn ~2.7 dim): 28.34 B, 33.26 B, 104.88 B parameters.
+    // The paper's scale points, Wan-shaped (head dim 128, ffn ~2.7 dim): 28.34 B, 33.26 B parameters; the 105 B
+    // model with its DSA offset networks, two offset groups (104.88 B + 0.14 B: 14 B/param is the paper's 1.47 TB).
     {"megaslide-28b", 5120, 13824, 40, 80, 16, 512, 4096, 256},
     {"megaslide-33b", 6144, 16640, 48, 65, 16, 512, 4096, 256},
-    {"megaslide-105b", 10240, 27648, 80, 74, 16, 512, 4096, 256},
+    {"megaslide-105b", 10240, 27648, 80, 74, 16, 512, 4096, 256, AttentionType::dsa, 2},
 };
 }  // namespace
 
@@ -213,6 +216,8 @@ ModelConfig preset_config(const std::string& name) {
     c.text_len = p.text_len;
     c.text_dim = p.text_dim;
     c.freq_dim = p.freq_dim;
+    c.attention.type = p.attention;
+    c.attention.offset_groups = p.offset_groups;
     c.validate();
     return c;
   }

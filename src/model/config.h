@@ -1,4 +1,4 @@
-// Model configuration: Wan2.1's config.json plus our `attention` object (DESIGN §3, §4).
+// Model configuration: Wan2.1's config.json plus our `attention` object (docs/model.md, docs/attention.md).
 #pragma once
 #include <array>
 #include <cstdint>

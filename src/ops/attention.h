@@ -13,7 +13,7 @@ struct AttentionDims {
   int64_t nh, d;   // heads, head dim
 };
 
-// Self-attention over a video token grid (DESIGN §3 layout: tokens (t, h, w), w fastest): the dims shared
+// Self-attention over a video token grid (docs/model.md's layout: tokens (t, h, w), w fastest): the dims shared
 // by the local attention ops (window, dsa).
 struct VideoAttentionDims {
   int64_t B;        // batch

@@ -1,4 +1,4 @@
-// 3D deformable slide attention (DESIGN §4): every query attends to P = kt*kh*kw trilinear samples of the
+// 3D deformable slide attention (docs/attention.md): every query attends to P = kt*kh*kw trilinear samples of the
 // (RoPE-rotated) keys and of the values, taken around a window that slides inward at the video borders and
 // shifted by learned offsets. dsa_fixed is the same kernel with offsets = 0 (neighbourhood attention).
 //

@@ -1,6 +1,6 @@
 // Wan's 3D rotary position embedding on self-attention q and k.
 // Head dim d (even) is split into complex pairs (x[2i], x[2i+1]); c = d/2 pairs are split
-// c - 2*(c/3) for frames, c/3 for height, c/3 for width (DESIGN §3). Pair i of an axis part with
+// c - 2*(c/3) for frames, c/3 for height, c/3 for width (docs/model.md). Pair i of an axis part with
 // n pairs rotates by pos * 10000^(-2i/(2n)), pos the token's index on that axis; theta = 10000.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Swin-style 3D window attention (DESIGN §4 `window`, Video Swin Transformer): the token grid is cut into
+// Swin-style 3D window attention (docs/attention.md `window`, Video Swin Transformer): the token grid is cut into
 // non-overlapping kt x kh x kw windows and every token attends to the tokens of its own window.
 //
 // Per axis with extent E and window k, as Video Swin's get_window_size: when k >= E the window is the whole axis

@@ -25,7 +25,7 @@ struct PlanInputs {
   std::string schedule = "auto";  // auto | deferred | immediate
 };
 
-// Host bytes by pool (DESIGN §5): 14 bytes per parameter of persistent state, plus gradients and, with
+// Host bytes by pool (docs/runtime.md): 14 bytes per parameter of persistent state, plus gradients and, with
 // --offload-activations, the block-input checkpoints.
 struct HostPools {
   int64_t weights = 0, master = 0, exp_avg = 0, exp_avg_sq = 0;

@@ -1,4 +1,4 @@
-// The device arena of a training step (DESIGN §5), sized from the parameter table and the activation visitors:
+// The device arena of a training step (docs/runtime.md), sized from the parameter table and the activation visitors:
 // the one accounting that both `megaslide plan` and the runtime's arena use. Pure: no allocation, no device.
 #pragma once
 #include <algorithm>

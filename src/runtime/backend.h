@@ -1,4 +1,4 @@
-// The backend interface (DESIGN §5): device memory, in-order streams, events, async copies and
+// The backend interface (docs/runtime.md): device memory, in-order streams, events, async copies and
 // op launches. The scheduler is written against it only, so it runs unchanged on the CPU backend
 // (worker threads as streams) and on a GPU.
 #pragma once

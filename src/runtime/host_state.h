@@ -1,4 +1,4 @@
-// Host-resident training state (DESIGN §5): one page-aligned allocation per pool, laid out by the
+// Host-resident training state (docs/runtime.md): one page-aligned allocation per pool, laid out by the
 // parameter table, so a stage is one span of every pool. 14 bytes per parameter (bf16 working
 // weights, fp32 master, exp_avg, exp_avg_sq) plus the fp32 gradient pool.
 #pragma once

@@ -1,4 +1,4 @@
-// The streaming schedule (DESIGN §5): the model runs stage by stage from K weight slots of a device
+// The streaming schedule (docs/runtime.md): the model runs stage by stage from K weight slots of a device
 // arena carved once; stage s+1.. are uploaded on the H2D stream while stage s computes; blocks keep
 // only their inputs and are recomputed in the backward; each stage's gradients leave on the D2H stream
 // as soon as its backward is done. Nothing about the model stays on the device between steps.

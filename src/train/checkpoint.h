@@ -1,4 +1,4 @@
-// Training checkpoints (DESIGN §6): OUT/step-NNNNNNNN/ holds model.safetensors (bf16 working weights,
+// Training checkpoints (docs/formats.md): OUT/step-NNNNNNNN/ holds model.safetensors (bf16 working weights,
 // Wan key names), optimizer.safetensors (master, exp_avg, exp_avg_sq per parameter, f32), config.json
 // (so the directory is a model directory) and trainer.json; OUT/latest points at the newest. Each is
 // written into a temporary directory, fsynced and renamed, so a crash never leaves a broken latest.

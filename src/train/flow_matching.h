@@ -1,4 +1,4 @@
-// Rectified flow (DESIGN §3): x_t = (1 - t) x0 + t eps, target v = eps - x0, model fed t * 1000.
+// Rectified flow (docs/model.md): x_t = (1 - t) x0 + t eps, target v = eps - x0, model fed t * 1000.
 #pragma once
 #include <cstdint>
 #include <string>

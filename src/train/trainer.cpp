@@ -6,10 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -21,8 +19,6 @@
 #include "core/log.h"
 #include "core/parallel.h"
 #include "data/dataset.h"
-#include "data/text_embed.h"
-#include "io/atomic_file.h"
 #include "model/loader.h"
 #include "ops/mse_loss.h"
 #include "registry/registry.h"
@@ -30,9 +26,12 @@
 #include "runtime/streamed_model.h"
 #include "runtime/trace.h"
 #include "sample/train_samples.h"
+#include "train/batch.h"
 #include "train/checkpoint.h"
+#include "train/nonfinite.h"
 #include "train/option_table.h"
 #include "train/progress.h"
+#include "train/run_directory.h"
 
 namespace fs = std::filesystem;
 
@@ -40,17 +39,6 @@ namespace ms {
 namespace {
 
 constexpr int kStaging = 2;  // immediate schedule: stage-sized host gradient buffers
-
-// How many of x[0, n) are NaN or infinite (every exponent bit set); vectorises, unlike std::isfinite.
-int64_t count_nonfinite(const float* x, int64_t n) {
-  int64_t bad = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, sizeof u);
-    bad += (u & 0x7f800000u) == 0x7f800000u;
-  }
-  return bad;
-}
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
@@ -68,17 +56,6 @@ struct SigintGuard {
   ~SigintGuard() { sigaction(SIGINT, &old, nullptr); }
 };
 
-// One step's batch in the model's input layout.
-struct Batch {
-  std::vector<float> x0;          // [B, C, F, H, W] clean video
-  std::vector<float> context;     // [B, text_len, text_dim]
-  std::vector<float> xt, target;  // [B, C, F, H, W] the noised input and the flow target
-  std::vector<float> timesteps;   // [B] t * 1000
-
-  // What a streamed step uploads (StreamedModel::enqueue_inputs).
-  std::array<std::vector<float>*, 4> uploaded() { return {&xt, &target, &context, &timesteps}; }
-};
-
 class Run {
  public:
   // opts: with the clip size and batch size resolved by open_training_data.
@@ -91,7 +68,9 @@ class Run {
                           ? (opts.offload == Offload::stream ? kStaging * table_.max_stage_numel() : 0)
                           : table_.total()),
         dims_(ModelDims::make(cfg, opts.batch_size, opts.frames, opts.height, opts.width, cfg.text_len)),
-        data_(std::move(data)) {
+        data_(std::move(data)),
+        batch_maker_(cfg, dims_, *data_, opts.flow, hooks),
+        nonfinite_(cfg, dims_, hooks.inject_nan_activation) {
     const std::string backend = resolve_backend(opts, hooks, cfg);  // cpu for --offload none
     if (opts.offload == Offload::stream) {
       if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
@@ -111,7 +90,7 @@ class Run {
       if (opts.optimizer_schedule == OptimizerSchedule::immediate)
         resident_grads_ = AlignedBuffer<float>(size_t(table_.total()));
     }
-    auto probe = [this](int64_t s, float* out, int64_t n) { probe_stage(s, out, n); };
+    auto probe = [this](int64_t s, float* out, int64_t n) { nonfinite_.probe(s, out, n); };
     if (!streamed_)
       resident_->set_probe(probe);
     else if (std::string(backend_->name()) == "cpu")  // elsewhere the activations stay on the device
@@ -120,11 +99,9 @@ class Run {
       MS_FAIL("the model's out_dim ", cfg.out_dim, " differs from its in_dim ", cfg.in_dim,
               "; rectified-flow training needs them equal");
     const int64_t n = dims_.B * cfg.in_dim * dims_.F * dims_.H * dims_.W;
-    for (auto* v : {&noise_, &pred_, &dpred_}) v->resize(size_t(n));
+    for (auto* v : {&pred_, &dpred_}) v->resize(size_t(n));
     for (Batch& b : batches_) {
-      for (auto* v : {&b.x0, &b.xt, &b.target}) v->resize(size_t(n));
-      b.context.resize(size_t(dims_.B * cfg.text_len * cfg.text_dim));
-      b.timesteps.resize(size_t(dims_.B));
+      batch_maker_.allocate(b);
       if (backend_)  // what enqueue_inputs copies from
         for (auto* v : b.uploaded()) backend_->pin_host(v->data(), v->size() * sizeof(float));
     }
@@ -148,27 +125,16 @@ class Run {
   const ParamTable& table() const { return table_; }
 
   TrainSummary run(TrainerState state) {
-    const fs::path out(opts_.out);
-    std::error_code ec;
-    fs::create_directories(out, ec);
-    if (ec || !fs::is_directory(out))
-      MS_FAIL("cannot create run directory '", opts_.out, "': ", ec ? ec.message() : "not a directory");
-    remove_stale_temporaries(opts_.out);
-    trim_metrics(state.step);
-    write_file_atomic((out / "summary.json").string(),
-                      nlohmann::json{{"param_count", table_.total()},
-                                     {"weights_bytes", table_.total() * 2},
-                                     {"host_state_bytes", host_.bytes()},
-                                     {"device_budget_bytes", opts_.device_memory},
-                                     {"device_arena_bytes", device_peak_bytes()},
-                                     {"h2d_weight_bytes_per_step", streamed_ ? streamed_->uploaded_weights() * 2 : 0},
-                                     {"prefetch", opts_.prefetch},
-                                     {"offload", name_of(opts_.offload)},
-                                     {"backend", backend_ ? backend_->name() : "cpu"}}
-                              .dump(2) +
-                          "\n");
-    std::ofstream metrics(out / "metrics.jsonl", std::ios::app);
-    if (!metrics) MS_FAIL("cannot write '", (out / "metrics.jsonl").string(), "'; check the run directory is writable");
+    RunDirectory dir(opts_.out, state.step);
+    dir.write_summary({{"param_count", table_.total()},
+                       {"weights_bytes", table_.total() * 2},
+                       {"host_state_bytes", host_.bytes()},
+                       {"device_budget_bytes", opts_.device_memory},
+                       {"device_arena_bytes", device_peak_bytes()},
+                       {"h2d_weight_bytes_per_step", streamed_ ? streamed_->uploaded_weights() * 2 : 0},
+                       {"prefetch", opts_.prefetch},
+                       {"offload", name_of(opts_.offload)},
+                       {"backend", backend_ ? backend_->name() : "cpu"}});
     log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ", dims_.N(),
              " tokens per step (", dims_.B, " x ", dims_.L, "); host state ", host_.bytes() >> 20, " MiB; ",
              num_threads(), " threads; backend ", backend_ ? backend_->name() : "cpu");
@@ -190,7 +156,7 @@ class Run {
       Batch& batch = batches_[size_t(t % 2)];
       if (prepared != &batch) prepare(batch, state.data_position, rng);
       prepared = nullptr;
-      std::string fault = nonfinite_data(batch, state.data_position);  // before the forward: cheap
+      std::string fault = nonfinite_.check_batch(batch.x0.data(), batch.context.data(), state.data_position);
       state.data_position += dims_.B;
       const uint64_t rng_after = rng.state();  // where a checkpoint of step t resumes
       // Makes step t+1's batch while step t computes; streamed, its inputs upload during the backward.
@@ -205,7 +171,7 @@ class Run {
       };
       const bool immediate = opts_.optimizer_schedule == OptimizerSchedule::immediate;
       stage_sumsq_.assign(table_.stages().size(), 0.0);
-      forward_check_ = ForwardCheck{t};
+      nonfinite_.start_step(t);
       const double loss = !fault.empty() ? skip_forward()
                           : immediate    ? step_immediate(batch, Update{t, state.clip_scale}, prepare_next)
                                          : step_deferred(batch, t, prepare_next);
@@ -222,7 +188,7 @@ class Run {
       if (!finite) {
         ++sum.skipped;
         const bool before_forward = !fault.empty();
-        if (fault.empty()) fault = locate_nonfinite(loss, norm);
+        if (fault.empty()) fault = nonfinite_.locate(loss, norm, stage_sumsq_);
         if (opts_.on_nonfinite == NonFinitePolicy::stop)
           MS_FAIL("step ", t, ": ", fault, "; stopped (--on-nonfinite stop) without saving this step. ",
                   saved_step > 0 ? cat("The last checkpoint is ", opts_.out, "/latest (step ", saved_step, ")")
@@ -238,17 +204,14 @@ class Run {
       state.rng_state = rng_after;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double tps = double(dims_.N()) / secs;
-      metrics << nlohmann::json{{"step", t},
-                                {"loss", loss},
-                                {"lr", opts_.lr_at(t)},
-                                {"grad_norm", norm},
-                                {"seconds", secs},
-                                {"tokens_per_second", tps},
-                                {"device_peak_bytes", device_peak_bytes()},
-                                {"skipped", !finite}}
-                     .dump()
-              << "\n";
-      metrics.flush();
+      dir.append_metrics({{"step", t},
+                          {"loss", loss},
+                          {"lr", opts_.lr_at(t)},
+                          {"grad_norm", norm},
+                          {"seconds", secs},
+                          {"tokens_per_second", tps},
+                          {"device_peak_bytes", device_peak_bytes()},
+                          {"skipped", !finite}});
       ++sum.steps_run;
       if (std::isfinite(loss)) losses.push_back(loss);
       progress.update(t, loss, tps);
@@ -295,94 +258,17 @@ class Run {
     float scale = 1;   // gradient clipping factor
   };
 
-  struct ForwardCheck {
-    int64_t step = 0;       // the step being computed
-    int64_t stage = -1;     // the first stage whose forward output is not finite (-1: none yet)
-    int64_t nonfinite = 0;  // how many of its values are not
-    int64_t values = 0;     // of how many
-  };
-
-  // Every stage's forward output passes here (StageProbe): the testing aid's NaN, then the finiteness check.
-  void probe_stage(int64_t s, float* out, int64_t n) {
-    ForwardCheck& c = forward_check_;
-    if (c.step == hooks_.inject_nan_activation && s == cfg_.num_layers / 2 + 1)
-      out[n / 2] = std::numeric_limits<float>::quiet_NaN();
-    if (c.stage >= 0) return;
-    if (const int64_t bad = count_nonfinite(out, n); bad > 0) c = {c.step, s, bad, n};
-  }
-
-  std::string stage_name(int64_t s) const {
-    return s == 0 ? std::string("the stem") : s <= cfg_.num_layers ? cat("block ", s - 1) : std::string("the head");
-  }
-
-  // "" when every clip of the batch is finite; else which clip (and data sample) is not.
-  std::string nonfinite_data(const Batch& batch, int64_t position) const {
-    const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
-    for (int64_t b = 0; b < dims_.B; ++b) {
-      const int64_t video = count_nonfinite(batch.x0.data() + b * clip, clip);
-      const int64_t caption = count_nonfinite(batch.context.data() + b * ctx, ctx);
-      if (video + caption > 0)
-        return cat("non-finite input data in clip ", b, " of the batch (data sample ", position + b, "): ", video,
-                   " of its ", clip, " values and ", caption, " of its ", ctx, " caption-embedding values");
-    }
-    return "";
-  }
-
   // A step whose batch is not finite computes nothing; the previous step's pending update still lands.
   double skip_forward() {
     apply_pending();
     return std::numeric_limits<double>::quiet_NaN();
   }
 
-  // Where a non-finite step went wrong: the first stage of the forward whose output is not finite, else
-  // the first stage of the backward (head first) with non-finite gradients, else the loss or norm.
-  std::string locate_nonfinite(double loss, double norm) const {
-    const ForwardCheck& c = forward_check_;
-    if (c.stage >= 0)
-      return cat("non-finite activations: the forward output of ", stage_name(c.stage), " has ", c.nonfinite, " of ",
-                 c.values, " values not finite (every stage before it is finite)");
-    int64_t bad = 0, first = -1;
-    for (size_t s = 0; s < stage_sumsq_.size(); ++s)
-      if (!std::isfinite(stage_sumsq_[s])) {
-        ++bad;
-        first = int64_t(s);
-      }
-    if (bad > 0)
-      return cat("non-finite gradients in ", bad, " of ", stage_sumsq_.size(),
-                 " stages (first in the backward: ", stage_name(first), "; loss ", loss, ", forward finite)");
-    return cat("non-finite loss ", loss, " or gradient norm ", norm, " from a finite forward");
-  }
-
   // Makes the batch of data samples [position, position + B) and, streamed, enqueues its upload.
   void prepare(Batch& batch, int64_t position, Rng& rng) {
-    make_batch(batch, position, rng);
+    batch_maker_.make(batch, position, rng);
     if (streamed_)
       streamed_->enqueue_inputs(batch.xt.data(), batch.timesteps.data(), batch.context.data(), batch.target.data());
-  }
-
-  void make_batch(Batch& batch, int64_t position, Rng& rng) {
-    const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
-    for (int64_t b = 0; b < dims_.B; ++b) {
-      if (position + b == hooks_.inject_data_error) MS_FAIL("data sample ", position + b, ": injected data error");
-      DataSample s = data_->get(position + b);
-      MS_CHECK(int64_t(s.x0.size()) == clip, "data sample ", position + b, " has ", s.x0.size(), " values, expected ",
-               clip);
-      std::copy(s.x0.begin(), s.x0.end(), batch.x0.begin() + b * clip);
-      if (position + b == hooks_.inject_inf_data)  // testing aid
-        batch.x0[size_t(b * clip + clip / 2)] = std::numeric_limits<float>::infinity();
-      float* context = batch.context.data() + b * ctx;  // [text_len, text_dim]
-      if (s.context.empty()) {
-        embed_caption(s.caption, cfg_.text_len, cfg_.text_dim, context);
-      } else {  // cached embedding [L, text_dim], zero-padded to text_len as Wan does
-        std::copy(s.context.begin(), s.context.end(), context);
-        std::fill(context + s.context.size(), context + ctx, 0.0f);
-      }
-      const double t = sample_timestep(opts_.flow, rng);
-      batch.timesteps[size_t(b)] = float(t * 1000.0);
-      for (int64_t i = 0; i < clip; ++i) noise_[size_t(b * clip + i)] = float(rng.normal());
-      make_flow_pair(batch.x0.data() + b * clip, noise_.data() + b * clip, t, batch.xt.data() + b * clip,
-                     batch.target.data() + b * clip, clip);
-    }
   }
 
   // Deferred schedule: loss and the host gradient pool for `batch`. Streamed, the pending update of the
@@ -486,19 +372,6 @@ class Run {
                      : int64_t(params_.size() * sizeof(float)) + resident_->workspace_bytes();
   }
 
-  // Drops metrics lines past `step` (left by a run that died after its last checkpoint).
-  void trim_metrics(int64_t step) {
-    const fs::path path = fs::path(opts_.out) / "metrics.jsonl";
-    if (!fs::exists(path)) return;
-    std::ifstream in(path);
-    std::string line, kept;
-    while (std::getline(in, line)) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.contains("step") && j["step"].get<int64_t>() <= step) kept += line + "\n";
-    }
-    write_file_atomic(path.string(), kept);
-  }
-
   TrainOptions opts_;
   TrainHooks hooks_;
   ModelConfig cfg_;
@@ -506,6 +379,8 @@ class Run {
   HostState host_;
   ModelDims dims_;
   std::unique_ptr<Dataset> data_;
+  BatchMaker batch_maker_;
+  NonFiniteMonitor nonfinite_;
   std::unique_ptr<ResidentModel<float>> resident_;  // --offload none
   AlignedBuffer<float> params_;                     // [P] resident: f32 copy of the working weights
   AlignedBuffer<float> resident_grads_;             // [P] resident, immediate: the backward's gradients
@@ -513,30 +388,12 @@ class Run {
   std::unique_ptr<Backend> backend_;  // --offload stream
   int optimizer_stream_ = -1;
   std::unique_ptr<StreamedModel> streamed_;
-  ForwardCheck forward_check_;               // this step's forward: written by the probe on the compute stream
-  Update pending_;                           // deferred: the update waiting for the next step
-  std::vector<Event> updated_;               // immediate, streamed: each stage's last update
-  std::vector<double> stage_sumsq_;          // this step's per-stage sums of squared gradients
-  Batch batches_[2];                         // step t uses batches_[t % 2]; the other is made meanwhile
-  std::vector<float> noise_, pred_, dpred_;  // [B, C, F, H, W]
+  Update pending_;                   // deferred: the update waiting for the next step
+  std::vector<Event> updated_;       // immediate, streamed: each stage's last update
+  std::vector<double> stage_sumsq_;  // this step's per-stage sums of squared gradients
+  Batch batches_[2];                 // step t uses batches_[t % 2]; the other is made meanwhile
+  std::vector<float> pred_, dpred_;  // [B, C, F, H, W]
 };
-
-// Opens opts.data for the model and fills in what the data decides: a zero --frames/--height/--width
-// (the data's own clip size) and a zero --batch-size (the TOML's batch_size, else 2).
-std::unique_ptr<Dataset> open_training_data(TrainOptions& opts, const ModelConfig& cfg) {
-  DataOptions d;
-  d.source = opts.data;
-  d.mnist_dir = opts.mnist_dir;
-  d.on_bad_data = opts.on_bad_data;
-  d.seed = opts.seed;
-  d.frames = opts.frames, d.height = opts.height, d.width = opts.width;
-  d.in_dim = cfg.in_dim, d.text_len = cfg.text_len, d.text_dim = cfg.text_dim;
-  std::unique_ptr<Dataset> data = open_dataset(d);
-  const DataShape s = data->shape();
-  opts.frames = s.frames, opts.height = s.height, opts.width = s.width;
-  if (opts.batch_size == 0) opts.batch_size = data->batch_size() > 0 ? data->batch_size() : 2;
-  return data;
-}
 
 }  // namespace
 

@@ -1,4 +1,4 @@
-// `megaslide train`: rectified-flow training of a Wan2.1-style DiT with the state layout of DESIGN §5
+// `megaslide train`: rectified-flow training of a Wan2.1-style DiT with the state layout of docs/runtime.md
 // (bf16 working weights, fp32 master and moments in host pools): every stage resident on the CPU backend
 // (--offload none), or streamed through the CPU or CUDA backend (--offload stream). metrics.jsonl,
 // checkpoints and OUT/latest are written to the run directory.

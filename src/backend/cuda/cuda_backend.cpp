@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "backend/cuda/check.h"
+#include "core/units.h"
 
 namespace ms {
 namespace {
@@ -57,8 +58,12 @@ void* CudaBackend::alloc_device(size_t bytes) {
     cudaGetLastError();
     size_t free = 0, total = 0;
     cudaMemGetInfo(&free, &total);
-    MS_FAIL("the device arena of ", bytes, " bytes does not fit: the GPU has ", free, " of ", total,
-            " bytes free; lower --device-memory or use fewer frames, a smaller batch or --prefetch 2");
+    // The arena is the plan's peak whatever the budget, so only a smaller step (or more free memory) helps.
+    MS_FAIL("the device arena of ", format_bytes(double(bytes)), " does not fit: the GPU has ",
+            format_bytes(double(free)), " of ", format_bytes(double(total)), " free",
+            free + (1 << 30) < total ? " (other processes hold the rest)" : "",
+            "; shrink the step: --offload-activations (block inputs in host memory), fewer frames or a lower "
+            "resolution, a smaller --batch-size, or --prefetch 2; `megaslide plan` shows what fits");
   }
   MS_CUDA_CHECK(e);
   // The memset runs on the legacy stream, which the backend's non-blocking streams do not wait for.

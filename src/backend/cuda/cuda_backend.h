@@ -1,4 +1,4 @@
-// The CUDA backend (DESIGN §5): the arena is one cudaMalloc, device streams are CUDA streams ordered by
+// The CUDA backend (docs/runtime.md): the arena is one cudaMalloc, device streams are CUDA streams ordered by
 // CUDA events, host pools are pinned in place (cudaHostRegister), weights travel as bf16. Host streams
 // (the CPU optimizer) are worker threads; a device stream waits for one of them with a stream memory
 // operation on a counter in mapped host memory (cuStreamWaitValue32), so no CUDA callback thread can be

@@ -1,0 +1,27 @@
+// A training run's directory (--out): created if needed, cleared of the temporaries a killed run left, its
+// summary.json written, and metrics.jsonl kept to the steps of the checkpoint the run starts from, then appended
+// one line per step. Checkpoints themselves: train/checkpoint.h.
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+namespace ms {
+
+class RunDirectory {
+ public:
+  // Starts (or continues) the run in `out` at step `step`: drops metrics lines past it (left by a run that died
+  // after its last checkpoint). Throws ms::Error when the directory cannot be made or written.
+  RunDirectory(const std::string& out, int64_t step);
+
+  void write_summary(const nlohmann::json& summary) const;
+  // One line of metrics.jsonl, flushed.
+  void append_metrics(const nlohmann::json& line);
+
+ private:
+  std::string out_;
+  std::ofstream metrics_;
+};
+
+}  // namespace ms
