@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_ops.h"
 #include "cli/ceilings.h"
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/parallel.h"
 #include "core/rng.h"
-#include "ops/attention.h"
-#include "ops/dsa.h"
-#include "ops/window_attention.h"
+#include "model/attention_core.h"
+#include "model/flops.h"
 
 namespace ms::cli {
 namespace {
@@ -67,16 +67,14 @@ struct Row {
   double flops;         // model FLOPs of forward + backward (model_flops)
 };
 
-// Forward + backward FLOPs counted like dense attention's GEMMs (2 in the forward, 5 in the backward, 2*d each per
-// query-key pair): 14 * L * nh * d * keys, keys per query = L (dense), kt*kh*kw (window; border cells are smaller),
-// the valid slots (dsa_fixed), 8 x the valid slots (dsa: each trilinear corner costs what a key costs).
-double model_flops(const std::string& type, const cpu::VideoAttentionDims& d) {
-  const double slots = double(std::min(kWindow[0], d.T) * std::min(kWindow[1], d.H) * std::min(kWindow[2], d.W));
-  const double keys = type == "dense"    ? double(d.L())
-                      : type == "window" ? double(kWindow[0] * kWindow[1] * kWindow[2])
-                      : type == "dsa"    ? 8 * slots
-                                         : slots;
-  return 14.0 * double(d.L() * d.nh * d.d) * keys;
+// Forward + backward model FLOPs of one layer's core: the forward as model/flops.h counts it (4 per query-key pair
+// and head-dim channel, dsa 8 times that), the backward 2.5 forwards (dense attention's GEMMs: 2 in the forward, 5
+// in the backward).
+double model_flops(const AttentionSpec& s) {
+  AttentionConfig a;
+  a.type = s.type, a.window = s.window;
+  const cpu::VideoAttentionDims& d = s.dims;
+  return 3.5 * double(d.L() * d.nh * d.d) * self_attention_forward_flops(a, {d.T, d.H, d.W});
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -87,9 +85,15 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 class Case {
  public:
   Case(const std::string& type, const int64_t grid[3], const BenchAttentionArgs& a)
-      : type_(type), d_{1, grid[0], grid[1], grid[2], a.heads, a.head_dim}, dsa_{kWindow, a.heads} {
-    const size_t n = size_t(d_.L() * d_.nh * d_.d), noff = size_t(d_.L() * dsa_.groups * dsa_.P() * 3);
-    Rng rng(uint64_t(d_.L()));
+      : spec_{parse_name<AttentionType>(type, "--types"),
+              {1, grid[0], grid[1], grid[2], a.heads, a.head_dim},
+              kWindow,
+              true,
+              a.heads} {
+    const cpu::VideoAttentionDims& d = spec_.dims;
+    const size_t n = size_t(d.L() * d.nh * d.d),
+                 noff = size_t(d.L() * spec_.groups * kWindow[0] * kWindow[1] * kWindow[2] * 3);
+    Rng rng(uint64_t(d.L()));
     auto random = [&](size_t count, double scale) {
       std::vector<float> v(count);
       for (auto& x : v) x = float(scale * rng.uniform(-1, 1));
@@ -99,35 +103,23 @@ class Case {
     q_ = random(n, 1), k_ = random(n, 1), v_ = random(n, 1), dout_ = random(n, 1);
     if (type == "dsa") off_ = random(noff, 1);
     for (size_t i = 0; i < off_.size(); ++i) off_[i] *= float(kOffsetRange[i % 3]);
-    out_.resize(n), lse_.resize(size_t(d_.L() * d_.nh)), dq_.resize(n), dk_.resize(n), dv_.resize(n);
+    out_.resize(n), lse_.resize(size_t(d.L() * d.nh)), dq_.resize(n), dk_.resize(n), dv_.resize(n);
     doff_.resize(off_.size());
-    row_ = {type, grid[0], grid[1], grid[2], d_.L(), 1e300, 1e300, -1, model_flops(type, d_)};
+    row_ = {type, grid[0], grid[1], grid[2], d.L(), 1e300, 1e300, -1, model_flops(spec_)};
   }
 
   // One forward + backward: keeps the fastest of each and the largest extra memory. Returns its milliseconds.
   double run() {
-    const cpu::AttentionDims ad{1, d_.L(), d_.L(), d_.nh, d_.d};
     const float* offp = off_.empty() ? nullptr : off_.data();
     const bool peak = reset_peak_rss();
     const int64_t base = proc_status_bytes("VmRSS:");
+    CpuOps<float> ops;
     auto t0 = std::chrono::steady_clock::now();
-    if (type_ == "dense")
-      cpu::attention_forward(q_.data(), k_.data(), v_.data(), out_.data(), lse_.data(), ad);
-    else if (type_ == "window")
-      cpu::window_attention_forward(q_.data(), k_.data(), v_.data(), out_.data(), lse_.data(), d_, kWindow, true);
-    else
-      cpu::dsa_forward(q_.data(), k_.data(), v_.data(), offp, out_.data(), lse_.data(), d_, dsa_);
+    attention_forward(ops, spec_, q_.data(), k_.data(), v_.data(), offp, out_.data(), lse_.data());
     const double f = ms_since(t0);
     t0 = std::chrono::steady_clock::now();
-    if (type_ == "dense")
-      cpu::attention_backward(q_.data(), k_.data(), v_.data(), out_.data(), lse_.data(), dout_.data(), dq_.data(),
-                              dk_.data(), dv_.data(), ad);
-    else if (type_ == "window")
-      cpu::window_attention_backward(q_.data(), k_.data(), v_.data(), out_.data(), lse_.data(), dout_.data(),
-                                     dq_.data(), dk_.data(), dv_.data(), d_, kWindow, true);
-    else
-      cpu::dsa_backward(q_.data(), k_.data(), v_.data(), offp, out_.data(), lse_.data(), dout_.data(), dq_.data(),
-                        dk_.data(), dv_.data(), offp ? doff_.data() : nullptr, d_, dsa_);
+    attention_backward(ops, spec_, q_.data(), k_.data(), v_.data(), offp, out_.data(), lse_.data(), dout_.data(),
+                       dq_.data(), dk_.data(), dv_.data(), offp ? doff_.data() : nullptr);
     const double b = ms_since(t0);
     const int64_t hwm = proc_status_bytes("VmHWM:");
     if (peak && base >= 0 && hwm >= 0) row_.extra_bytes = std::max(row_.extra_bytes, std::max<int64_t>(0, hwm - base));
@@ -141,9 +133,7 @@ class Case {
   double spent_ms() const { return spent_ms_; }
 
  private:
-  std::string type_;
-  cpu::VideoAttentionDims d_;
-  cpu::DsaArgs dsa_;
+  AttentionSpec spec_;  // window runs its shifted (odd-block) variant
   std::vector<float> q_, k_, v_, dout_, off_, out_, lse_, dq_, dk_, dv_, doff_;
   Row row_;
   double spent_ms_ = 0;

@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "model/config.h"
+#include "model/flops.h"
 #include "ops/attention.h"
 #include "ops/dsa.h"
 #include "ops/window_attention.h"
@@ -59,7 +60,6 @@ nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t 
     fill_offsets(off, noff, c.attention.offset_range);
     MS_CUDA_CHECK(cudaMemset(t[5], 0, size_t(3 * n) * 2));
     MS_CUDA_CHECK(cudaMemset(doff, 0, size_t(noff) * 2));
-    const double P = double(dsa.P());  // the grids are wider than the window on every axis: no slot is clipped
     // dsa_unstaged: dsa with no shared-memory staging (every corner read from global memory), to show what the
     // staging of the K/V halo buys
     for (const std::string type : {"dense", "window", "dsa_fixed", "dsa", "dsa_unstaged"}) {
@@ -83,8 +83,10 @@ nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t 
                              vd, dsa, stream, halo);
       };
       const double fwd = time_events(stream, repeats, forward), bwd = time_events(stream, repeats, backward);
-      const double keys = type == "dense" ? double(L) : offp ? 8 * P : P;
-      const double flops = 4.0 * double(L) * keys * double(c.dim);
+      AttentionConfig counted;  // dsa_unstaged is dsa
+      counted.type = parse_name<AttentionType>(type == "dsa_unstaged" ? "dsa" : type, "type");
+      counted.window = window;
+      const double flops = double(L) * self_attention_forward_flops(counted, g) * double(c.dim);
       out.push_back({{"type", type},
                      {"tokens", L},
                      {"grid", g},

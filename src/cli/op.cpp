@@ -9,13 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/cpu_ops.h"
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "io/safetensors.h"
-#include "ops/attention.h"
-#include "ops/dsa.h"
-#include "ops/window_attention.h"
+#include "model/attention_core.h"
 
 namespace ms::cli {
 namespace {
@@ -99,32 +98,18 @@ void run_op(const std::string& op, const OpArgs& a) {
   const size_t n = q->data.size();
   std::vector<float> out(n), lse(size_t(d.B * d.nh * d.L()));
   const float* offp = off ? off->data.data() : nullptr;
-  const cpu::AttentionDims dense{d.B, d.L(), d.L(), d.nh, d.d};
-  const cpu::DsaArgs dsa{window, G};
-  if (op == "dense")
-    cpu::attention_forward(q->data.data(), k->data.data(), v->data.data(), out.data(), lse.data(), dense);
-  else if (op == "window")
-    cpu::window_attention_forward(q->data.data(), k->data.data(), v->data.data(), out.data(), lse.data(), d, window,
-                                  a.shift);
-  else
-    cpu::dsa_forward(q->data.data(), k->data.data(), v->data.data(), offp, out.data(), lse.data(), d, dsa);
+  const AttentionSpec spec{parse_name<AttentionType>(op, "op"), d, window, a.shift, G};
+  CpuOps<float> ops;
+  attention_forward(ops, spec, q->data.data(), k->data.data(), v->data.data(), offp, out.data(), lse.data());
   std::vector<TensorRef> refs{{"out", DType::f32, s, out.data()}};
   std::vector<float> dq, dk, dv, doff;
   if (dout) {
     dq.resize(n);
     dk.resize(n);
     dv.resize(n);
-    const float *Q = q->data.data(), *K = k->data.data(), *V = v->data.data(), *dO = dout->data.data();
-    if (op == "dense") {
-      cpu::attention_backward(Q, K, V, out.data(), lse.data(), dO, dq.data(), dk.data(), dv.data(), dense);
-    } else if (op == "window") {
-      cpu::window_attention_backward(Q, K, V, out.data(), lse.data(), dO, dq.data(), dk.data(), dv.data(), d, window,
-                                     a.shift);
-    } else {
-      doff.resize(off->data.size());
-      cpu::dsa_backward(Q, K, V, offp, out.data(), lse.data(), dO, dq.data(), dk.data(), dv.data(), doff.data(), d,
-                        dsa);
-    }
+    if (off) doff.resize(off->data.size());
+    attention_backward(ops, spec, q->data.data(), k->data.data(), v->data.data(), offp, out.data(), lse.data(),
+                       dout->data.data(), dq.data(), dk.data(), dv.data(), off ? doff.data() : nullptr);
     refs.push_back({"grad_q", DType::f32, s, dq.data()});
     refs.push_back({"grad_k", DType::f32, s, dk.data()});
     refs.push_back({"grad_v", DType::f32, s, dv.data()});

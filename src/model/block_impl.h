@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "model/attention_core.h"
 #include "model/block.h"
 #include "ops/attention.h"
 #include "ops/dsa.h"
@@ -68,21 +69,17 @@ void offset_net_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, con
   ops.dwconv3d_backward(a.xn, w.offset_conv_w, s2, dxn, gw.offset_conv_w, gw.offset_conv_b, d.B, d.f, d.h, d.w, D);
 }
 
+// The self-attention core of block `index` (model/attention_core.h).
+inline AttentionSpec attention_spec(const ModelConfig& c, const ModelDims& d, int64_t index) {
+  return {c.attention.type, video_dims(c, d), c.attention.window, window_shifted(c, index), c.groups()};
+}
+
 // The self-attention core on the roped q, k and v: attn, attn_lse from acts (dsa runs its offset network first).
 template <class Ops>
 void self_attention_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Weights<Ops>& w,
                             const Acts<Ops>& a) {
-  const auto& at = c.attention;
-  if (at.type == AttentionType::dense) {
-    ops.attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, {d.B, d.L, d.L, c.num_heads, c.head_dim()});
-  } else if (at.type == AttentionType::window) {
-    ops.window_attention_forward(a.q, a.k, a.v, a.attn, a.attn_lse, video_dims(c, d), at.window,
-                                 window_shifted(c, index));
-  } else {  // dsa, dsa_fixed
-    if (at.has_offsets()) offset_net_forward(ops, c, d, w, a);
-    ops.dsa_forward(a.q, a.k, a.v, at.has_offsets() ? a.offsets : nullptr, a.attn, a.attn_lse, video_dims(c, d),
-                    {at.window, c.groups()});
-  }
+  if (c.attention.has_offsets()) offset_net_forward(ops, c, d, w, a);
+  attention_forward(ops, attention_spec(c, d, index), a.q, a.k, a.v, a.offsets, a.attn, a.attn_lse);
 }
 
 // Inverts the attention core of self_attention_forward given dattn [N, D]: dq, dk, dv [N, D] +=, and for dsa
@@ -90,18 +87,8 @@ void self_attention_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, 
 template <class Ops, class A = typename Ops::Act>
 void self_attention_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Acts<Ops>& a,
                              const A* dattn, A* dq, A* dk, A* dv, A* doff) {
-  const auto& at = c.attention;
-  if (at.type == AttentionType::dense) {
-    ops.attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, dattn, dq, dk, dv,
-                           {d.B, d.L, d.L, c.num_heads, c.head_dim()});
-  } else if (at.type == AttentionType::window) {
-    ops.window_attention_backward(a.q, a.k, a.v, a.attn, a.attn_lse, dattn, dq, dk, dv, video_dims(c, d), at.window,
-                                  window_shifted(c, index));
-  } else {
-    const bool off = at.has_offsets();
-    ops.dsa_backward(a.q, a.k, a.v, off ? a.offsets : nullptr, a.attn, a.attn_lse, dattn, dq, dk, dv,
-                     off ? doff : nullptr, video_dims(c, d), {at.window, c.groups()});
-  }
+  attention_backward(ops, attention_spec(c, d, index), a.q, a.k, a.v, a.offsets, a.attn, a.attn_lse, dattn, dq, dk, dv,
+                     doff);
 }
 
 // Block `index` (its parity decides the window shift): x [B, L, D], e0 [B, 6, D], ctx [B, Lt, D] -> out [B, L, D];

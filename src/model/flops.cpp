@@ -17,10 +17,9 @@ Split forward_split(const ModelConfig& c, const ModelDims& d) {
                      + 2 * B * D * double(c.freq_dim + c.dim + 6 * c.dim)  // time embedding, projection
                      + 2 * N * D * double(c.out_dim * c.patch_volume());   // head
   const auto& a = c.attention;
-  double self_attn = 4 * N * self_attention_keys(c, d) * D, offset_conv = 0, offset_proj = 0;
+  double self_attn = N * self_attention_forward_flops(a, {d.f, d.h, d.w}) * D, offset_conv = 0, offset_proj = 0;
   if (a.has_offsets()) {
-    self_attn *= 8;                // every slot's score and value combine 8 trilinear corners
-    offset_conv = 2 * N * D * 27;  // depthwise 3x3x3
+    offset_conv = 2 * N * D * 27;                                  // depthwise 3x3x3
     offset_proj = 2 * N * D * double(c.groups() * a.slots() * 3);  // [N, D] -> [N, G*P*3]
   }
   // self q, k, v, o on the video tokens; cross q, o on the video tokens and k, v on the context
@@ -34,12 +33,15 @@ Split forward_split(const ModelConfig& c, const ModelDims& d) {
 
 }  // namespace
 
-double self_attention_keys(const ModelConfig& c, const ModelDims& d) {
-  if (c.attention.type == AttentionType::dense) return double(d.L);
-  const int64_t ext[3] = {d.f, d.h, d.w};
+double self_attention_keys(const AttentionConfig& a, const std::array<int64_t, 3>& grid) {
   double keys = 1;
-  for (size_t i = 0; i < 3; ++i) keys *= double(std::min(c.attention.window[i], ext[i]));
+  for (size_t i = 0; i < 3; ++i)
+    keys *= double(a.type == AttentionType::dense ? grid[i] : std::min(a.window[i], grid[i]));
   return keys;
+}
+
+double self_attention_forward_flops(const AttentionConfig& a, const std::array<int64_t, 3>& grid) {
+  return 4 * self_attention_keys(a, grid) * (a.has_offsets() ? 8 : 1);
 }
 
 Flops forward_flops(const ModelConfig& c, const ModelDims& d) {

@@ -12,9 +12,17 @@ struct Flops {
   double total() const { return gemm + attention; }
 };
 
-// Keys one query attends to in self-attention (per head): L for dense; for window, dsa and dsa_fixed the
-// window clipped to the token grid, prod min(k, E) (windows slide inward or are masked at the borders).
-double self_attention_keys(const ModelConfig& c, const ModelDims& d);
+// Keys one query attends to in self-attention (per head) over a token grid of extents (t, h, w): every token for
+// dense; for window, dsa and dsa_fixed the window clipped to the grid, prod min(k, E) (windows slide inward or are
+// cut at the borders).
+double self_attention_keys(const AttentionConfig& a, const std::array<int64_t, 3>& grid);
+inline double self_attention_keys(const ModelConfig& c, const ModelDims& d) {
+  return self_attention_keys(c.attention, {d.f, d.h, d.w});
+}
+// Forward FLOPs of self-attention per query and channel of the head dims (x L x nh x d for a layer): scores and
+// values, 4 per key; dsa 8 times that (each slot's score and value combine 8 trilinear corners, as the fused
+// kernel does). What `plan`, `bench` and `bench attention` count.
+double self_attention_forward_flops(const AttentionConfig& a, const std::array<int64_t, 3>& grid);
 
 // One forward pass. Self-attention per query, head dim summed over heads to D: dense and window 4 L' D
 // (scores + values over L' keys); dsa_fixed the same over its P' integer-position slots; dsa 32 P' D (scores
