@@ -3,8 +3,8 @@
 // 0.5 (1 + tanh(u)) = sigmoid(2u). One exp per element gives the value and the derivative,
 // d/dx [x s] = s + x s (1 - s) z'(x), s = sigmoid(z). The sigmoid form keeps GELU's left tail accurate in float,
 // where 1 + tanh(u) cancels (to 0 from x = -5.2 on); where s > 1/2 the small term's 1 - s is taken as e s
-// (e = exp(-z)), which keeps that term's relative accuracy (1 - s carries s's rounding error). As scalar tanhf calls,
-// GELU was 10 % of the default training job (docs/benchmarks.md).
+// (e = exp(-z)), which keeps that term's relative accuracy (1 - s carries s's rounding error). Vectorised because
+// scalar tanhf calls were a visible share of the training job (docs/benchmarks.md).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/activation.cpp"
 #include "ops/activation.h"

@@ -1,6 +1,6 @@
 // The offset squashing of the DSA offset network (ops/dsa.h: dsa_offsets_forward, dsa_offsets_backward) in Highway
-// vectors, compiled for every target by foreach_target and picked at run time. As scalar std::tanh calls it was 13 %
-// of the tiny DSA training job (docs/benchmarks.md). The forward is range * Tanh (contrib/math, within 4 ulp); the
+// vectors, compiled for every target by foreach_target and picked at run time (scalar std::tanh calls were a visible
+// share of the DSA training job: docs/benchmarks.md). The forward is range * Tanh (contrib/math, within 4 ulp); the
 // backward's 1 - tanh^2 is taken as 4 e / (1 + e)^2, e = exp(-2 |x|), which keeps its relative accuracy where tanh
 // saturates (1 - t^2 cancels there). NaN stays NaN.
 #undef HWY_TARGET_INCLUDE

@@ -1,7 +1,6 @@
 // The row passes of a softmax on the CPU, in Highway vectors compiled for every SIMD target and picked at run time:
-// the attention kernels' scores -> probabilities. As scalar code they cost more than the GEMMs around them: the
-// std::max chain through memory was 30 % of dense attention's forward, the std::exp calls 15 % of the default
-// training job (docs/benchmarks.md).
+// the attention kernels' scores -> probabilities. As scalar code (a std::max chain through memory, one std::exp per
+// score) they cost more than the GEMMs around them (docs/benchmarks.md).
 #pragma once
 #include <cstdint>
 

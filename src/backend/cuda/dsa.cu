@@ -1,5 +1,5 @@
-// The DSA kernels on the GPU (ops/dsa.h, CUDA section): the CPU kernels' sampling geometry (axis_sample below is
-// theirs), fp32 throughout on bf16 tensors.
+// The DSA kernels on the GPU (ops/dsa.h, CUDA section): the sampling geometry of docs/attention.md, which the CPU
+// kernels implement too, fp32 throughout on bf16 tensors.
 //
 // The forward and the backward's per-query pass are staged: a block takes a tile of up to 32 queries (w fastest) of
 // one head (one offset group in the backward) and stages the K or V halo its samples can reach, the box of tokens
@@ -65,7 +65,7 @@ struct Geo {
   }
 };
 
-// Linear interpolation along one axis at base + offset, as the CPU's axis_sample.
+// Linear interpolation along one axis at base + offset, the position clamped to the grid (docs/attention.md).
 struct Axis {
   int i0, i1;  // corners floor(pos), min(floor(pos) + 1, E - 1)
   float f;     // weight of i1; i0 gets 1 - f
