@@ -1,7 +1,6 @@
-#include "ops/attention.h"
-
 #include <cmath>
 
+#include "ops/attention.h"
 #include "test_util.h"
 
 namespace ms::test {
@@ -9,7 +8,7 @@ namespace {
 
 // Plain reference: materialises the whole score matrix per (b, head).
 std::vector<double> naive_attention(const std::vector<double>& q, const std::vector<double>& k,
-                                    const std::vector<double>& v, const cpu::AttentionDims& a) {
+                                    const std::vector<double>& v, const AttentionDims& a) {
   std::vector<double> out(q.size());
   for (int64_t b = 0; b < a.B; ++b)
     for (int64_t n = 0; n < a.nh; ++n)
@@ -37,7 +36,7 @@ std::vector<double> naive_attention(const std::vector<double>& q, const std::vec
 
 // Lq and Lk span several tiles (64 / 128) with ragged ends.
 TEST(Attention, ForwardMatchesNaiveReference) {
-  cpu::AttentionDims a{2, 131, 259, 3, 5};
+  AttentionDims a{2, 131, 259, 3, 5};
   auto q = randn(a.B * a.Lq * a.nh * a.d, 1), k = randn(a.B * a.Lk * a.nh * a.d, 2),
        v = randn(a.B * a.Lk * a.nh * a.d, 3);
   std::vector<double> out(q.size()), lse(a.B * a.nh * a.Lq);
@@ -51,7 +50,7 @@ TEST(Attention, ForwardMatchesNaiveReference) {
 }
 
 TEST(Attention, GradientsMatchFiniteDifferences) {
-  cpu::AttentionDims a{2, 70, 131, 2, 3};  // crosses tile borders on both axes
+  AttentionDims a{2, 70, 131, 2, 3};  // crosses tile borders on both axes
   auto q = randn(a.B * a.Lq * a.nh * a.d, 4), k = randn(a.B * a.Lk * a.nh * a.d, 5),
        v = randn(a.B * a.Lk * a.nh * a.d, 6), r = randn(a.B * a.Lq * a.nh * a.d, 7);
   std::vector<double> out(q.size()), lse(a.B * a.nh * a.Lq);

@@ -18,7 +18,7 @@ namespace ms::test {
 namespace {
 
 const Shape kQkv{1, 3, 4, 5, 4, 6};  // [B, T, H, W, nh, d]
-const cpu::VideoAttentionDims kDims{1, 3, 4, 5, 4, 6};
+const VideoAttentionDims kDims{1, 3, 4, 5, 4, 6};
 
 struct OpFiles {
   std::vector<float> q, k, v, dout, off;
@@ -63,7 +63,7 @@ void expect_error(const CliResult& r, const std::string& phrase) {
 
 TEST(OpCli, DsaOutputsAreTheKernelOutputs) {
   TempDir t;
-  const cpu::DsaArgs a{{3, 2, 3}, 2};
+  const DsaArgs a{{3, 2, 3}, 2};
   OpFiles in(t.file("in.safetensors"), {1, 3, 4, 5, 2, 18, 3});
   const CliResult r = run_cli("op dsa --inputs " + t.file("in.safetensors") + " --out " + t.file("out.safetensors") +
                               " --window 3,2,3");
@@ -115,8 +115,8 @@ TEST(OpCli, BadInputIsAClearErrorNamingTheValue) {
   OpFiles(good, {1, 3, 4, 5, 2, 18, 3});
   const std::string dsa = "op dsa --inputs " + good + out;
   expect_error(run_cli(dsa), "--window kt,kh,kw is required");
-  expect_error(run_cli(dsa + " --window 3,0,3"), "--window entry 1 is 0");
-  expect_error(run_cli(dsa + " --window 3,3"), "must be three integers");
+  expect_error(run_cli(dsa + " --window 3,0,3"), "--window '3,0,3' must be positive integers");
+  expect_error(run_cli(dsa + " --window 3,3"), "must be three comma-separated integers");
   expect_error(run_cli(dsa + " --window 3,3,3"), "'offsets' has P = 18 slots but --window 3,3,3 has kt*kh*kw = 27");
   OpFiles(t.file("g3.safetensors"), {1, 3, 4, 5, 3, 18, 3});
   expect_error(run_cli("op dsa --inputs " + t.file("g3.safetensors") + out + " --window 3,2,3"),

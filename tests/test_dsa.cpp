@@ -12,8 +12,8 @@ namespace ms::test {
 namespace {
 
 struct DsaCase {
-  cpu::VideoAttentionDims dims;
-  cpu::DsaArgs args;
+  VideoAttentionDims dims;
+  DsaArgs args;
 };
 
 // Odd extents; an even window; a window longer than the video on one axis (invalid slots); G < nh throughout;
@@ -155,7 +155,7 @@ TEST(Dsa, FixedWithFullWindowEqualsDense) {
   for (const std::array<int64_t, 3>& win : {std::array<int64_t, 3>{3, 4, 5}, std::array<int64_t, 3>{4, 6, 5}}) {
     DsaInputs in({{2, 3, 4, 5, 2, 6}, {win, 2}}, 400);
     const auto& d = in.c.dims;
-    const cpu::AttentionDims ad{d.B, d.L(), d.L(), d.nh, d.d};
+    const AttentionDims ad{d.B, d.L(), d.L(), d.nh, d.d};
     Vec out(in.q.size()), lse(in.lse_size()), dq(in.q.size()), dk(dq.size()), dv(dq.size());
     cpu::attention_forward(in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), ad);
     cpu::attention_backward(in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), in.r.data(), dq.data(),

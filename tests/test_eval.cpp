@@ -116,6 +116,50 @@ RgbVideo translation(int64_t frames, int64_t h, int64_t w, int dx, int dy, uint6
   return v;
 }
 
+// Each metric fed the clip's frame pairs as `megaslide eval` feeds them (eval/video_metrics.cpp).
+double temporal_flickering(const RgbVideo& v) {
+  TemporalFlickering m;
+  for (int64_t t = 0; t + 1 < v.frames; ++t) m.add_pair(v.frame(t), v.frame(t + 1), v.height, v.width);
+  return m.value();
+}
+
+double subject_consistency_ssim(const RgbVideo& v) {
+  SubjectConsistency m;
+  for (int64_t t = 1; t < v.frames; ++t) m.add_frame(v.frame(0), v.frame(t - 1), v.frame(t), v.height, v.width);
+  return m.value();
+}
+
+std::vector<PairFlow> video_flow(const RgbVideo& v) {
+  std::vector<PairFlow> flow;  // [frames - 1]: pair (t, t + 1)
+  for (int64_t t = 0; t + 1 < v.frames; ++t)
+    flow.push_back(frame_pair_flow(v.frame(t), v.frame(t + 1), v.height, v.width));
+  return flow;
+}
+
+double warping_error(const RgbVideo& v, const std::vector<PairFlow>& flow) {
+  WarpingError m;
+  for (int64_t t = 0; t + 1 < v.frames; ++t) m.add_pair(v.frame(t), v.frame(t + 1), flow[size_t(t)]);
+  return m.value();
+}
+
+DynamicDegree dynamic_degree(const std::vector<PairFlow>& flow) {
+  DynamicDegreeCounter m;
+  for (const PairFlow& f : flow) m.add_pair(f.forward);
+  return m.result();
+}
+
+double motion_direction_accuracy(const std::vector<PairFlow>& flow, Direction expected) {
+  MotionDirection m(expected);
+  for (const PairFlow& f : flow) m.add_pair(f.forward);
+  return m.accuracy();
+}
+
+std::vector<Metric> evaluate_video(const RgbVideo& v, std::optional<Direction> expected) {
+  VideoMetrics m(expected);
+  for (int64_t t = 0; t < v.frames; ++t) m.add_frame(v.frame(t), v.height, v.width);
+  return m.finish();
+}
+
 TEST(Eval, TemporalFlickeringByHand) {
   RgbVideo v = video_of(2, 1, 1);
   v.rgb = {10, 20, 30, 13, 17, 30};  // |d| = 3, 3, 0: mean 2
@@ -162,7 +206,7 @@ TEST(Eval, StillVideoScoresPerfectly) {
   RgbVideo v = translation(4, 33, 41, 0, 0);
   EXPECT_DOUBLE_EQ(temporal_flickering(v), 1.0);
   EXPECT_NEAR(subject_consistency_ssim(v), 1.0, 1e-12);
-  const VideoFlow flow = compute_video_flow(v);
+  const std::vector<PairFlow> flow = video_flow(v);
   EXPECT_LT(warping_error(v, flow), 1e-6);
   const DynamicDegree d = dynamic_degree(flow);
   EXPECT_FALSE(d.dynamic);
@@ -180,11 +224,12 @@ class TranslationClip : public ::testing::TestWithParam<Motion> {};
 TEST_P(TranslationClip, FlowWarpingDirectionAndDynamics) {
   const Motion m = GetParam();
   const RgbVideo v = translation(5, 47, 61, m.dx, m.dy);
-  const VideoFlow flow = compute_video_flow(v);
-  ASSERT_EQ(flow.forward.size(), 4u);
+  const std::vector<PairFlow> flow = video_flow(v);
+  ASSERT_EQ(flow.size(), 4u);
   // Flow magnitude away from the borders (where content enters the frame) is the shift.
   const double shift = std::hypot(m.dx, m.dy);
-  for (const FlowField& f : flow.forward) {
+  for (const PairFlow& pair : flow) {
+    const FlowField& f = pair.forward;
     double u = 0, w = 0;
     int64_t n = 0;
     for (int64_t y = 8; y < f.height - 8; ++y)
@@ -215,7 +260,7 @@ INSTANTIATE_TEST_SUITE_P(Eval, TranslationClip,
                                            Motion{0, -2, Direction::up}, Motion{0, 2, Direction::down}));
 
 TEST(Eval, SlowMotionIsNotDynamic) {
-  const DynamicDegree d = dynamic_degree(compute_video_flow(translation(5, 47, 61, 1, 0)));
+  const DynamicDegree d = dynamic_degree(video_flow(translation(5, 47, 61, 1, 0)));
   EXPECT_NEAR(d.score, 1.0, 0.2);  // below the 1.1 pixel threshold at this size
   EXPECT_FALSE(d.dynamic);
 }
@@ -236,7 +281,7 @@ TEST(Eval, EvaluateVideoNamesEveryMetric) {
   EXPECT_EQ(names, (std::vector<std::string>{"temporal_flickering", "subject_consistency_ssim", "warping_error",
                                              "dynamic_degree", "dynamic_degree_score", "motion_direction_accuracy"}));
   EXPECT_THROW(evaluate_video(random_video(1, 17, 19, 1), std::nullopt), Error);
-  EXPECT_THROW(compute_video_flow(random_video(2, 8, 8, 1)), Error);  // too small for DIS: an error, not a crash
+  EXPECT_THROW(video_flow(random_video(2, 8, 8, 1)), Error);  // too small for DIS: an error, not a crash
 }
 
 bool is_png(const std::string& path) {

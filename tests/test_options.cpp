@@ -143,7 +143,8 @@ TEST(TrainOptions, CommandLineTakesEveryFlagAndRefusesBadValues) {
   for (auto [args, message] : {std::pair{"--lr abc", "--lr expects a finite number, got 'abc'"},
                                {"--steps 2x", "--steps expects an integer, got '2x'"},
                                {"--offload disk", "--offload 'disk' is unknown; use none or stream"},
-                               {"--device-memory 0", "--device-memory 0 leaves no room for the arena"},
+                               {"--device-memory 0", "--device-memory '0' leaves no room for the arena"},
+                               {"--resume /nonexistent/run --lr 1", "only --steps may be given, not --lr, --out"},
                                {"--timestep-sampling beta",
                                 "--timestep-sampling 'beta' is unknown; use uniform, "
                                 "logit_normal or shift"}}) {

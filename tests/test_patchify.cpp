@@ -1,13 +1,12 @@
 #include "ops/patchify.h"
-
 #include "test_util.h"
 
 namespace ms::test {
 
 // Odd extents everywhere; B=2, C=3, (F, H, W) = (4, 6, 9) with patch (2, 3, 3): (f, h, w) = (2, 2, 3).
-const cpu::PatchDims kDims{2, 3, 4, 6, 9, 2, 3, 3};
+const PatchDims kDims{2, 3, 4, 6, 9, 2, 3, 3};
 
-static int64_t video_size(const cpu::PatchDims& d) { return d.B * d.C * d.F * d.H * d.W; }
+static int64_t video_size(const PatchDims& d) { return d.B * d.C * d.F * d.H * d.W; }
 
 TEST(Patchify, GradientsMatchFiniteDifferences) {
   const auto& d = kDims;
@@ -34,7 +33,7 @@ TEST(Patchify, GradientsMatchFiniteDifferences) {
 }
 
 TEST(Patchify, FloatMatchesDouble) {
-  const cpu::PatchDims d{3, 5, 3, 10, 14, 1, 2, 2};
+  const PatchDims d{3, 5, 3, 10, 14, 1, 2, 2};
   const int64_t nv = video_size(d);
   auto lat = randn(nv, 5);
   std::vector<double> p(nv), v(nv);

@@ -50,7 +50,7 @@ TEST(Plan, PaperAccountingFor105B) {
   ASSERT_FALSE(p.notes.empty());
   EXPECT_NE(p.notes[0].find("height 1080 padded to 1088"), std::string::npos) << p.notes[0];
   // 1.47 TB + a full 0.42 TB fp32 gradient pool does not fit in 1.5 TB: the immediate schedule does.
-  EXPECT_EQ(p.schedule, "immediate");
+  EXPECT_EQ(p.schedule, OptimizerSchedule::immediate);
   EXPECT_LE(p.host.total(), 1'500'000'000'000);
   // One [N, D] bf16 tensor alone is 43 GB: the activations cannot fit; the plan says so and what would.
   EXPECT_FALSE(p.fits);
@@ -62,7 +62,7 @@ TEST(Plan, DeferredScheduleWhenTheGradientPoolFits) {
   in.model = preset_config("wan2.1-14b");
   in.video = {1, 81, 480, 832, {4, 8, 8}};
   const Plan p = make_plan(in);
-  EXPECT_EQ(p.schedule, "deferred");
+  EXPECT_EQ(p.schedule, OptimizerSchedule::deferred);
   EXPECT_EQ(p.host.grads, 4 * p.params);
   EXPECT_TRUE(p.fits) << p.reasons.size();
   EXPECT_EQ(p.latent.dims.L, 21 * 30 * 52);  // Wan's 81x480x832 -> 21x60x104 latents -> 32760 tokens

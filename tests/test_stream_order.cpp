@@ -41,7 +41,8 @@ class OrderChecker final : public Backend {
     bool write;
   };
 
-  const char* name() const override { return inner_.name(); }
+  BackendKind kind() const override { return inner_.kind(); }
+  int64_t default_device_memory() const override { return inner_.default_device_memory(); }
   void* alloc_device(size_t bytes) override { return inner_.alloc_device(bytes); }
   void free_device(void* p) override { inner_.free_device(p); }
   int create_stream(const std::string& name, StreamKind kind) override {
@@ -137,7 +138,8 @@ std::vector<std::string> step_races(int prefetch, bool offload_activations, size
   c.num_layers = 8;  // checkpoints 0..4 come back from the host with offload_activations
   const ModelDims d = ModelDims::make(c, 1, 2, 6, 10, c.text_len);
   OrderChecker be;
-  StreamedModel m(c, d, be, StreamOptions{prefetch, 0, false, false, offload_activations}, make_stage_runner(be, c, d));
+  StreamedModel m(c, d, be, StreamOptions{.prefetch = prefetch, .offload_activations = offload_activations},
+                  make_stage_runner(be, c, d));
   const ParamTable table(c);
   Rng rng(7);
   std::vector<uint16_t> weights(size_t(table.total()));

@@ -6,8 +6,8 @@
 #include "core/check.h"
 #include "io/video.h"
 #include "temp_dir.h"
-#include "video_util.h"
 #include "test_util.h"
+#include "video_util.h"
 
 namespace ms::test {
 namespace {
@@ -31,7 +31,6 @@ Diff compare(const RgbVideo& a, const RgbVideo& b) {
   d.mean /= double(b.frames * b.height * b.width * 3);
   return d;
 }
-
 
 struct Container {
   const char* ext;
@@ -96,6 +95,25 @@ TEST(Video, DecodesASubrange) {
   EXPECT_EQ(decode_video(dir.file("c.mp4"), 5).frames, 2);
   const std::string e = error_of([&] { decode_video(dir.file("c.mp4"), 5, 4); });
   EXPECT_NE(e.find("ended after 7 decodable frames"), std::string::npos) << e;
+}
+
+// stream_video hands over the frames decode_video returns, one at a time, and stops when asked.
+TEST(Video, StreamsFramesOneAtATime) {
+  TempDir dir;
+  encode_video(dir.file("c.webm"), smooth_clip(6, 18, 22, 5));
+  const RgbVideo all = decode_video(dir.file("c.webm"));
+  int64_t seen = 0;
+  const VideoInfo info = stream_video(dir.file("c.webm"), [&](const uint8_t* rgb, int64_t h, int64_t w) {
+    EXPECT_EQ(h, all.height);
+    EXPECT_EQ(w, all.width);
+    EXPECT_TRUE(std::equal(rgb, rgb + h * w * 3, all.frame(seen))) << "frame " << seen;
+    return ++seen < 4;
+  });
+  EXPECT_EQ(seen, 4);
+  EXPECT_EQ(info.frames, 4);
+  EXPECT_EQ(stream_video(dir.file("c.webm"), [](const uint8_t*, int64_t, int64_t) { return true; }).frames, 6);
+  const std::string e = error_of([&] { stream_video(dir.file("none.webm"), [](auto...) { return true; }); });
+  EXPECT_NE(e.find("does not exist"), std::string::npos) << e;
 }
 
 TEST(Video, MissingFileAndDirectory) {

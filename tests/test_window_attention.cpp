@@ -8,7 +8,7 @@ namespace ms::test {
 namespace {
 
 struct WindowCase {
-  cpu::VideoAttentionDims dims;
+  VideoAttentionDims dims;
   std::array<int64_t, 3> window;
   bool shifted;
 };

@@ -4,18 +4,19 @@
 
 namespace ms::cli {
 
-void add_backend_option(CLI::App& cmd, std::string& backend) {
-  cmd.add_option("--backend", backend, "Compute backend: cpu, cuda or auto (cuda when a usable GPU is present)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->default_val("auto");
+void add_backend_option(CLI::App& cmd, BackendChoice& backend) {
+  cmd.add_option_function<std::string>(
+         "--backend", [&backend](const std::string& v) { backend = parse_name<BackendChoice>(v, "--backend"); },
+         "Compute backend: " + choices_of<BackendChoice>() + " (this verb runs on the CPU: auto and cpu run it there)")
+      ->default_str(name_of(BackendChoice::automatic));
 }
 
 // The verbs other than train run on the CPU only (the model's stages run on the GPU in `train --offload stream`):
 // auto stays on the CPU, and cuda says why not.
-std::string resolve_backend(const std::string& requested) {
-  if (requested != "cuda") return "cpu";
-  if (const std::string why = backend_unavailable("cuda"); !why.empty())
-    MS_FAIL("--backend cuda: ", why, "; use --backend cpu");
+BackendKind resolve_backend(BackendChoice requested) {
+  if (requested != BackendChoice::cuda) return BackendKind::cpu;
+  if (const std::string why = backend_unavailable(BackendKind::cuda); !why.empty())
+    MS_FAIL("--backend cuda: ", why, "; leave --backend out to run on the CPU");
   MS_FAIL(
       "--backend cuda: on the GPU this build runs `megaslide train --offload stream`, `megaslide bench cuda` and "
       "the CUDA tests; this verb runs on the CPU: use --backend cpu");

@@ -73,7 +73,7 @@ struct Row {
 double model_flops(const AttentionSpec& s) {
   AttentionConfig a;
   a.type = s.type, a.window = s.window;
-  const cpu::VideoAttentionDims& d = s.dims;
+  const VideoAttentionDims& d = s.dims;
   return 3.5 * double(d.L() * d.nh * d.d) * self_attention_forward_flops(a, {d.T, d.H, d.W});
 }
 
@@ -90,7 +90,7 @@ class Case {
               kWindow,
               true,
               a.heads} {
-    const cpu::VideoAttentionDims& d = spec_.dims;
+    const VideoAttentionDims& d = spec_.dims;
     const size_t n = size_t(d.L() * d.nh * d.d),
                  noff = size_t(d.L() * spec_.groups * kWindow[0] * kWindow[1] * kWindow[2] * 3);
     Rng rng(uint64_t(d.L()));

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "core/check.h"
+#include "registry/registry.h"
 
 #ifdef MEGASLIDE_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -215,7 +216,9 @@ void bench_cuda(const BenchCudaArgs& a) {
 }
 #else
 
-void bench_cuda(const BenchCudaArgs&) { resolve_backend("cuda"); }  // says this build has none
+void bench_cuda(const BenchCudaArgs&) {
+  MS_FAIL("bench cuda measures a GPU: ", backend_unavailable(BackendKind::cuda));
+}
 
 #endif
 

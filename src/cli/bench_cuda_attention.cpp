@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/attention.h"
 #include "backend/cuda/check.h"
+#include "backend/cuda/dsa.h"
+#include "backend/cuda/window_attention.h"
 #include "cli/bench_cuda_block.h"
 #include "cli/cuda_timing.h"
 #include "core/check.h"
@@ -13,9 +16,6 @@
 #include "core/rng.h"
 #include "model/config.h"
 #include "model/flops.h"
-#include "ops/attention.h"
-#include "ops/dsa.h"
-#include "ops/window_attention.h"
 
 namespace ms::cli {
 namespace {
@@ -42,9 +42,9 @@ nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t 
   nlohmann::json out = nlohmann::json::array();
   for (int64_t L : tokens) {
     const std::array<int64_t, 3> g = grid_of(L);
-    const cpu::VideoAttentionDims vd{1, g[0], g[1], g[2], c.num_heads, c.head_dim()};
-    const cpu::AttentionDims a{1, L, L, c.num_heads, c.head_dim()};
-    const cpu::DsaArgs dsa{window, c.num_heads};
+    const VideoAttentionDims vd{1, g[0], g[1], g[2], c.num_heads, c.head_dim()};
+    const AttentionDims a{1, L, L, c.num_heads, c.head_dim()};
+    const DsaArgs dsa{window, c.num_heads};
     const int64_t n = L * c.dim, noff = L * dsa.groups * dsa.P() * 3;
     const int64_t scratch_floats = std::max(cuda::attention_backward_scratch(a), cuda::dsa_backward_scratch(vd, dsa));
     // q, k, v, out, dout, dq, dk, dv, offsets, doffsets bf16; lse and the backward's scratch fp32

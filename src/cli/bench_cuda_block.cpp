@@ -88,8 +88,7 @@ nlohmann::json bench_cuda_block(cuda::GemmContext& gemm, const std::array<int64_
                          bind_block<float>(c, in.wgrads));
   });
   // The attention kernels alone on the block's own q, k, v (left by the last forward).
-  const cpu::AttentionDims self{d.B, d.L, d.L, c.num_heads, c.head_dim()},
-      cross{d.B, d.L, d.Lt, c.num_heads, c.head_dim()};
+  const AttentionDims self{d.B, d.L, d.L, c.num_heads, c.head_dim()}, cross{d.B, d.L, d.Lt, c.num_heads, c.head_dim()};
   const double attn_fwd = time_events(stream, repeats, [&] {
     ops.attention_forward(acts.q, acts.k, acts.v, acts.attn, acts.attn_lse, self);
     ops.attention_forward(acts.qc, acts.kc, acts.vc, acts.yc, acts.yc_lse, cross);

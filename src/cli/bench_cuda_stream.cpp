@@ -95,7 +95,7 @@ nlohmann::json bench_cuda_stream(const StreamBenchShape& s, double gemm_ceiling)
     be.pin_host(h.weights.data(), h.weights.size() * 2);
     be.pin_host(h.grads.data(), h.grads.size() * 4);
     StreamOptions on;
-    on.device_budget = plan.peak();
+    on.device_memory = plan.peak();
     StreamOptions serial = on, copies = on;
     serial.serialize = true;
     copies.skip_compute = true;

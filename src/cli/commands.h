@@ -3,6 +3,8 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "runtime/backend.h"
+
 namespace ms::cli {
 
 void add_train_command(CLI::App& app);
@@ -25,10 +27,9 @@ void add_bench_cuda(CLI::App& bench);
 // `megaslide op <kernel>` sub-verbs, registered by add_op_command.
 void add_op_adamw(CLI::App& op);
 
-// Adds `--backend cpu|cuda` to a compute verb; validated when the verb runs (resolve_backend).
-void add_backend_option(CLI::App& cmd, std::string& backend);
-// Returns "cpu" or "cuda"; "auto" picks cuda when a usable GPU is present. Throws a clear error for
-// cuda in a build or on a machine without one.
-std::string resolve_backend(const std::string& requested);
+// Adds `--backend auto|cpu|cuda` to a compute verb that runs on the CPU; checked when the verb runs (resolve_backend).
+void add_backend_option(CLI::App& cmd, BackendChoice& backend);
+// The CPU for auto and cpu; cuda throws a clear error (no GPU, or this verb has no GPU path).
+BackendKind resolve_backend(BackendChoice requested);
 
 }  // namespace ms::cli

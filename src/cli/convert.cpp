@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "io/atomic_file.h"
 #include "io/weight_files.h"
@@ -29,7 +30,7 @@ void run_convert(const ConvertArgs& a) {
   DType forced = DType::bf16;
   const bool force = !a.dtype.empty();
   if (force && a.dtype != "bf16" && a.dtype != "f16" && a.dtype != "f32")
-    MS_FAIL("--dtype '", a.dtype, "' is not one of bf16, f16, f32");
+    MS_FAIL("--dtype ", quote_text(a.dtype), " is not one of bf16, f16, f32");
   if (force) forced = a.dtype == "bf16" ? DType::bf16 : a.dtype == "f16" ? DType::f16 : DType::f32;
   const int64_t shard_bytes = parse_bytes(a.shard_size, "--shard-size");
   if (shard_bytes <= 0) MS_FAIL("--shard-size must be positive");
@@ -100,7 +101,8 @@ void run_convert(const ConvertArgs& a) {
 
 void add_convert_command(CLI::App& app) {
   auto args = std::make_shared<ConvertArgs>();
-  CLI::App* cmd = app.add_subcommand("convert", "Write a DiT's weights in the layout Wan, diffusers or megaslide reads");
+  CLI::App* cmd =
+      app.add_subcommand("convert", "Write a DiT's weights in the layout Wan, diffusers or megaslide reads");
   cmd->add_option("IN", args->in,
                   "A model: directory (ours, Wan's, diffusers'), .safetensors or .pth file (ComfyUI single files: "
                   "the config is inferred), or a sharded index")
@@ -108,7 +110,8 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("OUT", args->out, "The new directory to write")->required();
   cmd->add_option("--to", args->to, "wan, diffusers or megaslide")->required();
   cmd->add_option("--dtype", args->dtype, "bf16, f16 or f32 (default: each tensor's own; fp8 becomes bf16)");
-  cmd->add_option("--config", args->config, "config.json for IN when it has none and its shapes are not a known Wan2.1's");
+  cmd->add_option("--config", args->config,
+                  "config.json for IN when it has none and its shapes are not a known Wan2.1's");
   cmd->add_option("--shard-size", args->shard_size, "Largest weights file before sharding (wan, diffusers)")
       ->capture_default_str();
   cmd->callback([args] { run_convert(*args); });

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "core/check.h"
+#include "core/text.h"
 #include "eval/plot.h"
 #include "eval/video_metrics.h"
 #include "io/video.h"
@@ -29,7 +30,7 @@ struct EvalArgs {
 
 struct VideoResult {
   std::string path;
-  RgbVideo video;  // frames are dropped after evaluation; extents kept
+  VideoInfo video;
   std::vector<Metric> metrics;
 };
 
@@ -37,7 +38,7 @@ struct VideoResult {
 std::optional<Direction> expected_direction(const EvalArgs& a, const std::string& video) {
   if (!a.direction.empty()) {
     auto d = parse_direction(a.direction);
-    if (!d) MS_FAIL("--expect-direction '", a.direction, "' is unknown; use left, right, up or down");
+    if (!d) MS_FAIL("--expect-direction ", quote_text(a.direction), " is unknown; use left, right, up or down");
     return d;
   }
   std::ifstream caption(fs::path(video).replace_extension(".txt"));
@@ -95,9 +96,15 @@ void print_table(const std::vector<VideoResult>& results) {
 void run_eval(const EvalArgs& a) {
   std::vector<VideoResult> results;
   for (const auto& path : a.videos) {
-    VideoResult r{path, decode_video(path), {}};
-    r.metrics = evaluate_video(r.video, expected_direction(a, path));
-    r.video.rgb = {};
+    VideoMetrics metrics(expected_direction(a, path));
+    VideoResult r{path,
+                  stream_video(path,
+                               [&](const uint8_t* rgb, int64_t height, int64_t width) {
+                                 metrics.add_frame(rgb, height, width);
+                                 return true;
+                               }),
+                  {}};
+    r.metrics = metrics.finish();
     if (a.json) {
       nlohmann::json j{
           {"video", path}, {"frames", r.video.frames}, {"height", r.video.height}, {"width", r.video.width}};

@@ -12,7 +12,8 @@ namespace ms::cli {
 namespace {
 
 struct ForwardArgs {
-  std::string model, config, inputs, out, backend;
+  std::string model, config, inputs, out;
+  BackendChoice backend = BackendChoice::automatic;
   bool backward = false;
   uint64_t seed = 0;
 };

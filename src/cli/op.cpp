@@ -13,14 +13,17 @@
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/text.h"
 #include "io/safetensors.h"
 #include "model/attention_core.h"
+#include "plan/video_shape.h"
 
 namespace ms::cli {
 namespace {
 
 struct OpArgs {
-  std::string inputs, out, window, backend;
+  std::string inputs, out, window;
+  BackendChoice backend = BackendChoice::automatic;
   bool shift = false;
 };
 
@@ -46,25 +49,7 @@ std::unique_ptr<Input> read_tensor(const SafetensorsFile& f, const std::string& 
 // "kt,kh,kw" -> three positive integers.
 std::array<int64_t, 3> parse_window(const std::string& op, const std::string& s) {
   if (s.empty()) MS_FAIL("op ", op, ": --window kt,kh,kw is required");
-  std::array<int64_t, 3> w{};
-  std::istringstream in(s);
-  std::string item;
-  size_t n = 0;
-  while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (n >= 3 || used != item.size() || item.empty())
-      MS_FAIL("op ", op, ": --window '", s, "' must be three integers kt,kh,kw");
-    if (v <= 0) MS_FAIL("op ", op, ": --window entry ", n, " is ", v, "; window sizes must be positive");
-    w[n++] = v;
-  }
-  if (n != 3) MS_FAIL("op ", op, ": --window '", s, "' must be three integers kt,kh,kw");
-  return w;
+  return parse_triple(s, cat("op ", op, ": --window"));
 }
 
 void run_op(const std::string& op, const OpArgs& a) {
@@ -79,7 +64,7 @@ void run_op(const std::string& op, const OpArgs& a) {
       MS_FAIL(f.path(), ": '", name, "' has shape ", shape_str(t->shape), " but 'q' has ", shape_str(q->shape),
               "; they must match");
   const Shape& s = q->shape;
-  const cpu::VideoAttentionDims d{s[0], s[1], s[2], s[3], s[4], s[5]};
+  const VideoAttentionDims d{s[0], s[1], s[2], s[3], s[4], s[5]};
   const std::array<int64_t, 3> window = op == "dense" ? std::array<int64_t, 3>{} : parse_window(op, a.window);
   std::unique_ptr<Input> off;
   int64_t G = 0;

@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/units.h"
 #include "plan/report.h"
+#include "runtime/arena.h"
 
 namespace ms::cli {
 namespace {
@@ -24,10 +25,10 @@ struct PlanArgs {
   std::string device_memory, host_memory, hbm;
   int prefetch = 2;
   bool offload_activations = false;
-  std::string offload = "stream";
+  Offload offload = Offload::stream;
   std::string gpu = "h200";
   std::optional<double> tflops, link_gbps, host_mem_gbps;  // profile overrides
-  std::string schedule = "auto";
+  std::optional<OptimizerSchedule> schedule;               // absent: auto
   bool json = false;
 };
 
@@ -54,19 +55,15 @@ PlanInputs plan_inputs(const PlanArgs& a) {
   if (a.link_gbps) in.hw.link_bytes_per_s = in.hw.link_peak_bytes_per_s = *a.link_gbps * 1e9;
   if (a.host_mem_gbps && !(*a.host_mem_gbps > 0)) MS_FAIL("--host-mem-gbps must be positive, got ", *a.host_mem_gbps);
   if (a.host_mem_gbps) in.hw.host_mem_bytes_per_s = *a.host_mem_gbps * 1e9;
-  if (a.offload != "stream" && a.offload != "none")
-    MS_FAIL("--offload '", a.offload, "' is unknown; use stream (weights streamed from host) or none (resident)");
   in.arena.prefetch = a.prefetch;
-  in.arena.resident = a.offload == "none";
+  in.arena.resident = a.offload == Offload::none;
   in.arena.offload_activations = a.offload_activations;
   in.arena.weight_bytes = in.hw.weight_bytes;
   in.arena.act_bytes = in.hw.act_bytes;
   in.arena.grad_slots = in.hw.grad_slots;
-  if (!a.device_memory.empty()) in.device_budget = parse_bytes(a.device_memory, "--device-memory");
+  if (!a.device_memory.empty()) in.device_memory = parse_device_memory(a.device_memory);
   if (!a.host_memory.empty()) in.host_budget = parse_bytes(a.host_memory, "--host-memory");
-  if (in.device_budget < 0 || in.host_budget < 0 || (!a.device_memory.empty() && !in.device_budget) ||
-      (!a.host_memory.empty() && !in.host_budget))
-    MS_FAIL("--device-memory and --host-memory must be positive");
+  if (!a.host_memory.empty() && in.host_budget <= 0) MS_FAIL("--host-memory must be positive");
   in.schedule = a.schedule;
   return in;
 }
@@ -97,20 +94,33 @@ void add_plan_command(CLI::App& app) {
                   "Self-attention: dense, window, dsa or dsa_fixed (default: the config's)");
   cmd->add_option("--window", a->window, "Attention window kt,kh,kw in tokens (default: the config's)");
   cmd->add_option("--offset-groups", a->offset_groups, "DSA offset groups G dividing num_heads (0: one per head)");
-  cmd->add_option("--device-memory", a->device_memory,
-                  "Device arena budget, e.g. 80GiB, 120GB (default: the GPU's memory less 2 GB for CUDA)");
+  cmd->add_option(
+      "--device-memory", a->device_memory,
+      "Device arena budget, e.g. 80GiB, 120GB (default: the GPU's memory less 2 GB; cpu: this machine's RAM)");
   cmd->add_option("--prefetch", a->prefetch, "Weight slots K >= 2 (one computing, K-1 loading)")->capture_default_str();
   cmd->add_flag("--offload-activations", a->offload_activations, "Keep block-input checkpoints in host memory");
-  cmd->add_option("--offload", a->offload, "Weights: stream (from host, layer by layer) or none (all resident)")
-      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--offload", [a](const std::string& v) { a->offload = parse_name<Offload>(v, "--offload"); },
+         "Weights: stream (from host, layer by layer) or none (all resident)")
+      ->default_str(name_of(Offload::stream));
   cmd->add_option("--gpu", a->gpu, "Hardware profile: h200, h100-sxm, h100-nvl or cpu")->capture_default_str();
   cmd->add_option("--hbm", a->hbm, "Override the profile's device memory, e.g. 141GB");
   cmd->add_option("--tflops", a->tflops, "Override the profile's dense GEMM rate, TFLOP/s");
   cmd->add_option("--link-gbps", a->link_gbps, "Override the host link, GB/s per direction (0: none)");
   cmd->add_option("--host-mem-gbps", a->host_mem_gbps, "Override the host DRAM bandwidth, GB/s");
   cmd->add_option("--host-memory", a->host_memory, "Host RAM for the pools (default: 1.5TB; cpu: this machine's)");
-  cmd->add_option("--schedule", a->schedule, "Optimizer schedule: auto (deferred if it fits), deferred, immediate")
-      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--schedule",
+         [a](const std::string& v) {
+           if (v == "auto")
+             a->schedule.reset();
+           else if (v == name_of(OptimizerSchedule::deferred) || v == name_of(OptimizerSchedule::immediate))
+             a->schedule = parse_name<OptimizerSchedule>(v, "--schedule");
+           else
+             MS_FAIL("--schedule ", quote_text(v), " is unknown; use auto, ", choices_of<OptimizerSchedule>());
+         },
+         "Optimizer schedule: auto (deferred if it fits), deferred, immediate")
+      ->default_str("auto");
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] {
     const Plan p = make_plan(plan_inputs(*a));

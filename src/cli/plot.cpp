@@ -36,7 +36,7 @@ PlotSeries read_series(const std::string& run, const std::string& metric, int64_
   }
   if (s.x.empty())
     MS_FAIL("'", path, "' has no numeric '", metric, "' values; metrics.jsonl lines carry step, loss, ",
-            "lr, grad_norm, seconds, tokens_per_second");
+            "lr, grad_norm, seconds, tokens_per_second, device_peak_bytes");
   return s;
 }
 

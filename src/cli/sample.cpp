@@ -20,7 +20,8 @@ namespace ms::cli {
 namespace {
 
 struct SampleArgs {
-  std::string model, config, prompt, context, out, backend;
+  std::string model, config, prompt, context, out;
+  BackendChoice backend = BackendChoice::automatic;
   DataShape shape;  // extents 0: from the checkpoint's trainer.json; channels: the model's in_dim
   SamplerConfig sampler;
   uint64_t seed = 0;

@@ -40,6 +40,14 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--inject-data-error", hooks->inject_data_error, "Testing aid: loading this data sample fails")
       ->group("");
   cmd->callback([opts, hooks, resume_dir, cmd] {
+    if (!resume_dir->empty()) {  // the run's saved options hold; only its length may change
+      std::string given;
+      for (const TrainOption& o : train_option_table())
+        if (o.flag != "--steps" && cmd->count(o.flag)) given += (given.empty() ? "" : ", ") + o.flag;
+      if (!given.empty())
+        MS_FAIL("--resume continues a run with the options saved in its trainer.json; only --steps may be given, ",
+                "not ", given, ". Start a new run (--out) to change them");
+    }
     if (opts->data != "synthetic") {  // sizes not given come from the data (TrainOptions: 0)
       for (auto [flag, value] : {std::pair{"--frames", &opts->frames},
                                  {"--height", &opts->height},

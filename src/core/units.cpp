@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/check.h"
+#include "core/text.h"
 
 namespace ms {
 namespace {
@@ -51,13 +52,13 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   char* end = nullptr;
   const double value = number.empty() ? NAN : std::strtod(number.c_str(), &end);
   if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(value))
-    MS_FAIL(what, " '", text, "' is not a byte size; ", forms);
+    MS_FAIL(what, " ", quote_text(text), " is not a byte size; ", forms);
   const double scale = unit_scale(unit);
   if (scale == 0)
-    MS_FAIL(what, " '", text, "' has an unknown unit '", text.substr(i), "'; use B, KB, MB, GB, TB (powers of 1000) ",
-            "or KiB, MiB, GiB, TiB (powers of 1024)");
+    MS_FAIL(what, " ", quote_text(text), " has an unknown unit ", quote_text(text.substr(i)),
+            "; use B, KB, MB, GB, TB (powers of 1000) ", "or KiB, MiB, GiB, TiB (powers of 1024)");
   const double bytes = std::round(value * scale);
-  if (bytes > 9.2e18) MS_FAIL(what, " '", text, "' is too large");
+  if (bytes > 9.2e18) MS_FAIL(what, " ", quote_text(text), " is too large");
   return int64_t(bytes);
 }
 

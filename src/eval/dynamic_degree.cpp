@@ -21,18 +21,21 @@ double pair_score(const FlowField& f) {
 
 }  // namespace
 
-DynamicDegree dynamic_degree(const VideoFlow& flow) {
-  MS_CHECK(!flow.forward.empty(), "dynamic degree needs at least one frame pair");
-  const FlowField& first = flow.forward.front();
+void DynamicDegreeCounter::add_pair(const FlowField& forward) {
+  threshold_ = 6.0 * double(std::min(forward.height, forward.width)) / 256.0;
+  const double s = pair_score(forward);
+  sum_scores_ += s;
+  moving_pairs_ += s > threshold_;
+  ++pairs_;
+}
+
+DynamicDegree DynamicDegreeCounter::result() const {
+  MS_CHECK(pairs_ > 0, "dynamic degree needs at least one frame pair");
   DynamicDegree d;
-  d.threshold = 6.0 * double(std::min(first.height, first.width)) / 256.0;
-  const double frames = double(flow.forward.size() + 1);
-  d.needed_pairs = std::max<int64_t>(1, std::llround(4.0 * frames / 16.0));
-  for (const FlowField& f : flow.forward) {
-    const double s = pair_score(f);
-    d.score += s / double(flow.forward.size());
-    d.moving_pairs += s > d.threshold;
-  }
+  d.threshold = threshold_;
+  d.score = sum_scores_ / double(pairs_);
+  d.moving_pairs = moving_pairs_;
+  d.needed_pairs = std::max<int64_t>(1, std::llround(4.0 * double(pairs_ + 1) / 16.0));
   d.dynamic = d.moving_pairs >= d.needed_pairs;
   return d;
 }

@@ -17,6 +17,15 @@ struct DynamicDegree {
 // pixel). A pair moves when its score exceeds the threshold; the video is dynamic when at least
 // max(1, round(4 frames / 16)) pairs move (VBench's count for its 16-frame clips). VBench uses RAFT
 // flow and skips the first pair; this uses DIS flow and every pair.
-DynamicDegree dynamic_degree(const VideoFlow& flow);
+class DynamicDegreeCounter {
+ public:
+  // The forward flow of one pair of consecutive frames.
+  void add_pair(const FlowField& forward);
+  DynamicDegree result() const;  // needs a pair
+
+ private:
+  double sum_scores_ = 0, threshold_ = 0;
+  int64_t pairs_ = 0, moving_pairs_ = 0;
+};
 
 }  // namespace ms

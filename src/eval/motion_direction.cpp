@@ -61,11 +61,14 @@ std::optional<Direction> direction_from_caption(const std::string& caption) {
   return parse_direction(l.substr(begin, end - begin));
 }
 
-double motion_direction_accuracy(const VideoFlow& flow, Direction expected) {
-  MS_CHECK(!flow.forward.empty(), "motion direction needs at least one frame pair");
-  int64_t hits = 0;
-  for (const FlowField& f : flow.forward) hits += mean_direction(f) == expected;
-  return double(hits) / double(flow.forward.size());
+void MotionDirection::add_pair(const FlowField& forward) {
+  hits_ += mean_direction(forward) == expected_;
+  ++pairs_;
+}
+
+double MotionDirection::accuracy() const {
+  MS_CHECK(pairs_ > 0, "motion direction needs at least one frame pair");
+  return double(hits_) / double(pairs_);
 }
 
 }  // namespace ms

@@ -18,6 +18,16 @@ std::optional<Direction> direction_from_caption(const std::string& caption);
 // Fraction of frame pairs whose mean forward flow over the frame points in `expected`: the larger of
 // |mean u|, |mean v| picks the axis and its sign the direction (v grows downwards, so up is -v). A
 // pair with zero mean flow matches nothing.
-double motion_direction_accuracy(const VideoFlow& flow, Direction expected);
+class MotionDirection {
+ public:
+  explicit MotionDirection(Direction expected) : expected_(expected) {}
+  // The forward flow of one pair of consecutive frames.
+  void add_pair(const FlowField& forward);
+  double accuracy() const;  // needs a pair
+
+ private:
+  Direction expected_;
+  int64_t hits_ = 0, pairs_ = 0;
+};
 
 }  // namespace ms

@@ -8,9 +8,9 @@
 namespace ms {
 namespace {
 
-cv::Mat gray(const RgbVideo& v, int64_t t) {
+cv::Mat gray(const uint8_t* rgb, int64_t height, int64_t width) {
   cv::Mat g;  // [H, W] u8
-  cv::cvtColor(cv::Mat(int(v.height), int(v.width), CV_8UC3, const_cast<uint8_t*>(v.frame(t))), g, cv::COLOR_RGB2GRAY);
+  cv::cvtColor(cv::Mat(int(height), int(width), CV_8UC3, const_cast<uint8_t*>(rgb)), g, cv::COLOR_RGB2GRAY);
   return g;
 }
 
@@ -32,18 +32,10 @@ FlowField flow(cv::DISOpticalFlow& dis, const cv::Mat& from, const cv::Mat& to) 
 
 }  // namespace
 
-VideoFlow compute_video_flow(const RgbVideo& v) {
-  if (v.frames < 2) MS_FAIL("optical flow needs at least 2 frames, the video has ", v.frames);
+PairFlow frame_pair_flow(const uint8_t* a, const uint8_t* b, int64_t height, int64_t width) {
   cv::Ptr<cv::DISOpticalFlow> dis = cv::DISOpticalFlow::create(cv::DISOpticalFlow::PRESET_MEDIUM);
-  VideoFlow out;
-  cv::Mat prev = gray(v, 0);
-  for (int64_t t = 1; t < v.frames; ++t) {
-    cv::Mat next = gray(v, t);
-    out.forward.push_back(flow(*dis, prev, next));
-    out.backward.push_back(flow(*dis, next, prev));
-    prev = next;
-  }
-  return out;
+  const cv::Mat ga = gray(a, height, width), gb = gray(b, height, width);
+  return {flow(*dis, ga, gb), flow(*dis, gb, ga)};
 }
 
 }  // namespace ms

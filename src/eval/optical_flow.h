@@ -1,10 +1,9 @@
-// Dense optical flow between consecutive frames (OpenCV's DIS optical flow on grayscale), shared by
+// Dense optical flow between two frames (OpenCV's DIS optical flow on grayscale), shared by
 // the motion metrics: warping error, dynamic degree, motion direction.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
-
-#include "io/video.h"
 
 namespace ms {
 
@@ -18,12 +17,12 @@ struct FlowField {
   float v(int64_t y, int64_t x) const { return uv[size_t((y * width + x) * 2 + 1)]; }
 };
 
-struct VideoFlow {
-  std::vector<FlowField> forward;   // [frames - 1]: frame t -> t + 1
-  std::vector<FlowField> backward;  // [frames - 1]: frame t + 1 -> t
+// The flow both ways between two frames: forward a -> b, backward b -> a.
+struct PairFlow {
+  FlowField forward, backward;
 };
 
-// Flow both ways between every pair of consecutive frames (DIS, medium preset). Needs >= 2 frames.
-VideoFlow compute_video_flow(const RgbVideo& v);
+// DIS (medium preset) on the grayscale of frames a, b [height, width, 3]. Throws for frames too small for it.
+PairFlow frame_pair_flow(const uint8_t* a, const uint8_t* b, int64_t height, int64_t width);
 
 }  // namespace ms

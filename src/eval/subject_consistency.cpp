@@ -7,15 +7,17 @@
 
 namespace ms {
 
-double subject_consistency_ssim(const RgbVideo& v) {
-  if (v.frames < 2) MS_FAIL("subject consistency needs at least 2 frames, the video has ", v.frames);
-  double sum = 0;
-  for (int64_t t = 1; t < v.frames; ++t) {
-    const double prev = ssim_rgb(v.frame(t - 1), v.frame(t), v.height, v.width);
-    const double first = ssim_rgb(v.frame(0), v.frame(t), v.height, v.width);
-    sum += (std::max(0.0, prev) + std::max(0.0, first)) / 2.0;
-  }
-  return sum / double(v.frames - 1);
+void SubjectConsistency::add_frame(const uint8_t* first, const uint8_t* prev, const uint8_t* frame, int64_t height,
+                                   int64_t width) {
+  const double to_prev = ssim_rgb(prev, frame, height, width);
+  const double to_first = ssim_rgb(first, frame, height, width);
+  sum_ += (std::max(0.0, to_prev) + std::max(0.0, to_first)) / 2.0;
+  ++frames_;
+}
+
+double SubjectConsistency::value() const {
+  if (frames_ == 0) MS_FAIL("subject consistency needs at least 2 frames");
+  return sum_ / double(frames_);
 }
 
 }  // namespace ms

@@ -48,19 +48,13 @@ double pair_error(const uint8_t* frame_t, const uint8_t* frame_next, const FlowF
 
 }  // namespace
 
-double warping_error(const RgbVideo& v, const VideoFlow& flow) {
-  MS_CHECK(int64_t(flow.forward.size()) == v.frames - 1 && flow.backward.size() == flow.forward.size(), "flow has ",
-           flow.forward.size(), " pairs for ", v.frames, " frames");
-  double sum = 0;
-  int64_t pairs = 0;
-  for (int64_t t = 0; t + 1 < v.frames; ++t) {
-    const double e = pair_error(v.frame(t), v.frame(t + 1), flow.forward[size_t(t)], flow.backward[size_t(t)]);
-    if (!std::isnan(e)) {  // pairs whose flow is nowhere consistent say nothing about warping
-      sum += e;
-      ++pairs;
-    }
-  }
-  return pairs ? sum / double(pairs) : std::numeric_limits<double>::quiet_NaN();
+void WarpingError::add_pair(const uint8_t* frame_t, const uint8_t* frame_next, const PairFlow& flow) {
+  const double e = pair_error(frame_t, frame_next, flow.forward, flow.backward);
+  if (std::isnan(e)) return;  // pairs whose flow is nowhere consistent say nothing about warping
+  sum_ += e;
+  ++pairs_;
 }
+
+double WarpingError::value() const { return pairs_ ? sum_ / double(pairs_) : std::numeric_limits<double>::quiet_NaN(); }
 
 }  // namespace ms

@@ -11,6 +11,15 @@ namespace ms {
 // sampled bilinearly. Its error is the mean over RGB of (frame_t(p) - frame_{t+1}(p + f(p)))^2 with
 // values scaled to [0, 1] and frame t+1 sampled bilinearly. The pair's error is the mean over used
 // pixels; the result is the mean over pairs that used any pixel (NaN when none did). 0 is perfect.
-double warping_error(const RgbVideo& v, const VideoFlow& flow);
+class WarpingError {
+ public:
+  // Consecutive frames [height, width, 3] of flow's size and the flow between them.
+  void add_pair(const uint8_t* frame_t, const uint8_t* frame_next, const PairFlow& flow);
+  double value() const;
+
+ private:
+  double sum_ = 0;
+  int64_t pairs_ = 0;  // that used any pixel
+};
 
 }  // namespace ms

@@ -124,6 +124,46 @@ VideoInfo probe_video(const std::string& path) {
   return info;
 }
 
+namespace {
+
+// Decodes frames from `first` on, converted to RGB into a buffer of one frame, while on_frame(rgb, index) returns
+// true; `wanted` frames (0: all the header promises) must be decodable unless on_frame stops first. Returns the
+// number on_frame received.
+int64_t decode_rgb(Decoder& d, int64_t first, int64_t wanted,
+                   const std::function<bool(const uint8_t* rgb, int64_t index)>& on_frame) {
+  std::vector<uint8_t> rgb(size_t(d.height() * d.width() * 3));  // [height, width, 3]
+  ff::SwsPtr sws;
+  int64_t delivered = 0;
+  bool caller_stopped = false;
+  const int64_t decoded = d.for_each_frame([&](const AVFrame& f, int64_t i) {
+    if (i < first) return true;
+    // Reuses the context while the source format stays the same; frees it otherwise.
+    sws.reset(sws_getCachedContext(sws.release(), f.width, f.height, AVPixelFormat(f.format), f.width, f.height,
+                                   AV_PIX_FMT_RGB24, SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr,
+                                   nullptr, nullptr));
+    if (!sws) MS_FAIL("'", d.path(), "': cannot convert its pixel format (", f.format, ") to RGB");
+    uint8_t* dst[1] = {rgb.data()};
+    const int dst_stride[1] = {int(d.width() * 3)};
+    sws_scale(sws.get(), f.data, f.linesize, 0, f.height, dst, dst_stride);
+    ++delivered;
+    if (!on_frame(rgb.data(), i)) {
+      caller_stopped = true;
+      return false;
+    }
+    return wanted <= 0 || delivered < wanted;
+  });
+  // Frames the caller asked for: `wanted`, or (to the end) all the header promises.
+  const int64_t need = wanted > 0 ? wanted : std::max<int64_t>(1, d.header_frames() - first);
+  if (delivered < need && !caller_stopped)
+    MS_FAIL("'", d.path(), "' ended after ", decoded, " decodable frames but frames [", first, ", ", first + need,
+            ") were requested",
+            d.header_frames() > 0 ? cat(" (its header says ", d.header_frames(), "; the file is truncated or corrupt)")
+                                  : std::string(" (too short, truncated or corrupt)"));
+  return delivered;
+}
+
+}  // namespace
+
 RgbVideo decode_video(const std::string& path, int64_t first, int64_t count) {
   MS_CHECK(first >= 0, "decode_video: first frame must be >= 0, got ", first);
   Decoder d(path);
@@ -132,32 +172,25 @@ RgbVideo decode_video(const std::string& path, int64_t first, int64_t count) {
   v.width = d.width();
   v.fps = d.fps();
   const int64_t frame_bytes = v.height * v.width * 3;
-  ff::SwsPtr sws;
-  const int64_t decoded = d.for_each_frame([&](const AVFrame& f, int64_t i) {
-    if (i < first) return true;
-    if (count >= 0 && v.frames >= count) return false;
+  if (count == 0) return v;
+  decode_rgb(d, first, count < 0 ? 0 : count, [&](const uint8_t* rgb, int64_t) {
     if (int64_t(v.rgb.size()) + frame_bytes > kMaxDecodedBytes)
       MS_FAIL("'", path, "': decoding more than ", kMaxDecodedBytes >> 30, " GiB of frames; request fewer frames");
-    // Reuses the context while the source format stays the same; frees it otherwise.
-    sws.reset(sws_getCachedContext(sws.release(), f.width, f.height, AVPixelFormat(f.format), f.width, f.height,
-                                   AV_PIX_FMT_RGB24, SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr,
-                                   nullptr, nullptr));
-    if (!sws) MS_FAIL("'", path, "': cannot convert its pixel format (", f.format, ") to RGB");
-    v.rgb.resize(size_t(int64_t(v.rgb.size()) + frame_bytes));  // [frames, height, width, 3]
-    uint8_t* dst[1] = {v.frame(v.frames)};
-    const int dst_stride[1] = {int(v.width * 3)};
-    sws_scale(sws.get(), f.data, f.linesize, 0, f.height, dst, dst_stride);
+    v.rgb.insert(v.rgb.end(), rgb, rgb + frame_bytes);  // [frames, height, width, 3]
     ++v.frames;
-    return count < 0 || v.frames < count;
+    return true;
   });
-  // Frames the caller asked for: `count`, or (to the end) all the header promises.
-  const int64_t wanted = count >= 0 ? count : std::max<int64_t>(1, d.header_frames() - first);
-  if (v.frames < wanted)
-    MS_FAIL("'", path, "' ended after ", decoded, " decodable frames but frames [", first, ", ", first + wanted,
-            ") were requested",
-            d.header_frames() > 0 ? cat(" (its header says ", d.header_frames(), "; the file is truncated or corrupt)")
-                                  : std::string(" (too short, truncated or corrupt)"));
   return v;
+}
+
+VideoInfo stream_video(const std::string& path,
+                       const std::function<bool(const uint8_t* rgb, int64_t height, int64_t width)>& on_frame) {
+  Decoder d(path);
+  VideoInfo info{0, d.height(), d.width(), d.fps()};
+  info.frames =
+      decode_rgb(d, 0, 0, [&](const uint8_t* rgb, int64_t) { return on_frame(rgb, info.height, info.width); });
+  if (info.frames == 0) MS_FAIL("'", path, "' has no decodable video frames");
+  return info;
 }
 
 }  // namespace ms

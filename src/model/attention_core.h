@@ -14,7 +14,7 @@ namespace ms {
 // What the core of one layer computes: the type, the token grid and heads, and the type's parameters.
 struct AttentionSpec {
   AttentionType type = AttentionType::dense;
-  cpu::VideoAttentionDims dims{};   // B, T, H, W, nh, d
+  VideoAttentionDims dims{};        // B, T, H, W, nh, d
   std::array<int64_t, 3> window{};  // window, dsa, dsa_fixed: kt, kh, kw
   bool shifted = false;             // window: this layer's windows are shifted
   int64_t groups = 0;               // dsa: offset groups G
@@ -25,10 +25,10 @@ struct AttentionSpec {
 template <class Ops, class A, class S>
 void attention_forward(Ops& ops, const AttentionSpec& s, const A* q, const A* k, const A* v, const A* offsets, A* out,
                        S* lse) {
-  const cpu::VideoAttentionDims& d = s.dims;
+  const VideoAttentionDims& d = s.dims;
   switch (s.type) {
     case AttentionType::dense:
-      ops.attention_forward(q, k, v, out, lse, cpu::AttentionDims{d.B, d.L(), d.L(), d.nh, d.d});
+      ops.attention_forward(q, k, v, out, lse, AttentionDims{d.B, d.L(), d.L(), d.nh, d.d});
       return;
     case AttentionType::window:
       ops.window_attention_forward(q, k, v, out, lse, d, s.window, s.shifted);
@@ -36,7 +36,7 @@ void attention_forward(Ops& ops, const AttentionSpec& s, const A* q, const A* k,
     case AttentionType::dsa:
     case AttentionType::dsa_fixed:
       ops.dsa_forward(q, k, v, s.type == AttentionType::dsa ? offsets : nullptr, out, lse, d,
-                      cpu::DsaArgs{s.window, s.groups});
+                      DsaArgs{s.window, s.groups});
       return;
   }
 }
@@ -46,10 +46,10 @@ void attention_forward(Ops& ops, const AttentionSpec& s, const A* q, const A* k,
 template <class Ops, class A, class S>
 void attention_backward(Ops& ops, const AttentionSpec& s, const A* q, const A* k, const A* v, const A* offsets,
                         const A* out, const S* lse, const A* dout, A* dq, A* dk, A* dv, A* doffsets) {
-  const cpu::VideoAttentionDims& d = s.dims;
+  const VideoAttentionDims& d = s.dims;
   switch (s.type) {
     case AttentionType::dense:
-      ops.attention_backward(q, k, v, out, lse, dout, dq, dk, dv, cpu::AttentionDims{d.B, d.L(), d.L(), d.nh, d.d});
+      ops.attention_backward(q, k, v, out, lse, dout, dq, dk, dv, AttentionDims{d.B, d.L(), d.L(), d.nh, d.d});
       return;
     case AttentionType::window:
       ops.window_attention_backward(q, k, v, out, lse, dout, dq, dk, dv, d, s.window, s.shifted);
@@ -58,7 +58,7 @@ void attention_backward(Ops& ops, const AttentionSpec& s, const A* q, const A* k
     case AttentionType::dsa_fixed: {
       const bool off = s.type == AttentionType::dsa;
       ops.dsa_backward(q, k, v, off ? offsets : nullptr, out, lse, dout, dq, dk, dv, off ? doffsets : nullptr, d,
-                       cpu::DsaArgs{s.window, s.groups});
+                       DsaArgs{s.window, s.groups});
       return;
     }
   }

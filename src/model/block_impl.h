@@ -41,7 +41,7 @@ void linear_rms_backward(Ops& ops, const LinearW<const W*>& l, const W* norm_w, 
 
 inline bool window_shifted(const ModelConfig& c, int64_t index) { return c.attention.shift && index % 2 == 1; }
 
-inline cpu::VideoAttentionDims video_dims(const ModelConfig& c, const ModelDims& d) {
+inline VideoAttentionDims video_dims(const ModelConfig& c, const ModelDims& d) {
   return {d.B, d.f, d.h, d.w, c.num_heads, c.head_dim()};
 }
 

@@ -9,7 +9,7 @@
 
 namespace ms::head_impl {
 
-inline cpu::PatchDims out_dims(const ModelConfig& c, const ModelDims& d) {
+inline PatchDims out_dims(const ModelConfig& c, const ModelDims& d) {
   return {d.B, c.out_dim, d.F, d.H, d.W, c.patch_size[0], c.patch_size[1], c.patch_size[2]};
 }
 

@@ -9,7 +9,7 @@
 
 namespace ms::stem_impl {
 
-inline cpu::PatchDims patch_dims(const ModelConfig& c, const ModelDims& d) {
+inline PatchDims patch_dims(const ModelConfig& c, const ModelDims& d) {
   return {d.B, c.in_dim, d.F, d.H, d.W, c.patch_size[0], c.patch_size[1], c.patch_size[2]};
 }
 

@@ -3,9 +3,7 @@
 #pragma once
 #include <cstdint>
 
-struct CUstream_st;
-
-namespace ms::cpu {
+namespace ms {
 
 struct AttentionDims {
   int64_t B;       // batch
@@ -21,6 +19,10 @@ struct VideoAttentionDims {
   int64_t nh, d;    // heads, head dim
   int64_t L() const { return T * H * W; }
 };
+
+}  // namespace ms
+
+namespace ms::cpu {
 
 // q [B, Lq, nh, d], k, v [B, Lk, nh, d] -> out [B, Lq, nh, d] = softmax(q k^T / sqrt(d)) v per head;
 // lse [B, nh, Lq] = log-sum-exp of the scaled scores, saved for the backward.
@@ -44,20 +46,3 @@ void attention_backward_head(const T* q, const T* k, const T* v, const T* out, c
                              T* dk, T* dv, int64_t Lq, int64_t Lk, int64_t d, int64_t ld);
 
 }  // namespace ms::cpu
-
-// The CUDA kernels (backend/cuda/attention.cu), enqueued on `stream`: q, k, v, out, dout, dq, dk, dv bf16,
-// lse fp32. Head dims up to 128 (every Wan2.1 model's) run the flash-style tensor-core kernels
-// (backend/cuda/flash_attention.h); wider heads, up to 256, a plain kernel (one block per query row, the
-// scores recomputed in each pass). Both deterministic: the backward writes dq per query row and dk, dv per
-// key row, no atomics. scratch holds attention_backward_scratch(a) floats.
-namespace ms::cuda {
-
-using cpu::AttentionDims;
-void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                       const AttentionDims& a, CUstream_st* stream);
-int64_t attention_backward_scratch(const AttentionDims& a);
-void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
-                        const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch,
-                        const AttentionDims& a, CUstream_st* stream);
-
-}  // namespace ms::cuda

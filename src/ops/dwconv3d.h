@@ -16,16 +16,3 @@ void dwconv3d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db,
                        int64_t W, int64_t C);
 
 }  // namespace ms::cpu
-
-// The CUDA kernels (backend/cuda/dwconv3d.cu), enqueued on `stream`: x, w, b, y, dy, dx bf16, dw and db fp32.
-// Deterministic; scratch holds dwconv3d_backward_scratch(B * T * H * W, C) floats.
-struct CUstream_st;
-namespace ms::cuda {
-
-void dwconv3d_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t B, int64_t Tn,
-                      int64_t H, int64_t W, int64_t C, CUstream_st* stream);
-int64_t dwconv3d_backward_scratch(int64_t N, int64_t C);
-void dwconv3d_backward(const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw, float* db,
-                       float* scratch, int64_t B, int64_t Tn, int64_t H, int64_t W, int64_t C, CUstream_st* stream);
-
-}  // namespace ms::cuda

@@ -2,8 +2,6 @@
 #pragma once
 #include <cstdint>
 
-struct CUstream_st;
-
 namespace ms::cpu {
 
 // t [B] (already t*1000) -> out [B, dim]: half = dim/2, out[b, i] = cos(t * 10000^(-i/half)),
@@ -19,15 +17,3 @@ template <class T>
 void pad_context_backward(const T* dpadded, T* dcontext, int64_t B, int64_t Lc, int64_t Lt, int64_t C);
 
 }  // namespace ms::cpu
-
-// The CUDA kernels (backend/cuda/embedding.cu), enqueued on `stream`: the timestep embedding in fp32
-// (computed in float64), the context padded from fp32 into bf16 (and its gradient back to fp32).
-namespace ms::cuda {
-
-void sinusoidal_embedding(const float* t, float* out, int64_t B, int64_t dim, CUstream_st* stream);
-void pad_context_forward(const float* context, uint16_t* padded, int64_t B, int64_t Lc, int64_t Lt, int64_t C,
-                         CUstream_st* stream);
-void pad_context_backward(const uint16_t* dpadded, float* dcontext, int64_t B, int64_t Lc, int64_t Lt, int64_t C,
-                          CUstream_st* stream);
-
-}  // namespace ms::cuda

@@ -2,8 +2,6 @@
 #pragma once
 #include <cstdint>
 
-struct CUstream_st;
-
 namespace ms::cpu {
 
 // y[b,l,c] = x[b,l,c] * (1 + scale[b*stride + c]) + shift[b*stride + c].
@@ -42,27 +40,3 @@ template <class T>
 void modulation_backward(const T* dmod, T* dparam, T* de, int64_t B, int64_t K, int64_t C, bool per_chunk);
 
 }  // namespace ms::cpu
-
-// The CUDA kernels (backend/cuda/modulate.cu), enqueued on `stream`: x, y, dy, dx, out, dout bf16 activations;
-// shift, scale, gate and their gradients fp32 (the modulation comes from the fp32 time embedding). The
-// per-sample sums over L go through scratch [modulate_backward_scratch(L, C)] in a fixed order.
-namespace ms::cuda {
-
-void modulate_forward(const uint16_t* x, const float* shift, const float* scale, uint16_t* y, int64_t B, int64_t L,
-                      int64_t C, int64_t stride, CUstream_st* stream);
-int64_t modulate_backward_scratch(int64_t L, int64_t C);
-void modulate_backward(const uint16_t* x, const float* scale, const uint16_t* dy, uint16_t* dx, float* dshift,
-                       float* dscale, float* scratch, int64_t B, int64_t L, int64_t C, int64_t stride,
-                       CUstream_st* stream);
-void gate_residual_forward(const uint16_t* x, const uint16_t* y, const float* gate, uint16_t* out, int64_t B, int64_t L,
-                           int64_t C, int64_t stride, CUstream_st* stream);
-void gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t* dout, uint16_t* dx, uint16_t* dy,
-                            float* dgate, float* scratch, int64_t B, int64_t L, int64_t C, int64_t stride,
-                            CUstream_st* stream);
-// The modulation: param bf16 (a weight), e, mod and the gradients fp32; the same sums in the same order as the CPU.
-void modulation_forward(const uint16_t* param, const float* e, float* mod, int64_t B, int64_t K, int64_t C,
-                        bool per_chunk, CUstream_st* stream);
-void modulation_backward(const float* dmod, float* dparam, float* de, int64_t B, int64_t K, int64_t C, bool per_chunk,
-                         CUstream_st* stream);
-
-}  // namespace ms::cuda

@@ -2,9 +2,7 @@
 #pragma once
 #include <cstdint>
 
-struct CUstream_st;
-
-namespace ms::cpu {
+namespace ms {
 
 struct PatchDims {
   int64_t B, C;        // batch, channels
@@ -16,6 +14,10 @@ struct PatchDims {
   int64_t tokens() const { return f() * h() * w(); }
   int64_t patch() const { return C * pt * ph * pw; }
 };
+
+}  // namespace ms
+
+namespace ms::cpu {
 
 // latents [B, C, F, H, W] -> patches [B, L, C*pt*ph*pw] with patch elements ordered (c, kt, kh, kw),
 // matching patch_embedding.weight [dim, C, pt, ph, pw] flattened: the conv is then a linear layer.
@@ -34,15 +36,3 @@ template <class T>
 void unpatchify_backward(const T* dvideo, T* dtokens, const PatchDims& d);
 
 }  // namespace ms::cpu
-
-// The CUDA kernels (backend/cuda/patchify.cu), enqueued on `stream`: the video side (latents, the predicted
-// velocity and their gradients) is fp32, the token side bf16, so each re-layout also converts.
-namespace ms::cuda {
-
-using cpu::PatchDims;
-void patchify_forward(const float* latents, uint16_t* patches, const PatchDims& d, CUstream_st* stream);
-void patchify_backward(const uint16_t* dpatches, float* dlatents, const PatchDims& d, CUstream_st* stream);
-void unpatchify_forward(const uint16_t* tokens, float* video, const PatchDims& d, CUstream_st* stream);
-void unpatchify_backward(const float* dvideo, uint16_t* dtokens, const PatchDims& d, CUstream_st* stream);
-
-}  // namespace ms::cuda

@@ -28,19 +28,3 @@ void window_attention_backward(const T* q, const T* k, const T* v, const T* out,
                                bool shifted);
 
 }  // namespace ms::cpu
-
-// The CUDA version (backend/cuda/window_attention.cu), enqueued on `stream`: the flash-style kernels with each
-// cell a group of rows (backend/cuda/flash_attention.h); q, k, v, out, dout, dq, dk, dv bf16, lse fp32, head dims up
-// to 128. scratch holds attention_backward_scratch({B, L, L, nh, d}) floats (ops/attention.h). Deterministic.
-struct CUstream_st;
-namespace ms::cuda {
-
-void window_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                              const cpu::VideoAttentionDims& dims, const std::array<int64_t, 3>& window, bool shifted,
-                              CUstream_st* stream);
-void window_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
-                               const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv,
-                               float* scratch, const cpu::VideoAttentionDims& dims,
-                               const std::array<int64_t, 3>& window, bool shifted, CUstream_st* stream);
-
-}  // namespace ms::cuda

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/text.h"
+#include "runtime/arena.h"
 
 namespace ms {
 namespace {
@@ -14,7 +16,6 @@ constexpr double kPcie5 = 55e9, kPcie5Peak = 64e9;
 // 307 GB/s theoretical; STREAM triad reaches ~75 % of it. Assumed, not measured: pass --host-mem-gbps.
 constexpr double kHostMem = 230e9;
 constexpr int64_t kPaperHost = 1'500'000'000'000;  // the paper's 1.5 TB of DDR5
-constexpr int64_t kCudaReserve = 2'000'000'000;    // CUDA context, cuBLASLt workspace, allocator slack
 
 HardwareProfile gpu(const char* name, int64_t hbm, double flops, const char* source) {
   HardwareProfile p;
@@ -25,7 +26,7 @@ HardwareProfile gpu(const char* name, int64_t hbm, double flops, const char* sou
   p.link_peak_bytes_per_s = kPcie5Peak;
   p.host_mem_bytes_per_s = kHostMem;
   p.host_bytes = kPaperHost;
-  p.reserve_bytes = kCudaReserve;
+  p.reserve_bytes = kDeviceReserve;
   p.source = source;
   return p;
 }
@@ -61,7 +62,8 @@ HardwareProfile hardware_profile(const std::string& name) {
   if (name == "cpu") return cpu();
   std::string all;
   for (const auto& n : hardware_names()) all += " " + n;
-  MS_FAIL("unknown --gpu '", name, "'; profiles:", all, " (or override its numbers with --hbm, --tflops, --link-gbps)");
+  MS_FAIL("unknown --gpu ", quote_text(name), "; profiles:", all,
+          " (or override its numbers with --hbm, --tflops, --link-gbps)");
 }
 
 std::vector<std::string> hardware_names() { return {"h200", "h100-sxm", "h100-nvl", "cpu"}; }

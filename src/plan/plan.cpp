@@ -24,9 +24,7 @@ HostPools host_pools(const ParamTable& t, const DevicePlan& dev, bool deferred) 
 Plan evaluate(const PlanInputs& in) {
   Plan p;
   p.in = in;
-  if (in.schedule != "auto" && in.schedule != "deferred" && in.schedule != "immediate")
-    MS_FAIL("--schedule '", in.schedule, "' is unknown; use auto, deferred or immediate");
-  if (in.device_budget < 0 || in.host_budget < 0) MS_FAIL("memory budgets must be positive");
+  if (in.device_memory < 0 || in.host_budget < 0) MS_FAIL("memory budgets must be positive");
   const auto& hw = in.hw;
   if (hw.device_bytes <= 0 || hw.flops_per_s <= 0 || hw.host_mem_bytes_per_s <= 0 || hw.link_bytes_per_s < 0)
     MS_FAIL("hardware profile '", hw.name, "': device memory, FLOP rate and host memory bandwidth must be positive ",
@@ -46,12 +44,12 @@ Plan evaluate(const PlanInputs& in) {
   for (size_t i = 1; i + 1 < st.size(); ++i) MS_CHECK(st[i].numel == p.block_params, "block ", i - 1, " differs");
 
   p.device = plan_device(c, d, in.arena);
-  p.device_budget = in.device_budget ? in.device_budget : hw.device_bytes - hw.reserve_bytes;
+  p.device_budget = in.device_memory ? in.device_memory : hw.device_bytes - hw.reserve_bytes;
   p.host_budget = in.host_budget ? in.host_budget : hw.host_bytes;
   const int64_t arena_in_host = hw.unified() ? p.device.peak() : 0;
-  bool deferred = in.schedule != "immediate";
-  if (in.schedule == "auto") deferred = host_pools(table, p.device, true).total() + arena_in_host <= p.host_budget;
-  p.schedule = deferred ? "deferred" : "immediate";
+  const bool deferred = in.schedule ? *in.schedule == OptimizerSchedule::deferred
+                                    : host_pools(table, p.device, true).total() + arena_in_host <= p.host_budget;
+  p.schedule = deferred ? OptimizerSchedule::deferred : OptimizerSchedule::immediate;
   p.host = host_pools(table, p.device, deferred);
   p.host_needed = p.host.total() + arena_in_host;
 
@@ -120,8 +118,8 @@ std::string suggest(const PlanInputs& in, const Plan& p) {
     std::function<void(PlanInputs&)> apply;
   };
   std::vector<Change> free;
-  if (p.schedule == "deferred" && p.host_needed > p.host_budget)
-    free.push_back({"--schedule immediate", [](PlanInputs& v) { v.schedule = "immediate"; }});
+  if (p.schedule == OptimizerSchedule::deferred && p.host_needed > p.host_budget)
+    free.push_back({"--schedule immediate", [](PlanInputs& v) { v.schedule = OptimizerSchedule::immediate; }});
   if (!in.arena.resident && !in.arena.offload_activations)
     free.push_back({"--offload-activations", [](PlanInputs& v) { v.arena.offload_activations = true; }});
   if (in.arena.offload_activations)  // host memory may be what is short

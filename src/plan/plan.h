@@ -3,6 +3,7 @@
 // smallest change that makes a run fit. Pure accounting: nothing is allocated or measured.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,11 +19,11 @@ namespace ms {
 struct PlanInputs {
   ModelConfig model;  // with any --attention / --window override applied
   VideoShape video;
-  HardwareProfile hw;             // with any --hbm / --tflops / --link-gbps / --host-mem-gbps override applied
-  ArenaOptions arena;             // prefetch, resident, offload_activations; dtypes and grad slots from hw
-  int64_t device_budget = 0;      // --device-memory; 0: hw.device_bytes - hw.reserve_bytes
-  int64_t host_budget = 0;        // --host-memory; 0: hw.host_bytes
-  std::string schedule = "auto";  // auto | deferred | immediate
+  HardwareProfile hw;         // with any --hbm / --tflops / --link-gbps / --host-mem-gbps override applied
+  ArenaOptions arena;         // prefetch, resident, offload_activations; dtypes and grad slots from hw
+  int64_t device_memory = 0;  // --device-memory; 0 (absent): hw.device_bytes - hw.reserve_bytes
+  int64_t host_budget = 0;    // --host-memory; 0: hw.host_bytes
+  std::optional<OptimizerSchedule> schedule;  // --schedule; absent (auto): deferred where its gradient pool fits
 };
 
 // Host bytes by pool (docs/runtime.md): 14 bytes per parameter of persistent state, plus gradients and, with
@@ -35,8 +36,6 @@ struct HostPools {
   int64_t total() const { return persistent() + grads + activations; }
 };
 
-// Immediate schedule: one staging buffer receiving a stage's grads over the link, one being applied by AdamW.
-constexpr int kImmediateStaging = 2;
 // Host DRAM bytes AdamW moves per parameter: reads grad, master, exp_avg, exp_avg_sq (16), writes master,
 // exp_avg, exp_avg_sq (12) and the bf16 working weight (2).
 constexpr int kOptimizerBytesPerParam = 30;
@@ -66,7 +65,7 @@ struct Plan {
   int64_t params = 0, stem_params = 0, block_params = 0, head_params = 0;  // block: each of num_layers
   DevicePlan device;
   int64_t device_budget = 0;
-  std::string schedule;  // deferred | immediate: the optimizer schedule planned
+  OptimizerSchedule schedule = OptimizerSchedule::deferred;  // the optimizer schedule planned
   HostPools host;
   int64_t host_needed = 0;  // host pools, plus the device arena when device memory is host memory (cpu)
   int64_t host_budget = 0;

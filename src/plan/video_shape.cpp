@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/text.h"
 
 namespace ms {
 
@@ -48,9 +49,9 @@ std::array<int64_t, 3> parse_triple(const std::string& text, const std::string& 
   std::istringstream in(text);
   char sep1 = 0, sep2 = 0;
   if (!(in >> r[0] >> sep1 >> r[1] >> sep2 >> r[2]) || sep1 != ',' || sep2 != ',' || !(in >> std::ws).eof())
-    MS_FAIL(what, " '", text, "' must be three comma-separated integers, e.g. 4,8,8");
+    MS_FAIL(what, " ", quote_text(text), " must be three comma-separated integers, e.g. 4,8,8");
   for (int64_t x : r)
-    if (x <= 0) MS_FAIL(what, " '", text, "' must be positive integers");
+    if (x <= 0) MS_FAIL(what, " ", quote_text(text), " must be positive integers");
   return r;
 }
 

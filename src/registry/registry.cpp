@@ -12,9 +12,8 @@
 
 namespace ms {
 
-std::string backend_unavailable(const std::string& name) {
-  if (name == "cpu") return "";
-  if (name != "cuda") return cat("there is no backend '", name, "' (cpu or cuda)");
+std::string backend_unavailable(BackendKind kind) {
+  if (kind == BackendKind::cpu) return "";
 #ifdef MEGASLIDE_HAVE_CUDA
   if (std::string why = cuda::unusable_reason(); !why.empty())
     return cat("no usable CUDA GPU on this machine (", why, ")");
@@ -24,29 +23,28 @@ std::string backend_unavailable(const std::string& name) {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, double link_gbps, Trace* trace) {
-  if (const std::string why = backend_unavailable(name); !why.empty()) MS_FAIL("--backend ", name, ": ", why);
-  if (name == "cpu") return std::make_unique<CpuBackend>(link_gbps, trace);
+std::unique_ptr<Backend> make_backend(BackendKind kind, double link_gbps, Trace* trace) {
+  if (const std::string why = backend_unavailable(kind); !why.empty()) MS_FAIL("--backend ", kind, ": ", why);
+  if (kind == BackendKind::cpu) return std::make_unique<CpuBackend>(link_gbps, trace);
   if (link_gbps > 0) MS_FAIL("--link-gbps emulates a host link on the CPU backend; a GPU has a real one: leave it out");
 #ifdef MEGASLIDE_HAVE_CUDA
   return std::make_unique<CudaBackend>(trace);
 #else
-  MS_FAIL("unreachable: backend ", name);
+  MS_FAIL("unreachable: backend ", kind);
 #endif
 }
 
 std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const ModelConfig& c, const ModelDims& d) {
-  const std::string name = backend.name();
-  if (name == "cpu") return std::make_unique<CpuStageRunner>(c, d);
+  if (backend.kind() == BackendKind::cpu) return std::make_unique<CpuStageRunner>(c, d);
 #ifdef MEGASLIDE_HAVE_CUDA
-  if (name == "cuda") return std::make_unique<cuda::CudaStageRunner>(c, d);
+  if (backend.kind() == BackendKind::cuda) return std::make_unique<cuda::CudaStageRunner>(c, d);
 #endif
-  MS_FAIL("the streamed model has no stage runner for the '", name, "' backend in this build");
+  MS_FAIL("the streamed model has no stage runner for the '", backend.kind(), "' backend in this build");
 }
 
-std::string stage_runner_refuses(const std::string& backend, const ModelConfig& c) {
+std::string stage_runner_refuses(BackendKind backend, const ModelConfig& c) {
 #ifdef MEGASLIDE_HAVE_CUDA
-  if (backend == "cuda") return cuda::CudaStageRunner::refuses(c);
+  if (backend == BackendKind::cuda) return cuda::CudaStageRunner::refuses(c);
 #endif
   (void)backend, (void)c;
   return "";

@@ -10,17 +10,17 @@
 
 namespace ms {
 
-// "" when this build and machine can run the backend `name` (cpu, cuda); otherwise why not, in words.
-std::string backend_unavailable(const std::string& name);
-// The backend `name`; throws ms::Error naming backend_unavailable. link_gbps: the CPU backend's emulated link
+// "" when this build and machine can run the backend `kind`; otherwise why not, in words.
+std::string backend_unavailable(BackendKind kind);
+// The backend `kind`; throws ms::Error naming backend_unavailable. link_gbps: the CPU backend's emulated link
 // (backend/cpu/cpu_backend.h), refused elsewhere. trace may be null.
-std::unique_ptr<Backend> make_backend(const std::string& name, double link_gbps, Trace* trace);
+std::unique_ptr<Backend> make_backend(BackendKind kind, double link_gbps, Trace* trace);
 
-// The runner for `backend` (by its name: cpu or cuda); throws ms::Error for one this build cannot run.
+// The runner for `backend` (by its kind); throws ms::Error for one this build cannot run.
 std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const ModelConfig& c, const ModelDims& d);
 
 // Why the `backend` runner's kernels cannot run model c (a head dim or window over their limits), in words; empty
 // when they can.
-std::string stage_runner_refuses(const std::string& backend, const ModelConfig& c);
+std::string stage_runner_refuses(BackendKind backend, const ModelConfig& c);
 
 }  // namespace ms

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "core/check.h"
+#include "core/units.h"
 #include "model/flops.h"
 #include "model/model.h"
 #include "model/param_table.h"
@@ -12,6 +13,15 @@
 #include "runtime/reduction_scratch.h"
 
 namespace ms {
+
+int64_t parse_device_memory(const std::string& text) {
+  const int64_t bytes = parse_bytes(text, "--device-memory");
+  if (bytes <= 0)
+    MS_FAIL("--device-memory ", quote_text(text),
+            " leaves no room for the arena; give a budget such as 16GiB, or leave ",
+            "the option out (the device's memory less ", format_bytes(double(kDeviceReserve)), ")");
+  return bytes;
+}
 namespace {
 
 // Whether `field` is a member of the struct `s` (both inside one ModelWorkspace).

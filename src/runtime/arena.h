@@ -3,13 +3,40 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "model/config.h"
 #include "model/dims.h"
 #include "model/model.h"
 
 namespace ms {
+
+// none: every stage resident (the reference schedule); stream: layer streaming (docs/runtime.md).
+enum class Offload { none, stream };
+template <>
+struct EnumNames<Offload> {
+  static constexpr std::array<EnumName<Offload>, 2> values{{{Offload::none, "none"}, {Offload::stream, "stream"}}};
+};
+
+// deferred: the whole gradient pool, then exact global-norm clipping and AdamW; immediate: each stage's update as
+// its gradients land, clipped by the previous step's norm.
+enum class OptimizerSchedule { deferred, immediate };
+template <>
+struct EnumNames<OptimizerSchedule> {
+  static constexpr std::array<EnumName<OptimizerSchedule>, 2> values{
+      {{OptimizerSchedule::deferred, "deferred"}, {OptimizerSchedule::immediate, "immediate"}}};
+};
+
+// Immediate schedule, streamed: host gradient buffers of the largest stage's size, one receiving a stage's
+// gradients over the link, one being applied by AdamW.
+constexpr int kImmediateStaging = 2;
+
+// The device memory an arena may use, from --device-memory (a byte size such as 16GiB): > 0, or ms::Error naming
+// the flag. Absent, a verb uses the device's memory less kDeviceReserve (Backend::default_device_memory).
+int64_t parse_device_memory(const std::string& text);
+constexpr int64_t kDeviceReserve = 2'000'000'000;  // CUDA context, cuBLASLt workspace, allocator slack
 
 struct ArenaOptions {
   int prefetch = 2;                  // K >= 2 weight slots of the largest stage (streamed runs)

@@ -8,7 +8,25 @@
 #include <memory>
 #include <string>
 
+#include "core/enum_names.h"
+
 namespace ms {
+
+// The backends there are (src/backend/<kind>/); which of them this build and machine can run: registry/registry.h.
+enum class BackendKind { cpu, cuda };
+template <>
+struct EnumNames<BackendKind> {
+  static constexpr std::array<EnumName<BackendKind>, 2> values{
+      {{BackendKind::cpu, "cpu"}, {BackendKind::cuda, "cuda"}}};
+};
+
+// The backend asked for on the command line: automatic takes cuda where the run can use a GPU.
+enum class BackendChoice { automatic, cpu, cuda };
+template <>
+struct EnumNames<BackendChoice> {
+  static constexpr std::array<EnumName<BackendChoice>, 3> values{
+      {{BackendChoice::automatic, "auto"}, {BackendChoice::cpu, "cpu"}, {BackendChoice::cuda, "cuda"}}};
+};
 
 // Device streams run ops and copies on the device; host streams run host work (the CPU optimizer) in
 // order, and may wait on device events and be waited on by device streams. On the CPU backend both are
@@ -24,7 +42,10 @@ struct Event {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual const char* name() const = 0;
+  virtual BackendKind kind() const = 0;
+  // The arena budget when --device-memory is absent: the device's memory less kDeviceReserve (runtime/arena.h);
+  // 0 where the arena lives in host memory (the CPU backend: no limit).
+  virtual int64_t default_device_memory() const = 0;
 
   // The device arena's one allocation (zeroed), and its release.
   virtual void* alloc_device(size_t bytes) = 0;

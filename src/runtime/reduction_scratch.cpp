@@ -2,15 +2,6 @@
 
 #include <algorithm>
 
-#include "ops/attention.h"
-#include "ops/dsa.h"
-#include "ops/dwconv3d.h"
-#include "ops/layernorm.h"
-#include "ops/layernorm_modulate.h"
-#include "ops/linear.h"
-#include "ops/modulate.h"
-#include "ops/rmsnorm.h"
-
 namespace ms::cuda {
 
 int64_t linear_backward_scratch(int64_t N, int64_t out) { return column_scratch(N, out); }
@@ -20,7 +11,7 @@ int64_t modulate_backward_scratch(int64_t L, int64_t C) { return column_scratch(
 int64_t layernorm_modulate_backward_scratch(int64_t L, int64_t C) { return column_scratch(L, C); }
 int64_t attention_backward_scratch(const AttentionDims& a) { return a.B * a.nh * a.Lq; }
 // The offset reach (3 floats and one of padding, which keeps the float2 coefficients aligned), then the coefficients.
-int64_t dsa_backward_scratch(const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a) {
+int64_t dsa_backward_scratch(const VideoAttentionDims& d, const DsaArgs& a) {
   return 4 + 2 * d.B * d.nh * d.L() * a.P();
 }
 int64_t dwconv3d_backward_scratch(int64_t N, int64_t C) { return (N + kDwconvRows - 1) / kDwconvRows * 28 * C; }

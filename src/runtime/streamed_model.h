@@ -18,7 +18,7 @@ namespace ms {
 
 struct StreamOptions {
   int prefetch = 2;           // K weight slots (>= 2)
-  int64_t device_budget = 0;  // bytes the arena may use; 0: no limit
+  int64_t device_memory = 0;  // bytes the arena may use (--device-memory); 0: the backend's default_device_memory
   bool serialize = false;     // no overlap: every copy waits for the previous compute and vice versa (benchmarks)
   bool skip_compute = false;  // every compute launch is empty: the schedule's copies alone (benchmarks)
   bool offload_activations = false;  // block-input checkpoints in host memory, 3 staging slots on the device

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/log.h"
+#include "core/text.h"
 #include "model/param_table.h"
 #include "sample/clip_output.h"
 
@@ -19,11 +20,12 @@ void validate(const TrainSampleOptions& o) {
   if (o.every < 0) MS_FAIL("--sample-every must be >= 0 (0: no samples), got ", o.every);
   if (o.every > 0 && o.prompts.empty())
     MS_FAIL("--sample-every ", o.every, " needs --sample-prompts FILE (one prompt a line)");
-  if (o.every == 0 && !o.prompts.empty()) MS_FAIL("--sample-prompts '", o.prompts, "' needs --sample-every N");
+  if (o.every == 0 && !o.prompts.empty())
+    MS_FAIL("--sample-prompts ", quote_text(o.prompts), " needs --sample-every N");
   if (o.steps <= 0) MS_FAIL("--sample-steps must be positive, got ", o.steps);
   if (o.format != "gif" && o.format != "mp4") MS_FAIL("--sample-format '", o.format, "' is unknown; use gif or mp4");
   if (o.every > 0 && read_prompts(o.prompts).empty())
-    MS_FAIL("--sample-prompts '", o.prompts, "' holds no prompts; write one prompt a line");
+    MS_FAIL("--sample-prompts ", quote_text(o.prompts), " holds no prompts; write one prompt a line");
 }
 
 std::vector<std::string> read_prompts(const std::string& path) {

@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/text.h"
 #include "core/units.h"
+#include "runtime/arena.h"
 
 namespace ms {
 
@@ -127,15 +128,13 @@ TrainOption renamed(TrainOption o, std::string legacy_key) {
 
 std::vector<TrainOption> make_table() {
   TrainOption device_memory = required(
-      option<int64_t>("--device-memory", "--offload stream: device arena budget, e.g. 16MiB, 80GiB (absent: no limit)",
+      option<int64_t>("--device-memory",
+                      "--offload stream: device arena budget, e.g. 16MiB, 80GiB (absent: the GPU's memory less 2 GB; "
+                      "no limit on the CPU backend)",
                       FIELD(device_memory), kNonNegative<int64_t>));
   device_memory.value_name = "BYTES";
   device_memory.show_default = false;
-  device_memory.parse = [](TrainOptions& t, const std::string& text) {
-    t.device_memory = parse_bytes(text, "--device-memory");
-    if (t.device_memory == 0)
-      MS_FAIL("--device-memory 0 leaves no room for the arena; give a budget such as 16GiB, or leave the option out");
-  };
+  device_memory.parse = [](TrainOptions& t, const std::string& text) { t.device_memory = parse_device_memory(text); };
   return {
       required(option<std::string>("--model", "Preset name, model directory (config.json + weights) or weights file",
                                    FIELD(model))),
@@ -218,8 +217,10 @@ std::vector<TrainOption> make_table() {
                             "--offload stream: keep block-input checkpoints in host memory (3 staging slots on the "
                             "device)",
                             FIELD(offload_activations))),
-      option<BackendChoice>("--backend", "Compute backend: cpu, cuda or auto (cuda when a usable GPU is present)",
-                            FIELD(backend)),
+      option<BackendChoice>(
+          "--backend",
+          "Compute backend: auto, cpu or cuda (auto: cuda for --offload stream when a usable GPU can run the model)",
+          FIELD(backend)),
       required(option<double>("--link-gbps", "--offload stream, CPU backend: emulated link GB/s (0: memcpy)",
                               FIELD(link_gbps), kNonNegative<double>)),
       required(option<std::string>("--trace", "Write Chrome trace events (one track per stream) to this JSON file",

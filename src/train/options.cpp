@@ -22,26 +22,27 @@ void TrainOptions::validate() const {
   for (const TrainOption& option : train_option_table()) option.check(*this);
   if (offload == Offload::none && (device_memory > 0 || link_gbps > 0 || offload_activations))
     MS_FAIL("--device-memory, --link-gbps and --offload-activations apply to --offload stream; add --offload stream");
-  if (const std::string gpu = backend == BackendChoice::cuda ? backend_unavailable("cuda") : ""; !gpu.empty())
+  if (const std::string gpu = backend == BackendChoice::cuda ? backend_unavailable(BackendKind::cuda) : "";
+      !gpu.empty())
     MS_FAIL("--backend cuda: ", gpu, "; or use --backend cpu");
   ms::validate(samples);
 }
 
-std::string resolve_backend(const TrainOptions& o, const TrainHooks& hooks, const ModelConfig& c) {
-  if (o.backend == BackendChoice::cpu) return "cpu";
+BackendKind resolve_backend(const TrainOptions& o, const TrainHooks& hooks, const ModelConfig& c) {
+  if (o.backend == BackendChoice::cpu) return BackendKind::cpu;
   const std::string why = [&]() -> std::string {  // what keeps this run off the GPU
-    if (std::string gpu = backend_unavailable("cuda"); !gpu.empty()) return gpu;
+    if (std::string gpu = backend_unavailable(BackendKind::cuda); !gpu.empty()) return gpu;
     if (o.offload != Offload::stream)
       return "the resident schedule (--offload none) runs on the CPU backend; add --offload stream";
-    if (std::string kernels = stage_runner_refuses("cuda", c); !kernels.empty()) return kernels;
+    if (std::string kernels = stage_runner_refuses(BackendKind::cuda, c); !kernels.empty()) return kernels;
     if (o.link_gbps > 0) return "--link-gbps emulates a host link on the CPU backend";
     if (hooks.inject_nan_activation > 0)
       return "--inject-nan-activation poisons activations in host memory, on the CPU backend";
     return "";
   }();
-  if (why.empty()) return "cuda";
+  if (why.empty()) return BackendKind::cuda;
   if (o.backend == BackendChoice::cuda) MS_FAIL("--backend cuda: ", why, "; or use --backend cpu");
-  return "cpu";
+  return BackendKind::cpu;
 }
 
 double TrainOptions::lr_at(int64_t t) const { return warmup > 0 ? lr * std::min(1.0, double(t) / double(warmup)) : lr; }

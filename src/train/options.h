@@ -8,6 +8,8 @@
 #include "core/enum_names.h"
 #include "data/dataset.h"
 #include "model/export.h"
+#include "runtime/arena.h"
+#include "runtime/backend.h"
 #include "sample/train_samples.h"
 #include "train/adamw.h"
 #include "train/flow_matching.h"
@@ -16,36 +18,12 @@ namespace ms {
 
 struct ModelConfig;
 
-// none: every stage resident (the reference schedule); stream: layer streaming (docs/runtime.md).
-enum class Offload { none, stream };
-template <>
-struct EnumNames<Offload> {
-  static constexpr std::array<EnumName<Offload>, 2> values{{{Offload::none, "none"}, {Offload::stream, "stream"}}};
-};
-
-// deferred: the whole gradient pool, then exact global-norm clipping and AdamW; immediate: each stage's update as
-// its gradients land, clipped by the previous step's norm.
-enum class OptimizerSchedule { deferred, immediate };
-template <>
-struct EnumNames<OptimizerSchedule> {
-  static constexpr std::array<EnumName<OptimizerSchedule>, 2> values{
-      {{OptimizerSchedule::deferred, "deferred"}, {OptimizerSchedule::immediate, "immediate"}}};
-};
-
 // A step with non-finite data, activations or gradients: skip its update and keep training, or stop the run.
 enum class NonFinitePolicy { skip, stop };
 template <>
 struct EnumNames<NonFinitePolicy> {
   static constexpr std::array<EnumName<NonFinitePolicy>, 2> values{
       {{NonFinitePolicy::skip, "skip"}, {NonFinitePolicy::stop, "stop"}}};
-};
-
-// The backend asked for: automatic takes cuda where the run can use a GPU (resolve_backend).
-enum class BackendChoice { automatic, cpu, cuda };
-template <>
-struct EnumNames<BackendChoice> {
-  static constexpr std::array<EnumName<BackendChoice>, 3> values{
-      {{BackendChoice::automatic, "auto"}, {BackendChoice::cpu, "cpu"}, {BackendChoice::cuda, "cuda"}}};
 };
 
 struct TrainOptions {
@@ -71,7 +49,7 @@ struct TrainOptions {
   Offload offload = Offload::none;
   OptimizerSchedule optimizer_schedule = OptimizerSchedule::deferred;
   int prefetch = 2;                  // stream: K weight slots
-  int64_t device_memory = 0;         // stream: arena budget in bytes (0: none given, no limit)
+  int64_t device_memory = 0;         // stream: arena budget in bytes (0: absent, the backend's default_device_memory)
   bool offload_activations = false;  // stream: block-input checkpoints in host memory
   BackendChoice backend = BackendChoice::automatic;
   double link_gbps = 0;  // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
@@ -100,6 +78,6 @@ struct TrainHooks {
 // The backend this run computes on: cpu, or cuda where it is asked for (or auto) and the run can use the GPU
 // (--offload stream, a usable GPU, kernels that take the model, no CPU-only aid). Throws ms::Error when cuda is
 // asked for and cannot be used, saying why.
-std::string resolve_backend(const TrainOptions& o, const TrainHooks& hooks, const ModelConfig& c);
+BackendKind resolve_backend(const TrainOptions& o, const TrainHooks& hooks, const ModelConfig& c);
 
 }  // namespace ms

@@ -14,7 +14,7 @@
 namespace ms::test {
 
 // Tokens i and j of a T x H x W grid attend to each other iff they share Video Swin's cell on every axis.
-inline AttentionMask swin_mask(const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
+inline AttentionMask swin_mask(const VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
   return [=](int64_t i, int64_t j) {
     const int64_t ci[3] = {i / (d.H * d.W), i / d.W % d.H, i % d.W}, cj[3] = {j / (d.H * d.W), j / d.W % d.H, j % d.W},
                   ext[3] = {d.T, d.H, d.W};
@@ -60,15 +60,15 @@ struct RefOps : CpuOps<double> {
     linear_backward(args...);
   }
   void window_attention_forward(const double* q, const double* k, const double* v, double* out, double* lse,
-                                const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
+                                const VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
     const AttentionReference r =
         run({d.B, d.L(), d.L(), d.nh, d.d}, q, k, v, nullptr, nullptr, nullptr, nullptr, swin_mask(d, window, shifted));
     std::copy(r.out.begin(), r.out.end(), out);
     std::copy(r.lse.begin(), r.lse.end(), lse);
   }
   void window_attention_backward(const double* q, const double* k, const double* v, const double*, const double*,
-                                 const double* dout, double* dq, double* dk, double* dv,
-                                 const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
+                                 const double* dout, double* dq, double* dk, double* dv, const VideoAttentionDims& d,
+                                 const std::array<int64_t, 3>& window, bool shifted) {
     const AttentionReference r =
         run({d.B, d.L(), d.L(), d.nh, d.d}, q, k, v, dout, dq, dk, dv, swin_mask(d, window, shifted));
     std::copy(r.dq.begin(), r.dq.end(), dq);
@@ -76,13 +76,13 @@ struct RefOps : CpuOps<double> {
     std::copy(r.dv.begin(), r.dv.end(), dv);
   }
   void attention_forward(const double* q, const double* k, const double* v, double* out, double* lse,
-                         const cpu::AttentionDims& a) {
+                         const AttentionDims& a) {
     const AttentionReference r = run(a, q, k, v, nullptr, nullptr, nullptr, nullptr);
     std::copy(r.out.begin(), r.out.end(), out);
     std::copy(r.lse.begin(), r.lse.end(), lse);
   }
   void attention_backward(const double* q, const double* k, const double* v, const double*, const double*,
-                          const double* dout, double* dq, double* dk, double* dv, const cpu::AttentionDims& a) {
+                          const double* dout, double* dq, double* dk, double* dv, const AttentionDims& a) {
     const AttentionReference r = run(a, q, k, v, dout, dq, dk, dv);
     std::copy(r.dq.begin(), r.dq.end(), dq);
     std::copy(r.dk.begin(), r.dk.end(), dk);
@@ -91,7 +91,7 @@ struct RefOps : CpuOps<double> {
 
  private:
   // reference_attention on the arrays (null dout and gradients: zeros).
-  static AttentionReference run(const cpu::AttentionDims& a, const double* q, const double* k, const double* v,
+  static AttentionReference run(const AttentionDims& a, const double* q, const double* k, const double* v,
                                 const double* dout, const double* dq, const double* dk, const double* dv,
                                 const AttentionMask& allowed = nullptr) {
     const size_t nq = size_t(a.B * a.Lq * a.nh * a.d), nk = size_t(a.B * a.Lk * a.nh * a.d);

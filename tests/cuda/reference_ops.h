@@ -19,7 +19,7 @@ using AttentionMask = std::function<bool(int64_t i, int64_t j)>;
 
 // softmax(q k^T / sqrt(d)) v per head and its gradients, in float64, over the pairs `allowed` admits; dq, dk, dv
 // start from the given values.
-inline AttentionReference reference_attention(const cpu::AttentionDims& a, const std::vector<double>& q,
+inline AttentionReference reference_attention(const AttentionDims& a, const std::vector<double>& q,
                                               const std::vector<double>& k, const std::vector<double>& v,
                                               const std::vector<double>& dout, std::vector<double> dq,
                                               std::vector<double> dk, std::vector<double> dv,

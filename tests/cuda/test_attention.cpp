@@ -6,6 +6,8 @@
 #include <array>
 #include <functional>
 
+#include "backend/cuda/attention.h"
+#include "backend/cuda/window_attention.h"
 #include "cuda_util.h"
 #include "model_reference.h"
 #include "ops/attention.h"
@@ -20,7 +22,7 @@ using GpuAttention =
     std::function<void(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
                        const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch)>;
 
-void check(const cpu::AttentionDims& a, uint64_t seed, const GpuAttention& gpu, const AttentionMask& allowed) {
+void check(const AttentionDims& a, uint64_t seed, const GpuAttention& gpu, const AttentionMask& allowed) {
   const size_t nq = static_cast<size_t>(a.B * a.Lq * a.nh * a.d), nk = static_cast<size_t>(a.B * a.Lk * a.nh * a.d);
   auto q = random_bf16(nq, seed, 2.0), k = random_bf16(nk, seed + 1, 2.0), v = random_bf16(nk, seed + 2),
        dout = random_bf16(nq, seed + 3), dq0 = random_bf16(nq, seed + 4, kAccumulateScale),
@@ -41,7 +43,7 @@ void check(const cpu::AttentionDims& a, uint64_t seed, const GpuAttention& gpu, 
 }
 
 // Dense attention.
-void check(const cpu::AttentionDims& a, uint64_t seed) {
+void check(const AttentionDims& a, uint64_t seed) {
   check(
       a, seed,
       [&](const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse, const uint16_t* dout,
@@ -85,7 +87,7 @@ TEST(CudaAttention, LongKeysAndWideHeadsMatchFloat64Loops) {
 TEST(CudaAttention, WindowMatchesMaskedFloat64Loops) {
   MS_REQUIRE_GPU();
   struct Case {
-    cpu::VideoAttentionDims d;
+    VideoAttentionDims d;
     std::array<int64_t, 3> window;
     bool shifted;
   };
@@ -96,7 +98,7 @@ TEST(CudaAttention, WindowMatchesMaskedFloat64Loops) {
                         {{1, 4, 9, 10, 1, 64}, {4, 8, 8}, true}};
   uint64_t seed = 130;
   for (const Case& k : cases) {
-    const cpu::AttentionDims a{k.d.B, k.d.L(), k.d.L(), k.d.nh, k.d.d};
+    const AttentionDims a{k.d.B, k.d.L(), k.d.L(), k.d.nh, k.d.d};
     check(
         a, seed += 10,
         [&](const uint16_t* q, const uint16_t* kk, const uint16_t* v, uint16_t* out, float* lse, const uint16_t* dout,

@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cuda/dsa.h"
+#include "backend/cuda/dwconv3d.h"
 #include "cuda_util.h"
 #include "ops/dsa.h"
 #include "ops/dwconv3d.h"
@@ -15,7 +17,7 @@ namespace ms::test {
 namespace {
 
 struct DsaCase {
-  cpu::VideoAttentionDims d;
+  VideoAttentionDims d;
   std::array<int64_t, 3> window;
   int64_t groups;
   double offset_scale;                     // 0: dsa_fixed (no offsets)
@@ -32,8 +34,8 @@ std::vector<double> rounded_bf16(const std::vector<double>& v) {
 // score gradients, whose delta term (dout . out) reads the bf16-rounded out on both sides but is summed in another
 // order, then a rounding of their own: twice that.
 void check(const DsaCase& k, uint64_t seed) {
-  const cpu::VideoAttentionDims& d = k.d;
-  const cpu::DsaArgs a{k.window, k.groups};
+  const VideoAttentionDims& d = k.d;
+  const DsaArgs a{k.window, k.groups};
   const size_t n = size_t(d.B * d.L() * d.nh * d.d), no = size_t(d.B * d.L() * a.groups * a.P() * 3);
   auto q = random_bf16(n, seed, 2.0), kk = random_bf16(n, seed + 1, 2.0), v = random_bf16(n, seed + 2),
        dout = random_bf16(n, seed + 3), dq0 = random_bf16(n, seed + 4, kAccumulateScale),

@@ -1,11 +1,18 @@
 // The CUDA layers around the norms: linear (cuBLASLt + epilogue bias), modulation and gated residuals,
 // RoPE, patchify / unpatchify, the embeddings and the loss, against float64 references on odd shapes.
 // Skipped without a GPU.
+#include "backend/cuda/embedding.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/layernorm.h"
+#include "backend/cuda/layernorm_modulate.h"
+#include "backend/cuda/linear.h"
+#include "backend/cuda/modulate.h"
+#include "backend/cuda/mse_loss.h"
+#include "backend/cuda/patchify.h"
+#include "backend/cuda/rope.h"
 #include "cuda_util.h"
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
-#include "ops/layernorm_modulate.h"
 #include "ops/linear.h"
 #include "ops/modulate.h"
 #include "ops/mse_loss.h"
@@ -185,7 +192,7 @@ TEST(CudaLayers, RopeMatchesCpuReferenceAndInvertsItself) {
 // Re-layouts are exact: bf16 of the reference's element, or the bf16 value widened.
 TEST(CudaLayers, PatchifyAndUnpatchifyMoveEveryElementExactly) {
   MS_REQUIRE_GPU();
-  for (const cpu::PatchDims d : {cpu::PatchDims{2, 5, 4, 6, 10, 1, 2, 2}, cpu::PatchDims{1, 3, 6, 4, 6, 2, 2, 3}}) {
+  for (const PatchDims d : {PatchDims{2, 5, 4, 6, 10, 1, 2, 2}, PatchDims{1, 3, 6, 4, 6, 2, 2, 3}}) {
     const int64_t video = d.B * d.C * d.F * d.H * d.W;
     const std::vector<float> lat = randf(static_cast<size_t>(video), 31);
     std::vector<float> patches(static_cast<size_t>(video)), dlat(static_cast<size_t>(video));

@@ -2,7 +2,10 @@
 // (rows longer than a block's threads, sizes off every power of two). Skipped without a GPU.
 #include <type_traits>
 
+#include "backend/cuda/activation.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/layernorm.h"
+#include "backend/cuda/rmsnorm.h"
 #include "cuda_util.h"
 #include "ops/activation.h"
 #include "ops/layernorm.h"

@@ -246,7 +246,7 @@ TEST(CudaStreamed, ArenaIsThePlanAndABudgetBelowItIsRefused) {
     EXPECT_EQ(m.arena_bytes(), plan.peak());
   }
   StreamOptions tight;
-  tight.device_budget = plan.peak() - 1;
+  tight.device_memory = plan.peak() - 1;
   const std::string e =
       error_of([&] { StreamedModel m(c, d, be, tight, std::make_unique<cuda::CudaStageRunner>(c, d)); });
   EXPECT_NE(e.find("--device-memory " + std::to_string(plan.peak())), std::string::npos) << e;

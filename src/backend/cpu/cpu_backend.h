@@ -21,7 +21,8 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(double link_gbps = 0, Trace* trace = nullptr);
   ~CpuBackend() override;
 
-  const char* name() const override { return "cpu"; }
+  BackendKind kind() const override { return BackendKind::cpu; }
+  int64_t default_device_memory() const override { return 0; }
   void* alloc_device(size_t bytes) override;
   void free_device(void* p) override;
   int create_stream(const std::string& name, StreamKind kind) override;

@@ -93,16 +93,14 @@ struct CpuOps {
   void pad_context_backward(const T* dpadded, T* dcontext, int64_t B, int64_t Lc, int64_t Lt, int64_t C) {
     cpu::pad_context_backward(dpadded, dcontext, B, Lc, Lt, C);
   }
-  void patchify_forward(const T* latents, T* patches, const cpu::PatchDims& d) {
+  void patchify_forward(const T* latents, T* patches, const PatchDims& d) {
     cpu::patchify_forward(latents, patches, d);
   }
-  void patchify_backward(const T* dpatches, T* dlatents, const cpu::PatchDims& d) {
+  void patchify_backward(const T* dpatches, T* dlatents, const PatchDims& d) {
     cpu::patchify_backward(dpatches, dlatents, d);
   }
-  void unpatchify_forward(const T* tokens, T* video, const cpu::PatchDims& d) {
-    cpu::unpatchify_forward(tokens, video, d);
-  }
-  void unpatchify_backward(const T* dvideo, T* dtokens, const cpu::PatchDims& d) {
+  void unpatchify_forward(const T* tokens, T* video, const PatchDims& d) { cpu::unpatchify_forward(tokens, video, d); }
+  void unpatchify_backward(const T* dvideo, T* dtokens, const PatchDims& d) {
     cpu::unpatchify_backward(dvideo, dtokens, d);
   }
   void gelu_tanh_forward(const T* x, T* y, int64_t n) { cpu::gelu_tanh_forward(x, y, n); }
@@ -115,21 +113,21 @@ struct CpuOps {
                               int64_t C, int64_t stride) {
     cpu::gate_residual_backward(y, gate, dout, dx, dy, dgate, B, L, C, stride);
   }
-  void window_attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const cpu::VideoAttentionDims& d,
+  void window_attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const VideoAttentionDims& d,
                                 const std::array<int64_t, 3>& window, bool shifted) {
     cpu::window_attention_forward(q, k, v, out, lse, d, window, shifted);
   }
   void window_attention_backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq,
-                                 T* dk, T* dv, const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window,
+                                 T* dk, T* dv, const VideoAttentionDims& d, const std::array<int64_t, 3>& window,
                                  bool shifted) {
     cpu::window_attention_backward(q, k, v, out, lse, dout, dq, dk, dv, d, window, shifted);
   }
-  void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse,
-                   const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a) {
+  void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& d,
+                   const DsaArgs& a) {
     cpu::dsa_forward(q, k, v, offsets, out, lse, d, a);
   }
   void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
-                    T* dq, T* dk, T* dv, T* doffsets, const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a) {
+                    T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& d, const DsaArgs& a) {
     cpu::dsa_backward(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, d, a);
   }
   // DSA's offset network: the depthwise convolution and the offsets' squashing.
@@ -148,11 +146,11 @@ struct CpuOps {
                             int64_t M) {
     cpu::dsa_offsets_backward(raw, doffsets, draw, range, N, M);
   }
-  void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const cpu::AttentionDims& a) {
+  void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionDims& a) {
     cpu::attention_forward(q, k, v, out, lse, a);
   }
   void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk,
-                          T* dv, const cpu::AttentionDims& a) {
+                          T* dv, const AttentionDims& a) {
     cpu::attention_backward(q, k, v, out, lse, dout, dq, dk, dv, a);
   }
 };

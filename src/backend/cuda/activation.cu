@@ -1,5 +1,5 @@
+#include "backend/cuda/activation.h"
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/activation.h"
 
 namespace ms::cuda {
 namespace {

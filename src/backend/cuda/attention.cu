@@ -1,8 +1,8 @@
 #include <cfloat>
 
+#include "backend/cuda/attention.h"
 #include "backend/cuda/flash_attention.h"
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/attention.h"
 
 namespace ms::cuda {
 namespace {

@@ -7,7 +7,9 @@
 #include <atomic>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/device.h"
 #include "core/units.h"
+#include "runtime/arena.h"
 
 namespace ms {
 namespace {
@@ -50,6 +52,8 @@ const CudaBackend::StreamState& CudaBackend::state(int id) const {
   MS_CHECK(id >= 0 && size_t(id) < streams_.size(), "no stream ", id);
   return streams_[size_t(id)];
 }
+
+int64_t CudaBackend::default_device_memory() const { return cuda::device_info().memory_bytes - kDeviceReserve; }
 
 void* CudaBackend::alloc_device(size_t bytes) {
   void* p = nullptr;

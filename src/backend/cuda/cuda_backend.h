@@ -25,7 +25,8 @@ class CudaBackend final : public Backend {
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
-  const char* name() const override { return "cuda"; }
+  BackendKind kind() const override { return BackendKind::cuda; }
+  int64_t default_device_memory() const override;
   void* alloc_device(size_t bytes) override;
   void free_device(void* p) override;
   int create_stream(const std::string& name, StreamKind kind) override;

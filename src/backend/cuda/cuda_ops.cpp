@@ -4,20 +4,20 @@
 
 #include <algorithm>
 
+#include "backend/cuda/activation.h"
 #include "backend/cuda/check.h"
+#include "backend/cuda/dsa.h"
+#include "backend/cuda/dwconv3d.h"
+#include "backend/cuda/embedding.h"
+#include "backend/cuda/layernorm.h"
+#include "backend/cuda/layernorm_modulate.h"
+#include "backend/cuda/linear.h"
+#include "backend/cuda/modulate.h"
+#include "backend/cuda/patchify.h"
+#include "backend/cuda/rmsnorm.h"
+#include "backend/cuda/rope.h"
+#include "backend/cuda/window_attention.h"
 #include "core/check.h"
-#include "ops/activation.h"
-#include "ops/dsa.h"
-#include "ops/dwconv3d.h"
-#include "ops/embedding.h"
-#include "ops/layernorm.h"
-#include "ops/layernorm_modulate.h"
-#include "ops/linear.h"
-#include "ops/modulate.h"
-#include "ops/patchify.h"
-#include "ops/rmsnorm.h"
-#include "ops/rope.h"
-#include "ops/window_attention.h"
 
 namespace ms::cuda {
 
@@ -114,16 +114,16 @@ void CudaOps::pad_context_backward(const uint16_t* dpadded, float* dcontext, int
                                    int64_t C) {
   cuda::pad_context_backward(dpadded, dcontext, B, Lc, Lt, C, stream);
 }
-void CudaOps::patchify_forward(const float* latents, uint16_t* patches, const cpu::PatchDims& d) {
+void CudaOps::patchify_forward(const float* latents, uint16_t* patches, const PatchDims& d) {
   cuda::patchify_forward(latents, patches, d, stream);
 }
-void CudaOps::patchify_backward(const uint16_t* dpatches, float* dlatents, const cpu::PatchDims& d) {
+void CudaOps::patchify_backward(const uint16_t* dpatches, float* dlatents, const PatchDims& d) {
   cuda::patchify_backward(dpatches, dlatents, d, stream);
 }
-void CudaOps::unpatchify_forward(const uint16_t* tokens, float* video, const cpu::PatchDims& d) {
+void CudaOps::unpatchify_forward(const uint16_t* tokens, float* video, const PatchDims& d) {
   cuda::unpatchify_forward(tokens, video, d, stream);
 }
-void CudaOps::unpatchify_backward(const float* dvideo, uint16_t* dtokens, const cpu::PatchDims& d) {
+void CudaOps::unpatchify_backward(const float* dvideo, uint16_t* dtokens, const PatchDims& d) {
   cuda::unpatchify_backward(dvideo, dtokens, d, stream);
 }
 void CudaOps::gelu_tanh_forward(const uint16_t* x, uint16_t* y, int64_t n) { cuda::gelu_tanh_forward(x, y, n, stream); }
@@ -140,24 +140,24 @@ void CudaOps::gate_residual_backward(const uint16_t* y, const float* gate, const
                                stride, stream);
 }
 void CudaOps::window_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
-                                       float* lse, const cpu::VideoAttentionDims& d,
-                                       const std::array<int64_t, 3>& window, bool shifted) {
+                                       float* lse, const VideoAttentionDims& d, const std::array<int64_t, 3>& window,
+                                       bool shifted) {
   cuda::window_attention_forward(q, k, v, out, lse, d, window, shifted, stream);
 }
 void CudaOps::window_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
                                         const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk,
-                                        uint16_t* dv, const cpu::VideoAttentionDims& d,
-                                        const std::array<int64_t, 3>& window, bool shifted) {
+                                        uint16_t* dv, const VideoAttentionDims& d, const std::array<int64_t, 3>& window,
+                                        bool shifted) {
   float* delta = scratch_for(attention_backward_scratch({d.B, d.L(), d.L(), d.nh, d.d}));
   cuda::window_attention_backward(q, k, v, out, lse, dout, dq, dk, dv, delta, d, window, shifted, stream);
 }
 void CudaOps::dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
-                          uint16_t* out, float* lse, const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a) {
+                          uint16_t* out, float* lse, const VideoAttentionDims& d, const DsaArgs& a) {
   cuda::dsa_forward(q, k, v, offsets, out, lse, d, a, stream);
 }
 void CudaOps::dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
                            const uint16_t* out, const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk,
-                           uint16_t* dv, uint16_t* doffsets, const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a) {
+                           uint16_t* dv, uint16_t* doffsets, const VideoAttentionDims& d, const DsaArgs& a) {
   cuda::dsa_backward(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, scratch_for(dsa_backward_scratch(d, a)), d,
                      a, stream);
 }
@@ -179,12 +179,12 @@ void CudaOps::dsa_offsets_backward(const uint16_t* raw, const uint16_t* doffsets
   cuda::dsa_offsets_backward(raw, doffsets, draw, range, N, M, stream);
 }
 void CudaOps::attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                                const cpu::AttentionDims& a) {
+                                const AttentionDims& a) {
   cuda::attention_forward(q, k, v, out, lse, a, stream);
 }
 void CudaOps::attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
                                  const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv,
-                                 const cpu::AttentionDims& a) {
+                                 const AttentionDims& a) {
   cuda::attention_backward(q, k, v, out, lse, dout, dq, dk, dv, scratch_for(attention_backward_scratch(a)), a, stream);
 }
 

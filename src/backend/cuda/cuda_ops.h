@@ -8,12 +8,12 @@
 #include <array>
 #include <cstdint>
 
+#include "backend/cuda/attention.h"
 #include "backend/cuda/device.h"
+#include "backend/cuda/dsa.h"
+#include "backend/cuda/patchify.h"
 #include "model/config.h"
 #include "model/dims.h"
-#include "ops/attention.h"
-#include "ops/dsa.h"
-#include "ops/patchify.h"
 
 namespace ms::cuda {
 
@@ -72,10 +72,10 @@ struct CudaOps {
   void sinusoidal_embedding(const float* t, float* out, int64_t B, int64_t dim);
   void pad_context_forward(const float* context, uint16_t* padded, int64_t B, int64_t Lc, int64_t Lt, int64_t C);
   void pad_context_backward(const uint16_t* dpadded, float* dcontext, int64_t B, int64_t Lc, int64_t Lt, int64_t C);
-  void patchify_forward(const float* latents, uint16_t* patches, const cpu::PatchDims& d);
-  void patchify_backward(const uint16_t* dpatches, float* dlatents, const cpu::PatchDims& d);
-  void unpatchify_forward(const uint16_t* tokens, float* video, const cpu::PatchDims& d);
-  void unpatchify_backward(const float* dvideo, uint16_t* dtokens, const cpu::PatchDims& d);
+  void patchify_forward(const float* latents, uint16_t* patches, const PatchDims& d);
+  void patchify_backward(const uint16_t* dpatches, float* dlatents, const PatchDims& d);
+  void unpatchify_forward(const uint16_t* tokens, float* video, const PatchDims& d);
+  void unpatchify_backward(const float* dvideo, uint16_t* dtokens, const PatchDims& d);
   void gelu_tanh_forward(const uint16_t* x, uint16_t* y, int64_t n);
   void gelu_tanh_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n);
   void gate_residual_forward(const uint16_t* x, const uint16_t* y, const float* gate, uint16_t* out, int64_t B,
@@ -83,15 +83,15 @@ struct CudaOps {
   void gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t* dout, uint16_t* dx, uint16_t* dy,
                               float* dgate, int64_t B, int64_t L, int64_t C, int64_t stride);
   void window_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                                const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
+                                const VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
   void window_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
                                  const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv,
-                                 const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
+                                 const VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
   void dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, uint16_t* out,
-                   float* lse, const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a);
+                   float* lse, const VideoAttentionDims& d, const DsaArgs& a);
   void dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
                     const uint16_t* out, const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk,
-                    uint16_t* dv, uint16_t* doffsets, const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a);
+                    uint16_t* dv, uint16_t* doffsets, const VideoAttentionDims& d, const DsaArgs& a);
   void dwconv3d_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t B, int64_t Tn,
                         int64_t H, int64_t W, int64_t C);
   void dwconv3d_backward(const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw, float* db,
@@ -101,10 +101,10 @@ struct CudaOps {
   void dsa_offsets_backward(const uint16_t* raw, const uint16_t* doffsets, uint16_t* draw,
                             const std::array<double, 3>& range, int64_t N, int64_t M);
   void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                         const cpu::AttentionDims& a);
+                         const AttentionDims& a);
   void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
                           const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv,
-                          const cpu::AttentionDims& a);
+                          const AttentionDims& a);
 
  private:
   float* scratch_for(int64_t need) const;  // the scratch, checked to hold `need` floats

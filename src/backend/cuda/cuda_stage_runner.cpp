@@ -4,11 +4,11 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/cuda_stages.h"
+#include "backend/cuda/dsa.h"
 #include "backend/cuda/flash_attention.h"
+#include "backend/cuda/mse_loss.h"
 #include "core/check.h"
 #include "model/workspace.h"
-#include "ops/dsa.h"
-#include "ops/mse_loss.h"
 
 namespace ms::cuda {
 namespace {

@@ -22,8 +22,8 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "backend/cuda/dsa.h"
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/dsa.h"
 
 namespace ms::cuda {
 namespace {
@@ -607,7 +607,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   add_row(dv + g.row(b, j, n), g.d, gv);
 }
 
-Geo geometry(const cpu::VideoAttentionDims& d, const cpu::DsaArgs& a) {
+Geo geometry(const VideoAttentionDims& d, const DsaArgs& a) {
   MS_CHECK(d.d > 0 && d.d <= kDsaMaxHeadDim, "cuda dsa: head dim ", d.d, " must be in 1..", kDsaMaxHeadDim);
   MS_CHECK(d.B > 0 && d.T > 0 && d.H > 0 && d.W > 0 && d.nh > 0, "cuda dsa: empty dims");
   MS_CHECK(a.groups > 0 && d.nh % a.groups == 0, "cuda dsa: ", d.nh, " heads are not divisible by ", a.groups,
@@ -695,8 +695,7 @@ size_t staged_smem(K kernel, const Geo& g, int64_t floats) {
 }  // namespace
 
 void dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, uint16_t* out,
-                 float* lse, const cpu::VideoAttentionDims& dims, const cpu::DsaArgs& a, Stream stream,
-                 int64_t halo_rows) {
+                 float* lse, const VideoAttentionDims& dims, const DsaArgs& a, Stream stream, int64_t halo_rows) {
   Geo g = geometry(dims, a);
   set_tiles(g, 1, halo_rows);
   g.unit = copy_unit(g.d, {k, v});
@@ -708,8 +707,7 @@ void dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const 
 
 void dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, const uint16_t* out,
                   const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, uint16_t* doffsets,
-                  float* scratch, const cpu::VideoAttentionDims& dims, const cpu::DsaArgs& a, Stream stream,
-                  int64_t halo_rows) {
+                  float* scratch, const VideoAttentionDims& dims, const DsaArgs& a, Stream stream, int64_t halo_rows) {
   Geo g = geometry(dims, a);
   unsigned* reach = offsets ? reinterpret_cast<unsigned*>(scratch) : nullptr;  // [3], then 1 float of padding
   float2* coef = reinterpret_cast<float2*>(scratch + 4);                       // [B, nh, L, P]

@@ -1,8 +1,8 @@
 // The depthwise 3x3x3 convolution on the GPU (ops/dwconv3d.h, CUDA section): a thread per (token, channel), channels
 // fastest so that a warp reads consecutive channels of one token. The weight and bias gradients are column sums in a
 // fixed order: partials over kDwconvRows tokens (27 taps and the bias per thread), then over the partials.
+#include "backend/cuda/dwconv3d.h"
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/dwconv3d.h"
 
 namespace ms::cuda {
 namespace {

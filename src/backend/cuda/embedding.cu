@@ -1,5 +1,5 @@
+#include "backend/cuda/embedding.h"
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/embedding.h"
 
 namespace ms::cuda {
 namespace {

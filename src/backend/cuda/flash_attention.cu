@@ -364,7 +364,7 @@ FlashRows dense_rows(const AttentionDims& a) {
   return r;
 }
 
-FlashRows window_rows(const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
+FlashRows window_rows(const VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
   FlashRows r;
   r.a = {d.B, d.L(), d.L(), d.nh, d.d};
   const int64_t ext[3] = {d.T, d.H, d.W};

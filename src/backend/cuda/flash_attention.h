@@ -10,8 +10,8 @@
 #include <array>
 #include <cstdint>
 
+#include "backend/cuda/attention.h"
 #include "backend/cuda/device.h"
-#include "ops/attention.h"
 
 namespace ms::cuda {
 
@@ -28,7 +28,7 @@ struct FlashRows {
   int64_t k[3] = {}, o[3] = {}, n[3] = {};  // window, per axis: cell size, first cell's start, cells
 };
 FlashRows dense_rows(const AttentionDims& a);
-FlashRows window_rows(const cpu::VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
+FlashRows window_rows(const VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
 
 // q, k, v bf16 -> out bf16 (shapes of q), lse [B, nh, Lq] fp32.
 void flash_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,

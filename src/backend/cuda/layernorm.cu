@@ -1,5 +1,5 @@
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/layernorm.h"
+#include "backend/cuda/layernorm.h"
 
 namespace ms::cuda {
 namespace {

@@ -1,5 +1,5 @@
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/layernorm_modulate.h"
+#include "backend/cuda/layernorm_modulate.h"
 
 namespace ms::cuda {
 namespace {

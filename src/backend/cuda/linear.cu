@@ -1,6 +1,6 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/linear.h"
+#include "backend/cuda/linear.h"
 
 namespace ms::cuda {
 namespace {

@@ -1,5 +1,5 @@
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/modulate.h"
+#include "backend/cuda/modulate.h"
 
 namespace ms::cuda {
 namespace {

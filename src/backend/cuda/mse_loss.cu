@@ -1,5 +1,5 @@
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/mse_loss.h"
+#include "backend/cuda/mse_loss.h"
 
 namespace ms::cuda {
 namespace {

@@ -1,5 +1,5 @@
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/patchify.h"
+#include "backend/cuda/patchify.h"
 
 namespace ms::cuda {
 namespace {

@@ -1,5 +1,5 @@
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/rmsnorm.h"
+#include "backend/cuda/rmsnorm.h"
 
 namespace ms::cuda {
 namespace {

@@ -1,5 +1,5 @@
 #include "backend/cuda/kernel_util.cuh"
-#include "ops/rope.h"
+#include "backend/cuda/rope.h"
 
 namespace ms::cuda {
 namespace {

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "runtime/reduction_scratch.h"
+
 struct CUstream_st;
 
 namespace ms::cuda {
@@ -16,7 +18,6 @@ void layernorm_modulate_forward(const uint16_t* x, const float* shift, const flo
                                 CUstream_st* stream);
 // Inverts it: dx [B, L, C] += (bf16); dshift, dscale [b*stride + c] += sum over l (fp32, through scratch
 // [layernorm_modulate_backward_scratch(L, C)] in a fixed order).
-int64_t layernorm_modulate_backward_scratch(int64_t L, int64_t C);
 void layernorm_modulate_backward(const uint16_t* x, const float* mean, const float* rstd, const float* scale,
                                  const uint16_t* dy, uint16_t* dx, float* dshift, float* dscale, float* scratch,
                                  int64_t B, int64_t L, int64_t C, int64_t stride, CUstream_st* stream);

@@ -1,0 +1,194 @@
+#include "train/step_schedule.h"
+
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/resident_model.h"
+#include "core/check.h"
+#include "core/dtype.h"
+#include "ops/mse_loss.h"
+#include "registry/registry.h"
+#include "runtime/arena.h"
+#include "runtime/streamed_model.h"
+#include "runtime/trace.h"
+#include "train/adamw.h"
+
+namespace ms {
+
+int64_t host_gradient_floats(const TrainOptions& opts, const ParamTable& table) {
+  if (opts.optimizer_schedule == OptimizerSchedule::deferred) return table.total();
+  return opts.offload == Offload::stream ? kImmediateStaging * table.max_stage_numel() : 0;
+}
+
+StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg,
+                           const ModelDims& dims, const ParamTable& table, HostState& host, const BatchMaker& maker,
+                           NonFiniteMonitor& nonfinite)
+    : opts_(opts), hooks_(hooks), table_(table), host_(host) {
+  const BackendKind backend = resolve_backend(opts, hooks, cfg);  // cpu for --offload none
+  if (opts.offload == Offload::stream) {
+    if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
+    backend_ = make_backend(backend, opts.link_gbps, trace_.get());
+    optimizer_stream_ = backend_->create_stream("optimizer", StreamKind::host);
+    // The pools the link reads and writes: pinned in place where there is a link (a no-op on the CPU backend).
+    backend_->pin_host(host_.weights.data(), host_.weights.size() * 2);
+    if (host_.grads.size()) backend_->pin_host(host_.grads.data(), host_.grads.size() * 4);
+    updated_.resize(table_.stages().size());
+    const StreamOptions so{.prefetch = opts.prefetch,
+                           .device_memory = opts.device_memory,
+                           .serialize = hooks.serialize,
+                           .skip_compute = hooks.skip_compute,
+                           .offload_activations = opts.offload_activations};
+    streamed_ = std::make_unique<StreamedModel>(cfg, dims, *backend_, so, make_stage_runner(*backend_, cfg, dims));
+  } else {
+    resident_ = std::make_unique<ResidentModel<float>>(cfg, dims);
+    params_ = AlignedBuffer<float>(size_t(table_.total()));
+    if (opts.optimizer_schedule == OptimizerSchedule::immediate)
+      resident_grads_ = AlignedBuffer<float>(size_t(table_.total()));
+  }
+  auto probe = [&nonfinite](int64_t s, float* out, int64_t n) { nonfinite.probe(s, out, n); };
+  if (resident_)
+    resident_->set_probe(probe);
+  else if (backend_->kind() == BackendKind::cpu)  // elsewhere the activations stay on the device
+    streamed_->set_probe(probe);
+  const int64_t n = dims.B * cfg.in_dim * dims.F * dims.H * dims.W;
+  for (auto* v : {&pred_, &dpred_}) v->resize(size_t(n));
+  for (Batch& b : batches_) {
+    maker.allocate(b);
+    if (backend_)  // what enqueue_inputs copies from
+      for (auto* v : b.uploaded()) backend_->pin_host(v->data(), v->size() * sizeof(float));
+  }
+}
+
+// Device work still in flight reads and writes the members declared after backend_, which are destroyed first.
+StepSchedule::~StepSchedule() {
+  if (!backend_) return;
+  try {
+    backend_->sync_all();
+    for (Batch& b : batches_)
+      for (auto* v : b.uploaded()) backend_->unpin_host(v->data());
+  } catch (...) {  // the error that ended the run is already on its way out
+  }
+}
+
+void StepSchedule::enqueue_inputs(const Batch& b) {
+  if (streamed_) streamed_->enqueue_inputs(b.xt.data(), b.timesteps.data(), b.context.data(), b.target.data());
+}
+
+double StepSchedule::step(const Batch& batch, const Update& u, const std::function<void()>& during) {
+  stage_sumsq_.assign(table_.stages().size(), 0.0);
+  return opts_.optimizer_schedule == OptimizerSchedule::immediate ? step_immediate(batch, u, during)
+                                                                  : step_deferred(batch, u.step, during);
+}
+
+double StepSchedule::skip() {
+  stage_sumsq_.assign(table_.stages().size(), 0.0);
+  apply_pending();
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+void StepSchedule::defer(const Update& u) {
+  pending_ = u;
+  if (!streamed_) apply_pending();  // resident: update now; streamed: pipelined with the next forward
+}
+
+// Deferred schedule: loss and the host gradient pool for `batch`. Streamed, the pending update of the previous
+// step runs on the optimizer stream, each stage's upload waiting only for its own, and each stage's norm
+// contribution is summed there as its gradients land.
+double StepSchedule::step_deferred(const Batch& batch, int64_t t, const std::function<void()>& during) {
+  if (streamed_) {
+    std::vector<Event> ready(table_.stages().size());
+    if (pending_.step > 0) {
+      for (size_t s = 0; s < ready.size(); ++s) {
+        backend_->launch(optimizer_stream_, "adamw", [this, s, u = pending_] { update_stage(s, host_grads(s), u); });
+        ready[s] = backend_->record(optimizer_stream_);
+      }
+      pending_ = Update{};
+    }
+    GradRoute route{[&](int, int s) { return host_grads(size_t(s)); }, [](int) { return Event{}; },
+                    [&](int, int s, float* host, Event landed) {
+                      backend_->wait(optimizer_stream_, landed);
+                      backend_->launch(optimizer_stream_, "norm",
+                                       [=, this] { stage_sumsq_[size_t(s)] = checked_sumsq(size_t(s), host, t); });
+                    }};
+    streamed_->enqueue_step(host_.weights.data(), route, [&](int s) { return ready[size_t(s)]; });
+    during();
+    return streamed_->finish();
+  }
+  host_.grads.zero();
+  const double loss = resident_step(batch, host_.grads.data());
+  for (size_t s = 0; s < stage_sumsq_.size(); ++s) stage_sumsq_[s] = checked_sumsq(s, host_grads(s), t);
+  during();
+  return loss;
+}
+
+// Immediate schedule: every stage is updated (clipped by the previous step's norm) as soon as its gradients land,
+// overlapped with the rest of the backward; streamed, gradients pass through kImmediateStaging stage-sized host
+// buffers. A stage with non-finite gradients is skipped.
+double StepSchedule::step_immediate(const Batch& batch, const Update& u, const std::function<void()>& during) {
+  if (!streamed_) {
+    resident_grads_.zero();
+    const double loss = resident_step(batch, resident_grads_.data());
+    for (size_t s = 0; s < stage_sumsq_.size(); ++s)
+      immediate_update(s, resident_grads_.data() + table_.stages()[s].offset, u);
+    during();
+    return loss;
+  }
+  const int64_t stage = table_.max_stage_numel();
+  std::vector<Event> consumed(table_.stages().size() + 1);
+  GradRoute route{[&](int j, int) { return host_.grads.data() + (j % kImmediateStaging) * stage; },
+                  [&](int j) { return j >= kImmediateStaging ? consumed[size_t(j - kImmediateStaging)] : Event{}; },
+                  [&](int j, int s, float* host, Event landed) {
+                    backend_->wait(optimizer_stream_, landed);
+                    backend_->launch(optimizer_stream_, "adamw", [=, this] { immediate_update(size_t(s), host, u); });
+                    consumed[size_t(j)] = updated_[size_t(s)] = backend_->record(optimizer_stream_);
+                  }};
+  std::vector<Event> ready = updated_;  // this step's uploads wait for the previous step's updates
+  streamed_->enqueue_step(host_.weights.data(), route, [&](int s) { return ready[size_t(s)]; });
+  during();
+  return streamed_->finish();
+}
+
+// One stage of the immediate schedule: norm contribution, then the update unless non-finite.
+void StepSchedule::immediate_update(size_t s, float* grads, const Update& u) {
+  stage_sumsq_[s] = checked_sumsq(s, grads, u.step);
+  if (std::isfinite(stage_sumsq_[s])) update_stage(s, grads, u);
+}
+
+// Sum of squares of stage s's gradients (poisoned first when --inject-nan-grad names this step).
+double StepSchedule::checked_sumsq(size_t s, float* grads, int64_t t) {
+  if (t == hooks_.inject_nan_grad && s == 0) grads[0] = std::numeric_limits<float>::quiet_NaN();
+  return sum_squares(grads, table_.stages()[s].numel);
+}
+
+// Resident forward, loss and backward with the bf16 working weights; grads [P] must be zero.
+double StepSchedule::resident_step(const Batch& batch, float* grads) {
+  convert_to_f32(DType::bf16, host_.weights.data(), params_.data(), table_.total());
+  resident_->forward(params_.data(), batch.xt.data(), batch.timesteps.data(), batch.context.data(), pred_.data());
+  const double loss = cpu::mse_loss(pred_.data(), batch.target.data(), dpred_.data(), int64_t(pred_.size()));
+  resident_->backward(params_.data(), dpred_.data(), grads, nullptr, nullptr);
+  return loss;
+}
+
+// AdamW on one stage's span of every pool, from that stage's gradients.
+void StepSchedule::update_stage(size_t s, const float* grads, const Update& u) {
+  const StageInfo& st = table_.stages()[s];
+  adamw_update(opts_.adamw, opts_.lr_at(u.step), u.step, u.scale, grads, host_.master.data() + st.offset,
+               host_.exp_avg.data() + st.offset, host_.exp_avg_sq.data() + st.offset, host_.weights.data() + st.offset,
+               st.numel);
+}
+
+void StepSchedule::apply_pending() {
+  if (pending_.step == 0) return;
+  for (size_t s = 0; s < table_.stages().size(); ++s) update_stage(s, host_grads(s), pending_);
+  pending_ = Update{};
+}
+
+int64_t StepSchedule::device_peak_bytes() const {
+  return streamed_ ? streamed_->arena_bytes() : int64_t(params_.size() * sizeof(float)) + resident_->workspace_bytes();
+}
+
+int64_t StepSchedule::uploaded_weight_bytes() const { return streamed_ ? streamed_->uploaded_weights() * 2 : 0; }
+
+BackendKind StepSchedule::backend_kind() const { return backend_ ? backend_->kind() : BackendKind::cpu; }
+
+}  // namespace ms

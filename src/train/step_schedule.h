@@ -1,0 +1,98 @@
+// One training step's compute in the schedule a run chose (docs/runtime.md): the model resident on the CPU
+// (--offload none) or streamed through a backend's arena (--offload stream), times the optimizer applied after the
+// whole backward (deferred) or to each stage as its gradients land (immediate). The trainer's loop drives it; this
+// owns the backend, the model and the two batches the loop alternates between (pinned for the link).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/aligned.h"
+#include "model/config.h"
+#include "model/dims.h"
+#include "model/param_table.h"
+#include "runtime/backend.h"
+#include "runtime/host_state.h"
+#include "train/batch.h"
+#include "train/nonfinite.h"
+#include "train/options.h"
+
+namespace ms {
+
+class StreamedModel;
+class Trace;
+template <class T>
+class ResidentModel;
+
+// An AdamW step to apply: its 1-based step number and its gradient-clipping factor.
+struct Update {
+  int64_t step = 0;  // 0: nothing pending
+  float scale = 1;
+};
+
+// Host pools sized for a schedule: the full fp32 gradient pool (deferred), kImmediateStaging stage-sized buffers
+// (immediate, streamed) or none (immediate, resident: the backward writes a private f32 pool).
+int64_t host_gradient_floats(const TrainOptions& opts, const ParamTable& table);
+
+class StepSchedule {
+ public:
+  // Chooses the backend (resolve_backend), builds the model and allocates the batches with `maker`.
+  StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg, const ModelDims& dims,
+               const ParamTable& table, HostState& host, const BatchMaker& maker, NonFiniteMonitor& nonfinite);
+  // Waits for device work still in flight (an exception may have left a step midway), then unpins.
+  ~StepSchedule();
+  StepSchedule(const StepSchedule&) = delete;
+  StepSchedule& operator=(const StepSchedule&) = delete;
+
+  // The batch of step t: batches alternate, so step t+1's is made while step t computes.
+  Batch& batch(int64_t t) { return batches_[size_t(t % 2)]; }
+  // Streamed: enqueues the upload of a batch just made (it runs behind the current step's compute).
+  void enqueue_inputs(const Batch& b);
+
+  // Step u.step on `batch`: forward, loss, backward, and the optimizer as the schedule places it (immediate:
+  // clipped by u.scale, the previous step's norm). Returns the loss; stage_sumsq() then holds each stage's
+  // sum of squared gradients. `during` runs while the device works.
+  double step(const Batch& batch, const Update& u, const std::function<void()>& during);
+  // A step whose batch is not finite: computes nothing, lets the previous pending update land; returns NaN.
+  double skip();
+  // Deferred: the update of the step just run, applied now (resident) or pipelined with the next forward.
+  void defer(const Update& u);
+  // Applies the pending update to every stage now (before a checkpoint or samples read the weights).
+  void apply_pending();
+
+  const std::vector<double>& stage_sumsq() const { return stage_sumsq_; }
+  // What the device side holds during a step: the streamed arena, or all f32 weights and the workspace.
+  int64_t device_peak_bytes() const;
+  int64_t uploaded_weight_bytes() const;  // per step, streamed; 0 resident
+  BackendKind backend_kind() const;
+  Trace* trace() { return trace_.get(); }
+
+ private:
+  double step_deferred(const Batch& batch, int64_t t, const std::function<void()>& during);
+  double step_immediate(const Batch& batch, const Update& u, const std::function<void()>& during);
+  void immediate_update(size_t s, float* grads, const Update& u);
+  double checked_sumsq(size_t s, float* grads, int64_t t);
+  double resident_step(const Batch& batch, float* grads);
+  float* host_grads(size_t s) { return host_.grads.data() + table_.stages()[s].offset; }
+  void update_stage(size_t s, const float* grads, const Update& u);
+
+  const TrainOptions& opts_;
+  const TrainHooks& hooks_;
+  const ParamTable& table_;
+  HostState& host_;
+  std::unique_ptr<ResidentModel<float>> resident_;  // --offload none
+  AlignedBuffer<float> params_;                     // [P] resident: f32 copy of the working weights
+  AlignedBuffer<float> resident_grads_;             // [P] resident, immediate: the backward's gradients
+  std::unique_ptr<Trace> trace_;
+  std::unique_ptr<Backend> backend_;  // --offload stream
+  int optimizer_stream_ = -1;
+  std::unique_ptr<StreamedModel> streamed_;
+  Update pending_;                   // deferred: the update waiting for the next step
+  std::vector<Event> updated_;       // immediate, streamed: each stage's last update
+  std::vector<double> stage_sumsq_;  // this step's per-stage sums of squared gradients
+  Batch batches_[2];                 // step t uses batches_[t % 2]; the other is made meanwhile
+  std::vector<float> pred_, dpred_;  // [B, C, F, H, W]
+};
+
+}  // namespace ms
