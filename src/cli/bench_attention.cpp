@@ -85,11 +85,11 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 class Case {
  public:
   Case(const std::string& type, const int64_t grid[3], const BenchAttentionArgs& a)
-      : spec_{parse_name<AttentionType>(type, "--types"),
-              {1, grid[0], grid[1], grid[2], a.heads, a.head_dim},
-              kWindow,
-              true,
-              a.heads} {
+      : spec_{.type = parse_name<AttentionType>(type, "--types"),
+              .dims = {.B = 1, .T = grid[0], .H = grid[1], .W = grid[2], .nh = a.heads, .d = a.head_dim},
+              .window = kWindow,
+              .shifted = true,
+              .groups = a.heads} {
     const VideoAttentionDims& d = spec_.dims;
     const size_t n = size_t(d.L() * d.nh * d.d),
                  noff = size_t(d.L() * spec_.groups * kWindow[0] * kWindow[1] * kWindow[2] * 3);

@@ -83,7 +83,8 @@ void run_op(const std::string& op, const OpArgs& a) {
   const size_t n = q->data.size();
   std::vector<float> out(n), lse(size_t(d.B * d.nh * d.L()));
   const float* offp = off ? off->data.data() : nullptr;
-  const AttentionSpec spec{parse_name<AttentionType>(op, "op"), d, window, a.shift, G};
+  const AttentionSpec spec{
+      .type = parse_name<AttentionType>(op, "op"), .dims = d, .window = window, .shifted = a.shift, .groups = G};
   CpuOps<float> ops;
   attention_forward(ops, spec, q->data.data(), k->data.data(), v->data.data(), offp, out.data(), lse.data());
   std::vector<TensorRef> refs{{"out", DType::f32, s, out.data()}};

@@ -71,7 +71,11 @@ void offset_net_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, con
 
 // The self-attention core of block `index` (model/attention_core.h).
 inline AttentionSpec attention_spec(const ModelConfig& c, const ModelDims& d, int64_t index) {
-  return {c.attention.type, video_dims(c, d), c.attention.window, window_shifted(c, index), c.groups()};
+  return {.type = c.attention.type,
+          .dims = video_dims(c, d),
+          .window = c.attention.window,
+          .shifted = window_shifted(c, index),
+          .groups = c.groups()};
 }
 
 // The self-attention core on the roped q, k and v: attn, attn_lse from acts (dsa runs its offset network first).
