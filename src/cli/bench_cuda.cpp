@@ -181,7 +181,7 @@ void bench_cuda(const BenchCudaArgs& a) {
     r["block"] = b;
   }
   if (!a.attention_tokens.empty() && a.attention_tokens.front() > 0)
-    r["attention"] = bench_cuda_attention(a.attention_tokens, a.attention_dense_max, std::min(a.repeats, 3), up);
+    r["attention"] = bench_cuda_attention(ctx, a.attention_tokens, a.attention_dense_max, std::min(a.repeats, 3), up);
   if (std::all_of(a.stream_grid.begin(), a.stream_grid.end(), [](int64_t v) { return v > 0; })) {
     const StreamBenchShape shape{
         {a.stream_grid[0], a.stream_grid[1], a.stream_grid[2]}, a.stream_layers, std::min(a.repeats, 3)};

@@ -5,15 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/attention.h"
 #include "backend/cuda/check.h"
-#include "backend/cuda/dsa.h"
-#include "backend/cuda/window_attention.h"
+#include "backend/cuda/cuda_ops.h"
 #include "cli/bench_cuda_block.h"
 #include "cli/cuda_timing.h"
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/rng.h"
+#include "model/attention_core.h"
 #include "model/config.h"
 #include "model/flops.h"
 
@@ -35,16 +34,16 @@ void fill_offsets(uint16_t* device, int64_t n, const std::array<double, 3>& rang
 
 }  // namespace
 
-nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t dense_max, int repeats,
-                                    cudaStream_t stream) {
+nlohmann::json bench_cuda_attention(cuda::GemmContext& gemm, const std::vector<int64_t>& tokens, int64_t dense_max,
+                                    int repeats, cudaStream_t stream) {
   const ModelConfig c = preset_config("wan2.1-14b");
   const std::array<int64_t, 3> window = ModelConfig{}.attention.window;
   nlohmann::json out = nlohmann::json::array();
   for (int64_t L : tokens) {
     const std::array<int64_t, 3> g = grid_of(L);
-    const VideoAttentionDims vd{1, g[0], g[1], g[2], c.num_heads, c.head_dim()};
-    const AttentionDims a{1, L, L, c.num_heads, c.head_dim()};
-    const DsaArgs dsa{window, c.num_heads};
+    const VideoAttentionDims vd{.B = 1, .T = g[0], .H = g[1], .W = g[2], .nh = c.num_heads, .d = c.head_dim()};
+    const AttentionDims a{.B = 1, .Lq = L, .Lk = L, .nh = c.num_heads, .d = c.head_dim()};
+    const DsaArgs dsa{.window = window, .groups = c.num_heads};
     const int64_t n = L * c.dim, noff = L * dsa.groups * dsa.P() * 3;
     const int64_t scratch_floats = std::max(cuda::attention_backward_scratch(a), cuda::dsa_backward_scratch(vd, dsa));
     // q, k, v, out, dout, dq, dk, dv, offsets, doffsets bf16; lse and the backward's scratch fp32
@@ -64,27 +63,19 @@ nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t 
     // staging of the K/V halo buys
     for (const std::string type : {"dense", "window", "dsa_fixed", "dsa", "dsa_unstaged"}) {
       if (type == "dense" && L > dense_max) continue;
-      const bool is_dsa = type.starts_with("dsa");
-      const uint16_t* offp = type == "dsa" || type == "dsa_unstaged" ? off : nullptr;
-      const int64_t halo = type == "dsa_unstaged" ? 0 : cuda::kDsaHaloRows;
-      auto forward = [&] {
-        if (type == "dense") cuda::attention_forward(t[0], t[1], t[2], t[3], lse, a, stream);
-        if (type == "window") cuda::window_attention_forward(t[0], t[1], t[2], t[3], lse, vd, window, true, stream);
-        if (is_dsa) cuda::dsa_forward(t[0], t[1], t[2], offp, t[3], lse, vd, dsa, stream, halo);
-      };
+      const AttentionSpec spec{.type = parse_name<AttentionType>(type == "dsa_unstaged" ? "dsa" : type, "type"),
+                               .dims = vd,
+                               .window = window,
+                               .shifted = true,
+                               .groups = dsa.groups};
+      cuda::CudaOps ops{gemm, stream, scratch, scratch_floats, type == "dsa_unstaged" ? 0 : cuda::kDsaHaloRows};
+      auto forward = [&] { attention_forward(ops, spec, t[0], t[1], t[2], off, t[3], lse); };
       auto backward = [&] {
-        if (type == "dense")
-          cuda::attention_backward(t[0], t[1], t[2], t[3], lse, t[4], t[5], t[6], t[7], scratch, a, stream);
-        if (type == "window")
-          cuda::window_attention_backward(t[0], t[1], t[2], t[3], lse, t[4], t[5], t[6], t[7], scratch, vd, window,
-                                          true, stream);
-        if (is_dsa)
-          cuda::dsa_backward(t[0], t[1], t[2], offp, t[3], lse, t[4], t[5], t[6], t[7], offp ? doff : nullptr, scratch,
-                             vd, dsa, stream, halo);
+        attention_backward(ops, spec, t[0], t[1], t[2], off, t[3], lse, t[4], t[5], t[6], t[7], doff);
       };
       const double fwd = time_events(stream, repeats, forward), bwd = time_events(stream, repeats, backward);
-      AttentionConfig counted;  // dsa_unstaged is dsa
-      counted.type = parse_name<AttentionType>(type == "dsa_unstaged" ? "dsa" : type, "type");
+      AttentionConfig counted;
+      counted.type = spec.type;
       counted.window = window;
       const double flops = double(L) * self_attention_forward_flops(counted, g) * double(c.dim);
       out.push_back({{"type", type},

@@ -8,6 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+namespace ms::cuda {
+class GemmContext;
+}
+
 namespace ms::cli {
 
 // One entry per (type, token count): type, tokens, grid, forward_s, backward_s, forward_tflops, step_tflops
@@ -15,7 +19,8 @@ namespace ms::cli {
 // keys a query attends to (L for dense, the clipped window's for window and dsa_fixed), 32 L P' D for dsa (eight
 // trilinear corners per slot). Dense runs up to dense_max tokens only (quadratic: 128k tokens take minutes); dsa
 // gets random offsets uniform within the default offset_range (1, 2, 2). The window is the default's, 3 x 3 x 3.
-nlohmann::json bench_cuda_attention(const std::vector<int64_t>& tokens, int64_t dense_max, int repeats,
-                                    cudaStream_t stream);
+// The kernels run through the model's attention dispatch (model/attention_core.h) on the CUDA ops policy.
+nlohmann::json bench_cuda_attention(cuda::GemmContext& gemm, const std::vector<int64_t>& tokens, int64_t dense_max,
+                                    int repeats, cudaStream_t stream);
 
 }  // namespace ms::cli

@@ -153,13 +153,13 @@ void CudaOps::window_attention_backward(const uint16_t* q, const uint16_t* k, co
 }
 void CudaOps::dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
                           uint16_t* out, float* lse, const VideoAttentionDims& d, const DsaArgs& a) {
-  cuda::dsa_forward(q, k, v, offsets, out, lse, d, a, stream);
+  cuda::dsa_forward(q, k, v, offsets, out, lse, d, a, stream, dsa_halo_rows);
 }
 void CudaOps::dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
                            const uint16_t* out, const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk,
                            uint16_t* dv, uint16_t* doffsets, const VideoAttentionDims& d, const DsaArgs& a) {
   cuda::dsa_backward(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, scratch_for(dsa_backward_scratch(d, a)), d,
-                     a, stream);
+                     a, stream, dsa_halo_rows);
 }
 void CudaOps::dwconv3d_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t B,
                                int64_t Tn, int64_t H, int64_t W, int64_t C) {

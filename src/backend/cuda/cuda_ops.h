@@ -31,6 +31,7 @@ struct CudaOps {
   Stream stream;
   float* scratch;         // [scratch_numel] on the device
   int64_t scratch_numel;  // >= block_reduction_scratch (runtime/reduction_scratch.h) of the shapes it runs
+  int64_t dsa_halo_rows = kDsaHaloRows;  // dsa's K/V rows staged in shared memory per block (0: none; speed only)
 
   void zero(uint16_t* p, int64_t n);
   void zero(float* p, int64_t n);
