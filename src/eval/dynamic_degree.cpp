@@ -22,7 +22,7 @@ double pair_score(const FlowField& f) {
 }  // namespace
 
 void DynamicDegreeCounter::add_pair(const FlowField& forward) {
-  threshold_ = 6.0 * double(std::min(forward.height, forward.width)) / 256.0;
+  if (pairs_ == 0) threshold_ = 6.0 * double(std::min(forward.height, forward.width)) / 256.0;
   const double s = pair_score(forward);
   sum_scores_ += s;
   moving_pairs_ += s > threshold_;

@@ -32,8 +32,8 @@ VideoInfo probe_video(const std::string& path);
 // A stream that ends early is an error naming how many frames were decodable.
 RgbVideo decode_video(const std::string& path, int64_t first = 0, int64_t count = -1);
 
-// Decodes the frames one at a time, holding one: on_frame(rgb [height, width, 3], index) for each in order until
-// it returns false. Returns the header (frames: how many were decoded). A stream that ends before the frame count
+// Decodes the frames one at a time, holding one: on_frame(rgb [height, width, 3], height, width) for each in order
+// until it returns false. Returns the header (frames: how many were decoded). A stream that ends before the frame count
 // its header promises is an error, as in decode_video.
 VideoInfo stream_video(const std::string& path,
                        const std::function<bool(const uint8_t* rgb, int64_t height, int64_t width)>& on_frame);

@@ -19,7 +19,8 @@ int64_t parse_device_memory(const std::string& text) {
   if (bytes <= 0)
     MS_FAIL("--device-memory ", quote_text(text),
             " leaves no room for the arena; give a budget such as 16GiB, or leave ",
-            "the option out (the device's memory less ", format_bytes(double(kDeviceReserve)), ")");
+            "the option out for the default (a GPU's memory less ", format_bytes(double(kDeviceReserve)),
+            "; no limit on the CPU backend)");
   return bytes;
 }
 namespace {

@@ -46,16 +46,17 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
   ao.grad_slots = 2;
   ao.offload_activations = o.offload_activations;
   plan_ = plan_device(c, d, ao);
-  const int64_t budget = o.device_memory > 0 ? o.device_memory : backend.default_device_memory();
-  if (budget > 0 && plan_.peak() > budget)
+  budget_ = o.device_memory > 0 ? o.device_memory : backend.default_device_memory();
+  if (budget_ > 0 && plan_.peak() > budget_)
     MS_FAIL("the device arena needs ", format_bytes(double(plan_.peak())), " (weight slots ",
             format_bytes(double(plan_.weight_slots)), ", activations ", format_bytes(double(plan_.workspace())),
             ") but ",
-            o.device_memory > 0
-                ? cat("--device-memory is ", format_bytes(double(budget)), "; pass --device-memory ", plan_.peak(),
-                      " or more, or ")
-                : cat("the device has ", format_bytes(double(budget)), " for it (its memory less a reserve); "),
-            "use --offload-activations, fewer frames, a smaller batch or --prefetch 2");
+            o.device_memory > 0 ? cat("--device-memory is ", format_bytes(double(budget_)), "; pass --device-memory ",
+                                      plan_.peak(), " or more (up to the device's memory), or ")
+                                : cat("the device has ", format_bytes(double(budget_)),
+                                      " for it (its memory less a reserve; --device-memory can give it more); "),
+            "use ", o.offload_activations ? "" : "--offload-activations, ",
+            "fewer frames, a smaller batch or --prefetch 2");
   const WorkspaceLayout layout = ao.layout(c, d);
   const int64_t align = ao.align();
   const int64_t workspace = runner_->workspace_bytes(layout, align);

@@ -75,6 +75,8 @@ class StreamedModel {
   // Weight elements uploaded per step (bf16 over the link).
   int64_t uploaded_weights() const;
   int64_t arena_bytes() const { return plan_.peak(); }
+  // The arena's budget in effect: --device-memory, else the backend's default; 0: no limit.
+  int64_t device_budget() const { return budget_; }
   const ParamTable& table() const { return table_; }
 
  private:
@@ -87,6 +89,7 @@ class StreamedModel {
   Backend& be_;
   StreamOptions opts_;
   DevicePlan plan_;
+  int64_t budget_ = 0;  // device_budget()
   std::vector<SlotUse> schedule_;
   Streams st_;
   char* arena_ = nullptr;

@@ -189,6 +189,8 @@ int64_t StepSchedule::device_peak_bytes() const {
 
 int64_t StepSchedule::uploaded_weight_bytes() const { return streamed_ ? streamed_->uploaded_weights() * 2 : 0; }
 
+int64_t StepSchedule::device_budget_bytes() const { return streamed_ ? streamed_->device_budget() : 0; }
+
 BackendKind StepSchedule::backend_kind() const { return backend_ ? backend_->kind() : BackendKind::cpu; }
 
 }  // namespace ms

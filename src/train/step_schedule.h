@@ -65,6 +65,7 @@ class StepSchedule {
   // What the device side holds during a step: the streamed arena, or all f32 weights and the workspace.
   int64_t device_peak_bytes() const;
   int64_t uploaded_weight_bytes() const;  // per step, streamed; 0 resident
+  int64_t device_budget_bytes() const;    // the arena's budget in effect, streamed; 0: no limit
   BackendKind backend_kind() const;
   Trace* trace() { return trace_.get(); }
 

@@ -70,7 +70,7 @@ class Run {
     dir.write_summary({{"param_count", table_.total()},
                        {"weights_bytes", table_.total() * 2},
                        {"host_state_bytes", host_.bytes()},
-                       {"device_memory_bytes", opts_.device_memory},
+                       {"device_budget_bytes", schedule_.device_budget_bytes()},
                        {"device_arena_bytes", schedule_.device_peak_bytes()},
                        {"h2d_weight_bytes_per_step", schedule_.uploaded_weight_bytes()},
                        {"prefetch", opts_.prefetch},
