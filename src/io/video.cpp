@@ -126,11 +126,10 @@ VideoInfo probe_video(const std::string& path) {
 
 namespace {
 
-// Decodes frames from `first` on, converted to RGB into a buffer of one frame, while on_frame(rgb, index) returns
+// Decodes frames from `first` on, converted to RGB into a buffer of one frame, while on_frame(rgb) returns
 // true; `wanted` frames (0: all the header promises) must be decodable unless on_frame stops first. Returns the
 // number on_frame received.
-int64_t decode_rgb(Decoder& d, int64_t first, int64_t wanted,
-                   const std::function<bool(const uint8_t* rgb, int64_t index)>& on_frame) {
+int64_t decode_rgb(Decoder& d, int64_t first, int64_t wanted, const std::function<bool(const uint8_t* rgb)>& on_frame) {
   std::vector<uint8_t> rgb(size_t(d.height() * d.width() * 3));  // [height, width, 3]
   ff::SwsPtr sws;
   int64_t delivered = 0;
@@ -146,7 +145,7 @@ int64_t decode_rgb(Decoder& d, int64_t first, int64_t wanted,
     const int dst_stride[1] = {int(d.width() * 3)};
     sws_scale(sws.get(), f.data, f.linesize, 0, f.height, dst, dst_stride);
     ++delivered;
-    if (!on_frame(rgb.data(), i)) {
+    if (!on_frame(rgb.data())) {
       caller_stopped = true;
       return false;
     }
@@ -173,7 +172,7 @@ RgbVideo decode_video(const std::string& path, int64_t first, int64_t count) {
   v.fps = d.fps();
   const int64_t frame_bytes = v.height * v.width * 3;
   if (count == 0) return v;
-  decode_rgb(d, first, count < 0 ? 0 : count, [&](const uint8_t* rgb, int64_t) {
+  decode_rgb(d, first, count < 0 ? 0 : count, [&](const uint8_t* rgb) {
     if (int64_t(v.rgb.size()) + frame_bytes > kMaxDecodedBytes)
       MS_FAIL("'", path, "': decoding more than ", kMaxDecodedBytes >> 30, " GiB of frames; request fewer frames");
     v.rgb.insert(v.rgb.end(), rgb, rgb + frame_bytes);  // [frames, height, width, 3]
@@ -187,8 +186,7 @@ VideoInfo stream_video(const std::string& path,
                        const std::function<bool(const uint8_t* rgb, int64_t height, int64_t width)>& on_frame) {
   Decoder d(path);
   VideoInfo info{0, d.height(), d.width(), d.fps()};
-  info.frames =
-      decode_rgb(d, 0, 0, [&](const uint8_t* rgb, int64_t) { return on_frame(rgb, info.height, info.width); });
+  info.frames = decode_rgb(d, 0, 0, [&](const uint8_t* rgb) { return on_frame(rgb, info.height, info.width); });
   return info;
 }
 
