@@ -8,6 +8,7 @@
 #include "cli_util.h"
 #include "core/check.h"
 #include "io/video.h"
+#include "model/config.h"
 #include "temp_dir.h"
 #include "video_util.h"
 
@@ -58,6 +59,35 @@ TEST(DataTrain, VideoFolderTrainsAndResumesBitIdentically) {
   const CliResult clash = run_cli("train" + common + " --steps 1 --frames 3 --out " + dir.file("e"));
   EXPECT_NE(clash.code, 0);
   EXPECT_NE(clash.output.find("--frames 3 differs from target_frames 2"), std::string::npos) << clash.output;
+}
+
+// musubi-tuner's Wan cache (tests/data/musubi) trains as it is, on a model with Wan's latent and text widths, and
+// resumes bit-identically.
+TEST(DataTrain, MusubiCacheTrainsAndResumesBitIdentically) {
+  TempDir dir;
+  std::filesystem::copy(std::filesystem::path(MEGASLIDE_TEST_DATA) / "musubi" / "cache", dir.file("cache"));
+  std::ofstream(dir.file("data.toml")) << "[general]\nbatch_size = 2\n[[datasets]]\ncache_directory = \"cache\"\n";
+  ModelConfig c;
+  c.dim = 16, c.ffn_dim = 24, c.num_heads = 2, c.num_layers = 2, c.freq_dim = 8;
+  c.in_dim = c.out_dim = 16, c.text_dim = 4096, c.text_len = 8;
+  c.patch_size = {1, 2, 2};
+  c.validate();
+  std::ofstream(dir.file("config.json")) << config_to_json(c).dump();
+  const std::string common = " --model tiny --config " + dir.file("config.json") + " --data " + dir.file("data.toml") +
+                             " --frames 3 --height 6 --width 8 --save-every 2 --warmup 1";
+  const CliResult full = run_cli("train" + common + " --steps 4 --out " + dir.file("a"));
+  ASSERT_EQ(full.code, 0) << full.output;
+  EXPECT_NE(full.output.find("orphan_wan_te.safetensors"), std::string::npos) << full.output;
+  const CliResult half = run_cli("train" + common + " --steps 2 --out " + dir.file("b"));
+  ASSERT_EQ(half.code, 0) << half.output;
+  const CliResult resumed = run_cli("train --resume " + dir.file("b") + " --steps 4");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(read_bytes(dir.file(cat("a/step-00000004/", f))), read_bytes(dir.file(cat("b/step-00000004/", f)))) << f;
+  const CliResult unchosen = run_cli("train --model tiny --config " + dir.file("config.json") + " --data " +
+                                     dir.file("data.toml") + " --steps 1 --frames 0 --out " + dir.file("c"));
+  EXPECT_NE(unchosen.code, 0);
+  EXPECT_NE(unchosen.output.find("the cache holds latents of 3 shapes"), std::string::npos) << unchosen.output;
 }
 
 }  // namespace

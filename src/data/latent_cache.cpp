@@ -3,8 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
 
 #include "core/check.h"
+#include "core/log.h"
+#include "core/text.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -12,23 +17,100 @@ namespace fs = std::filesystem;
 namespace ms {
 namespace {
 
+constexpr const char* kLatentSuffix = "_wan.safetensors";
+constexpr const char* kTextSuffix = "_wan_te.safetensors";
+
 std::string shape_text(const Shape& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
   return t + "]";
 }
 
-const TensorEntry& tensor(const SafetensorsFile& f, const char* name, size_t rank, const char* layout) {
-  const TensorEntry* e = f.find(name);
-  if (!e) MS_FAIL("'", f.path(), "' has no '", name, "' tensor (a latent cache file holds latents and context)");
-  if (e->shape.size() != rank)
-    MS_FAIL("'", f.path(), "': '", name, "' has shape ", shape_text(e->shape), "; expected ", layout);
-  if (e->dtype != DType::f32 && e->dtype != DType::f16 && e->dtype != DType::bf16 && e->dtype != DType::f64)
-    MS_FAIL("'", f.path(), "': '", name, "' is not a float tensor");
-  return *e;
+std::string shape_text(const DataShape& s) { return shape_text(Shape{s.channels, s.frames, s.height, s.width}); }
+
+bool same(const DataShape& a, const DataShape& b) {
+  return a.channels == b.channels && a.frames == b.frames && a.height == b.height && a.width == b.width;
 }
 
-// Reads e as f32 into out; non-finite values make the file bad.
+// The float dtype torch's name (musubi's key suffix) stands for.
+bool torch_dtype(const std::string& name, DType* out) {
+  if (name == "bfloat16")
+    *out = DType::bf16;
+  else if (name == "float16")
+    *out = DType::f16;
+  else if (name == "float32")
+    *out = DType::f32;
+  else
+    return false;
+  return true;
+}
+
+// A musubi latent file's name: the item key and whether the name carries a video clip's pos-count field.
+struct LatentName {
+  std::string item;
+  bool video = false;
+};
+
+// Parses {item}[_{pos:05d}-{count:03d}[-NN]]_{W:04d}x{H:04d}_wan.safetensors; throws naming the file.
+LatentName parse_latent_name(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  const std::string body = name.substr(0, name.size() - std::string(kLatentSuffix).size());
+  std::vector<std::string> fields;
+  for (size_t begin = 0;;) {
+    const size_t end = body.find('_', begin);
+    fields.push_back(body.substr(begin, end - begin));
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  static const std::regex size(R"(\d+x\d+)"), pos_count(R"(\d+-\d+(-\d+)?)");
+  if (fields.size() < 2 || !std::regex_match(fields.back(), size))
+    MS_FAIL("'", path, "': the name lacks musubi-tuner's {item}_{W}x{H}_wan.safetensors size field");
+  const bool video = fields.size() >= 3 && std::regex_match(fields[fields.size() - 2], pos_count);
+  const size_t keep = fields.size() - (video ? 2 : 1);
+  LatentName out{fields[0], video};
+  for (size_t i = 1; i < keep; ++i) out.item += "_" + fields[i];
+  if (out.item.empty()) MS_FAIL("'", path, "': the name has an empty item key");
+  return out;
+}
+
+// The architecture metadata, when present, must be Wan's.
+void check_architecture(const SafetensorsFile& f) {
+  const auto it = f.metadata().find("architecture");
+  if (it != f.metadata().end() && it->second != "wan")
+    MS_FAIL("'", f.path(), "' is a musubi-tuner cache of architecture ", quote_text(it->second),
+            ", not wan; cache the data for Wan (wan_cache_latents.py) or point cache_directory elsewhere");
+}
+
+// The one tensor of f named `prefix`{dims}_{dtype} (dims matched by `dims`, dtype a torch float name), whose
+// stored dtype and rank must agree with its name. Throws naming the file.
+const TensorEntry& keyed_tensor(const SafetensorsFile& f, const std::string& prefix, const std::string& dims,
+                                size_t rank, const char* what) {
+  const std::regex key(prefix + dims + "_([a-z0-9]+)");
+  const TensorEntry* found = nullptr;
+  std::smatch m;
+  for (const TensorEntry& e : f.entries()) {
+    if (!std::regex_match(e.name, m, key)) continue;
+    if (found)
+      MS_FAIL("'", f.path(), "' holds two ", what, " tensors (", quote_text(found->name), " and ", quote_text(e.name),
+              ")");
+    found = &e;
+    DType named;
+    if (!torch_dtype(m[m.size() - 1].str(), &named))
+      MS_FAIL("'", f.path(), "': tensor ", quote_text(e.name), " names dtype ", quote_text(m[m.size() - 1].str()),
+              "; a cache holds bfloat16, float16 or float32");
+    if (named != e.dtype)
+      MS_FAIL("'", f.path(), "': tensor ", quote_text(e.name), " is stored as ", dtype_name(e.dtype),
+              ", not as its name says");
+    if (e.shape.size() != rank)
+      MS_FAIL("'", f.path(), "': tensor ", quote_text(e.name), " has shape ", shape_text(e.shape), "; expected rank ",
+              rank);
+  }
+  if (!found)
+    MS_FAIL("'", f.path(), "' has no ", what, " tensor (", prefix, "…_<dtype>); is it a musubi-tuner Wan cache file?");
+  return *found;
+}
+
+// Reads e as f32; non-finite values make the file bad.
 std::vector<float> finite_f32(const SafetensorsFile& f, const TensorEntry& e) {
   std::vector<float> out(size_t(numel(e.shape)));
   read_as_f32(e, out.data());
@@ -36,6 +118,117 @@ std::vector<float> finite_f32(const SafetensorsFile& f, const TensorEntry& e) {
     if (!std::isfinite(x)) MS_FAIL("'", f.path(), "': '", e.name, "' holds non-finite values (NaN or Inf)");
   return out;
 }
+
+// Lists and checks the clips of the cache directories (file headers only).
+class Lister {
+ public:
+  explicit Lister(const DataOptions& o) : o_(o) {}
+
+  // A musubi latent file and its text file.
+  CacheClip musubi(const std::string& path) {
+    const LatentName name = parse_latent_name(path);
+    const SafetensorsFile f = SafetensorsFile::open(path);
+    check_architecture(f);
+    const bool frame_count = f.metadata().count("frame_count") > 0;
+    if (frame_count && !name.video)
+      MS_FAIL("'", path,
+              "' has frame_count metadata (a video clip) but its name lacks the {pos:05d}-{count:03d} "
+              "field musubi-tuner writes; re-cache it with wan_cache_latents.py");
+    CacheClip c;
+    c.latent_file = path;
+    const TensorEntry& lat = keyed_tensor(f, "latents_", R"((\d+)x(\d+)x(\d+))", 4, "latent");
+    c.latent_key = lat.name;
+    c.shape = {lat.shape[0], lat.shape[1], lat.shape[2], lat.shape[3]};
+    if (!lat.name.starts_with(cat("latents_", c.shape.frames, "x", c.shape.height, "x", c.shape.width, "_")))
+      MS_FAIL("'", path, "': tensor ", quote_text(lat.name), " has shape ", shape_text(lat.shape),
+              ", which disagrees with its name");
+    channels(path, lat.shape);
+    for (const TensorEntry& e : f.entries()) extra(path, e.name);
+    c.text_file = (fs::path(path).parent_path() / (name.item + kTextSuffix)).string();
+    try {
+      c.text_key = text_key(c.text_file);
+    } catch (const Error& e) {
+      MS_FAIL("'", path, "': ", e.what());
+    }
+    return c;
+  }
+
+  // A megaslide latent file: latents and context together.
+  CacheClip megaslide(const std::string& path) {
+    const SafetensorsFile f = SafetensorsFile::open(path);
+    const TensorEntry* lat = f.find("latents");
+    const TensorEntry* ctx = f.find("context");
+    if (!lat || !ctx)
+      MS_FAIL("'", path,
+              "' is neither a musubi-tuner Wan cache file ({item}_…_wan.safetensors) nor a megaslide "
+              "latent file (tensors 'latents' and 'context')");
+    for (const TensorEntry* e : {lat, ctx})
+      if (e->dtype != DType::f32 && e->dtype != DType::f16 && e->dtype != DType::bf16 && e->dtype != DType::f64)
+        MS_FAIL("'", path, "': '", e->name, "' is not a float tensor");
+    if (lat->shape.size() != 4)
+      MS_FAIL("'", path, "': 'latents' has shape ", shape_text(lat->shape), "; expected [C, F, H, W]");
+    channels(path, lat->shape);
+    context(path, *ctx);
+    return {path, "latents", path, "context", {lat->shape[0], lat->shape[1], lat->shape[2], lat->shape[3]}};
+  }
+
+ private:
+  void channels(const std::string& path, const Shape& lat) const {
+    if (lat[0] != o_.in_dim)
+      MS_FAIL("'", path, "': latents ", shape_text(lat), " have ", lat[0], " channels but the model's in_dim is ",
+              o_.in_dim, "; use a model whose in_dim matches the cache (e.g. a Wan2.1 config for VAE latents)");
+    if (lat[1] < 1 || lat[2] < 1 || lat[3] < 1) MS_FAIL("'", path, "': latents ", shape_text(lat), " are empty");
+  }
+
+  void context(const std::string& path, const TensorEntry& ctx) const {
+    if (ctx.shape.size() != 2 || ctx.shape[1] != o_.text_dim || ctx.shape[0] < 1 || ctx.shape[0] > o_.text_len)
+      MS_FAIL("'", path, "': text embedding '", ctx.name, "' ", shape_text(ctx.shape),
+              " does not fit the model: it needs [L, ", o_.text_dim, "] with 1 <= L <= text_len ", o_.text_len);
+  }
+
+  // A tensor beside the latents: a t2v model ignores the i2v and control kinds (one warning each).
+  void extra(const std::string& path, const std::string& tensor) {
+    if (tensor.starts_with("latents_") && !tensor.starts_with("latents_image_") &&
+        !tensor.starts_with("latents_control_"))
+      return;
+    std::string kind;
+    for (const char* k : {"clip_", "latents_image_", "latents_control_", "f_indices_"})
+      if (tensor.starts_with(k)) kind = std::string(k) + "*";
+    if (kind.empty()) kind = tensor;
+    if (warned_.insert(kind).second)
+      log_warn("'", path, "' (and maybe more files) holds ", quote_text(kind),
+               kind == tensor ? ", a tensor megaslide does not know; ignored"
+                              : " (image-to-video or control conditioning); a text-to-video model ignores it");
+  }
+
+  // The text file's embedding key, checked once per file (the chunks of a video share it).
+  std::string text_key(const std::string& path) {
+    auto it = texts_.find(path);
+    if (it == texts_.end()) {
+      std::string key, problem;
+      try {
+        std::error_code ec;
+        if (!fs::is_regular_file(path, ec))
+          MS_FAIL("has no text-encoder file '", path,
+                  "'; make it with musubi-tuner's wan_cache_text_encoder_outputs.py (or megaslide text-encode)");
+        const SafetensorsFile f = SafetensorsFile::open(path);
+        check_architecture(f);
+        const TensorEntry& e = keyed_tensor(f, "varlen_t5", "", 2, "text-embedding (varlen_t5_*)");
+        context(path, e);
+        key = e.name;
+      } catch (const Error& err) {
+        problem = err.what();
+      }
+      it = texts_.emplace(path, std::make_pair(key, problem)).first;
+    }
+    if (!it->second.second.empty()) MS_FAIL(it->second.second);
+    return it->second.first;
+  }
+
+  const DataOptions& o_;
+  std::set<std::string> warned_;                                      // extra tensor kinds warned about
+  std::map<std::string, std::pair<std::string, std::string>> texts_;  // text file -> key, problem
+};
 
 }  // namespace
 
@@ -45,54 +238,79 @@ LatentCache::LatentCache(const DatasetFile& file, const std::vector<DatasetEntry
       batch_size_(file.batch_size),
       text_len_(o.text_len),
       text_dim_(o.text_dim) {
+  Lister lister(o);
+  std::vector<std::pair<CacheClip, int64_t>> listed;  // good clips and their num_repeats
   for (const DatasetEntry& e : entries) {
     std::error_code ec;
     if (!fs::is_directory(e.cache_directory, ec))
       MS_FAIL("cache_directory '", e.cache_directory, "' (in ", name(), ") does not exist or is not a directory");
     std::vector<std::string> paths;
     for (const auto& f : fs::directory_iterator(e.cache_directory, ec))
-      if (f.path().extension() == ".safetensors") paths.push_back(f.path().string());
+      if (f.path().extension() == ".safetensors" && !f.path().filename().string().ends_with(kTextSuffix))
+        paths.push_back(f.path().string());
+    if (ec) MS_FAIL("cannot list cache_directory '", e.cache_directory, "': ", ec.message());
     std::sort(paths.begin(), paths.end());
-    if (paths.empty()) MS_FAIL("cache_directory '", e.cache_directory, "' holds no .safetensors files");
+    if (paths.empty()) MS_FAIL("cache_directory '", e.cache_directory, "' holds no latent .safetensors files");
     for (const std::string& p : paths) {
       try {
-        check(SafetensorsFile::open(p));
+        listed.emplace_back(p.ends_with(kLatentSuffix) ? lister.musubi(p) : lister.megaslide(p), e.num_repeats);
       } catch (const Error& err) {
         bad(err.what());
-        continue;
       }
-      files_.push_back(p);
-      for (int64_t r = 0; r < e.num_repeats; ++r) items_.push_back(int64_t(files_.size()) - 1);
     }
   }
+  // The run's latent shape: the one the cache holds that agrees with every requested extent.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> shapes;  // (F, H, W) -> clips
+  const auto wanted = [&](int64_t value, int64_t requested) { return requested == 0 || value == requested; };
+  for (const auto& [c, repeats] : listed)
+    if (wanted(c.shape.frames, o.frames) && wanted(c.shape.height, o.height) && wanted(c.shape.width, o.width))
+      ++shapes[{c.shape.frames, c.shape.height, c.shape.width}];
+  if (shapes.size() > 1) {
+    std::string list;
+    for (const auto& [fhw, n] : shapes)
+      list += cat(list.empty() ? "" : ", ", "F×H×W ", std::get<0>(fhw), "×", std::get<1>(fhw), "×", std::get<2>(fhw),
+                  " (", n, n == 1 ? " clip)" : " clips)");
+    MS_FAIL(name(), ": the cache holds latents of ", shapes.size(), " shapes: ", list,
+            ". One run trains on one latent shape; choose one with --frames F --height H --width W (in latents)");
+  }
+  if (shapes.empty() && !listed.empty())
+    MS_FAIL(name(), ": no cached clip has the requested latent shape ", shape_text(shape_),
+            " (--frames/--height/--width, in latents; 0: any); drop them to see the shapes the cache holds");
+  if (!shapes.empty()) {
+    const auto& [f, h, w] = shapes.begin()->first;
+    shape_ = {o.in_dim, f, h, w};
+  }
+  int64_t other = 0;
+  for (auto& [c, repeats] : listed) {
+    if (!same(c.shape, shape_)) {
+      ++other;
+      continue;
+    }
+    clips_.push_back(std::move(c));
+    for (int64_t r = 0; r < repeats; ++r) items_.push_back(int64_t(clips_.size()) - 1);
+  }
+  if (other > 0)
+    log_info(name(), ": ", other, " cached clips of other shapes than ", shape_text(shape_),
+             " are left out (--frames/--height/--width choose the shape)");
   set_count(int64_t(items_.size()));
 }
 
-void LatentCache::check(const SafetensorsFile& f) {
-  const std::string& path = f.path();
-  const Shape lat = tensor(f, "latents", 4, "[C, F, H, W]").shape;
-  const Shape ctx = tensor(f, "context", 2, "[L, text_dim]").shape;
-  if (lat[0] != shape_.channels)
-    MS_FAIL("'", path, "': latents ", shape_text(lat), " have ", lat[0], " channels but the model's in_dim is ",
-            shape_.channels, "; use a model whose in_dim matches the cache (e.g. a Wan2.1 config for VAE latents)");
-  if (ctx[1] != text_dim_ || ctx[0] < 1 || ctx[0] > text_len_)
-    MS_FAIL("'", path, "': context ", shape_text(ctx), " does not fit the model: it needs [L, ", text_dim_,
-            "] with 1 <= L <= text_len ", text_len_);
-  if (lat[1] < 1 || lat[2] < 1 || lat[3] < 1) MS_FAIL("'", path, "': latents ", shape_text(lat), " are empty");
-  const bool fixed = shape_.frames > 0;  // by the caller or by the first good file
-  if (fixed && (lat[1] != shape_.frames || lat[2] != shape_.height || lat[3] != shape_.width))
-    MS_FAIL("'", path, "': latents ", shape_text(lat), " differ from the clip shape [", shape_.channels, ", ",
-            shape_.frames, ", ", shape_.height, ", ", shape_.width,
-            "] (the first file's, or --frames/--height/--width); one cache holds one clip shape");
-  if (!fixed) shape_ = {lat[0], lat[1], lat[2], lat[3]};
-}
-
 DataSample LatentCache::load(int64_t item) {
-  const SafetensorsFile f = SafetensorsFile::open(files_[size_t(items_[size_t(item)])]);
-  check(f);  // again: the file may have changed since the dataset was opened
+  const CacheClip& c = clips_[size_t(items_[size_t(item)])];
+  // Read again: a file may have changed since the dataset was listed.
+  const SafetensorsFile lat = SafetensorsFile::open(c.latent_file);
+  const TensorEntry* x = lat.find(c.latent_key);
+  if (!x || x->shape != Shape{c.shape.channels, c.shape.frames, c.shape.height, c.shape.width})
+    MS_FAIL("'", c.latent_file, "' changed since the run listed it: tensor ", quote_text(c.latent_key),
+            " is missing or of another shape");
   DataSample s;
-  s.x0 = finite_f32(f, *f.find("latents"));       // [C, F, H, W]
-  s.context = finite_f32(f, *f.find("context"));  // [L, text_dim]
+  s.x0 = finite_f32(lat, *x);  // [C, F, H, W]
+  const SafetensorsFile txt = SafetensorsFile::open(c.text_file);
+  const TensorEntry* ctx = txt.find(c.text_key);
+  if (!ctx || ctx->shape.size() != 2 || ctx->shape[1] != text_dim_ || ctx->shape[0] < 1 || ctx->shape[0] > text_len_)
+    MS_FAIL("'", c.text_file, "' changed since the run listed it: tensor ", quote_text(c.text_key),
+            " is missing or of another shape");
+  s.context = finite_f32(txt, *ctx);  // [L, text_dim]
   return s;
 }
 

@@ -1,17 +1,37 @@
-// A latent cache: one .safetensors file per clip holding `latents` [C, F, H, W] (the model's input,
-// e.g. VAE latents) and `context` [L, text_dim] (the clip's text-encoder output, L <= text_len), any
-// float dtype. The files of a cache_directory are read in name order; every file must match the
-// model (C = in_dim, text_dim) and one clip shape, which the first good file fixes unless the caller
-// gives it. A file that breaks these, cannot be read or holds non-finite values is bad data.
+// Latent caches (docs/data.md): the cache_directory entries of a dataset TOML, in either of two formats.
+//
+// musubi-tuner's Wan cache (DESIGN §9), as its wan_cache_latents.py and wan_cache_text_encoder_outputs.py
+// write it: per clip a latent file {item}_{W:04d}x{H:04d}_wan.safetensors (image) or
+// {item}_{pos:05d}-{count:03d}[-NN]_{W:04d}x{H:04d}_wan.safetensors (video clip) holding
+// latents_{F}x{H}x{W}_{dtype} [C, F, H, W], and per item a text file {item}_wan_te.safetensors holding
+// varlen_t5_{dtype} [L, text_dim]. A video clip's item key is its name less the last three '_' fields,
+// an image's less two; every chunk of a video shares the video's text file. i2v and control tensors
+// (clip_*, latents_image_*, latents_control_*, f_indices_*) are ignored by a t2v model, with one warning
+// per kind.
+//
+// megaslide's earlier format: any other .safetensors file holding `latents` [C, F, H, W] and `context`
+// [L, text_dim] together.
+//
+// Files are listed in name order. C must equal the model's in_dim, text_dim the model's, 1 <= L <=
+// text_len. A file that breaks the format, has no text file, names another architecture, holds a
+// tensor whose shape disagrees with its key, or holds non-finite values is bad data (--on-bad-data).
+// One run trains on one latent shape: the requested --frames/--height/--width select it (files of other
+// shapes are left out, counted in one log line), else the cache must hold one shape.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "data/dataset_toml.h"
 #include "data/item_dataset.h"
-#include "io/safetensors.h"
 
 namespace ms {
+
+// One clip of a cache: where its latents and its text embedding are, and under which tensor names.
+struct CacheClip {
+  std::string latent_file, latent_key;  // [C, F, H, W]
+  std::string text_file, text_key;      // [L, text_dim]; megaslide's format: the latent file itself
+  DataShape shape;
+};
 
 class LatentCache : public ItemDataset {
  public:
@@ -25,12 +45,10 @@ class LatentCache : public ItemDataset {
   DataSample load(int64_t item) override;
 
  private:
-  void check(const SafetensorsFile& f);  // validates one file's shapes, fixing shape_ from the first
-
   DataShape shape_;
   int64_t batch_size_, text_len_, text_dim_;
-  std::vector<std::string> files_;  // valid files
-  std::vector<int64_t> items_;      // index into files_, num_repeats copies of each
+  std::vector<CacheClip> clips_;  // good clips of the run's shape
+  std::vector<int64_t> items_;    // index into clips_, num_repeats copies of each
 };
 
 }  // namespace ms
