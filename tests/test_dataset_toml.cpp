@@ -25,6 +25,7 @@ caption_extension = ".caption"
 batch_size = 3
 target_frames = 5
 enable_bucket = true
+debug_dataset = true
 colour = "red"
 
 [[datasets]]
@@ -32,35 +33,46 @@ video_directory = "clips"
 frame_extraction = "slide"
 frame_stride = 2
 num_repeats = 4
+batch_size = 2
+source_fps = 29.97
 
 [[datasets]]
 video_jsonl_file = "/abs/list.jsonl"
-target_frames = [7]
-resolution = [40, 24]
-frame_extraction = "uniform"
+target_frames = [1, 7]
+resolution = 32
+frame_extraction = "full"
+max_frames = 45
 frame_sample = 3
 )",
                                            "/data/set.toml");
   const std::string warnings = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(warnings.find("'enable_bucket' is not supported"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("'debug_dataset' changes nothing"), std::string::npos) << warnings;
   EXPECT_NE(warnings.find("unknown key 'colour'"), std::string::npos) << warnings;
-  EXPECT_EQ(f.batch_size, 3);
   ASSERT_EQ(f.datasets.size(), 2u);
   const DatasetEntry& a = f.datasets[0];
   EXPECT_EQ(a.video_directory, "/data/clips");  // relative to the TOML's directory
   EXPECT_EQ(a.width, 40);
   EXPECT_EQ(a.height, 24);
   EXPECT_EQ(a.caption_extension, ".caption");
-  EXPECT_EQ(a.target_frames, 5);
+  EXPECT_EQ(a.target_frames, std::vector<int64_t>{5});
   EXPECT_EQ(a.frame_extraction, "slide");
   EXPECT_EQ(a.frame_stride, 2);
   EXPECT_EQ(a.num_repeats, 4);
+  EXPECT_EQ(a.batch_size, 2);
+  EXPECT_EQ(a.source_fps, 29.97);
+  EXPECT_TRUE(a.enable_bucket);
+  EXPECT_FALSE(a.bucket_no_upscale);
   const DatasetEntry& b = f.datasets[1];
   EXPECT_EQ(b.video_jsonl_file, "/abs/list.jsonl");
-  EXPECT_EQ(b.target_frames, 7);
-  EXPECT_EQ(b.frame_extraction, "uniform");
+  EXPECT_EQ(b.target_frames, (std::vector<int64_t>{1, 7}));
+  EXPECT_EQ(b.width, 32);  // one integer: a square
+  EXPECT_EQ(b.height, 32);
+  EXPECT_EQ(b.frame_extraction, "full");
+  EXPECT_EQ(b.max_frames, 45);
   EXPECT_EQ(b.frame_sample, 3);
   EXPECT_EQ(b.num_repeats, 1);
+  EXPECT_EQ(b.batch_size, 3);                  // from [general]
+  EXPECT_EQ(b.source_fps, 0);                  // not given: frames used as they are
   EXPECT_EQ(b.caption_extension, ".caption");  // from [general]
 }
 
@@ -73,8 +85,14 @@ TEST(DatasetToml, ErrorsNameTheKeyAndTheFile) {
            {"[general]\nframe_stride = \"2\"" + src, "[general] key 'frame_stride' must be an integer, got a string"},
            {"[general]\nresolution = [64]" + src, "key 'resolution' must be [width, height]"},
            {"[general]\nresolution = [64, 0]" + src, "key 'resolution' is 0"},
-           {"[general]\nframe_extraction = \"chunk\"" + src, "'chunk'; use head, uniform or slide"},
-           {"[general]\ntarget_frames = [9, 17]" + src, "megaslide trains on one clip length"},
+           {"[general]\nframe_extraction = \"chunky\"" + src, "'chunky'; use head, chunk, slide, uniform or full"},
+           {"[general]\ntarget_frames = []" + src, "is an empty list"},
+           {"[general]\nsource_fps = \"30\"" + src, "'source_fps' must be a number"},
+           {"[general]\nenable_bucket = 1" + src, "'enable_bucket' must be true or false"},
+           {"[[datasets]]\nimage_directory = \"img\"",
+            "key 'image_directory' is not implemented by megaslide for data "
+            "read from files"},
+           {"[[datasets]]\nvideo_directory = \"v\"\ncontrol_directory = \"c\"", "key 'control_directory' is not"},
            {"[general]\nnum_repeats = 1.5" + src, "'num_repeats' must be an integer, got a float"},
            {"[[datasets]]\nvideo_directory = 3", "[[datasets]] #1 key 'video_directory' must be a string"},
            {"[[datasets]]\ntarget_frames = 4", "[[datasets]] #1 names no data"},
@@ -96,18 +114,58 @@ TEST(DatasetToml, ErrorsNameTheKeyAndTheFile) {
   }
 }
 
-TEST(FrameExtraction, HandComputedStarts) {
+TEST(DatasetToml, CacheEntriesTakeKeysThatOnlyShapedTheCache) {
+  const DatasetFile f = parse_dataset_toml(
+      "[[datasets]]\nimage_directory = \"img\"\ncache_directory = \"cache\"\ncontrol_directory = \"c\"\n",
+      "/data/set.toml");
+  ASSERT_EQ(f.datasets.size(), 1u);
+  EXPECT_EQ(f.datasets[0].cache_directory, "/data/cache");
+}
+
+// musubi-tuner's retrieve_latent_cache_batches, by hand.
+TEST(FrameExtraction, HandComputedClips) {
+  using V = std::vector<std::pair<int64_t, int64_t>>;
+  auto clips = [](const std::string& mode, std::vector<int64_t> lengths, int64_t frames, int64_t stride = 1,
+                  int64_t samples = 1, int64_t max_frames = 129) {
+    V out;
+    for (const ClipRange& c : clip_ranges({mode, std::move(lengths), stride, samples, max_frames}, frames))
+      out.push_back({c.start, c.length});
+    return out;
+  };
+  EXPECT_EQ(clips("head", {4}, 10), V({{0, 4}}));
+  EXPECT_EQ(clips("head", {4}, 3), V());                          // too short
+  EXPECT_EQ(clips("head", {1, 5, 13}, 10), V({{0, 1}, {0, 5}}));  // each length that fits
+  EXPECT_EQ(clips("chunk", {4}, 10), V({{0, 4}, {4, 4}}));        // 8 + 4 > 10
+  EXPECT_EQ(clips("chunk", {3, 5}, 10), V({{0, 3}, {3, 3}, {6, 3}, {0, 5}, {5, 5}}));
+  EXPECT_EQ(clips("slide", {4}, 10, 3), V({{0, 4}, {3, 4}, {6, 4}}));  // 9 + 4 > 10
+  EXPECT_EQ(clips("slide", {4}, 4, 5), V({{0, 4}}));
+  EXPECT_EQ(clips("uniform", {8}, 20, 1, 3), V({{0, 8}, {6, 8}, {12, 8}}));          // 12 k / 2
+  EXPECT_EQ(clips("uniform", {8}, 21, 1, 4), V({{0, 8}, {4, 8}, {8, 8}, {13, 8}}));  // int(13 k / 3)
+  EXPECT_EQ(clips("uniform", {8}, 10, 1, 4), V({{0, 8}, {1, 8}, {2, 8}}));           // 0, 0.67, 1.33, 2: once each
+  EXPECT_EQ(clips("full", {}, 50, 1, 1, 129), V({{0, 49}}));                         // 4k + 1
+  EXPECT_EQ(clips("full", {}, 200, 1, 1, 45), V({{0, 45}}));
+  EXPECT_EQ(clips("full", {}, 4, 1, 1, 129), V({{0, 1}}));
+}
+
+TEST(FrameExtraction, DropsFramesToTheTargetRate) {
   using V = std::vector<int64_t>;
-  EXPECT_EQ(clip_starts("head", 10, 4, 1, 1), V({0}));
-  EXPECT_EQ(clip_starts("head", 3, 4, 1, 1), V());             // too short
-  EXPECT_EQ(clip_starts("slide", 10, 4, 3, 1), V({0, 3, 6}));  // 9 + 4 > 10
-  EXPECT_EQ(clip_starts("slide", 10, 4, 1, 1), V({0, 1, 2, 3, 4, 5, 6}));
-  EXPECT_EQ(clip_starts("slide", 4, 4, 5, 1), V({0}));
-  EXPECT_EQ(clip_starts("uniform", 20, 8, 1, 3), V({0, 6, 12}));     // 12 * k / 2
-  EXPECT_EQ(clip_starts("uniform", 21, 8, 1, 4), V({0, 4, 8, 13}));  // floor(13 * k / 3)
-  EXPECT_EQ(clip_starts("uniform", 10, 8, 1, 4), V({0, 1, 2}));      // 0, 0, 1, 2: duplicate dropped
-  EXPECT_EQ(clip_starts("uniform", 10, 8, 1, 1), V({0}));
-  EXPECT_THROW(clip_starts("chunk", 10, 4, 1, 1), Error);
+  EXPECT_EQ(resampled_frames(10, 30, 16), V({0, 2, 4, 6, 8}));  // int(0.5333 i) changes at even i here
+  EXPECT_EQ(resampled_frames(7, 32, 16), V({0, 2, 4, 6}));
+  EXPECT_EQ(resampled_frames(5, 16, 16), V({0, 1, 2, 3, 4}));
+  EXPECT_EQ(resampled_frames(6, 8, 16), V({0, 1, 2, 3, 4, 5}));  // a slower source keeps every frame
+}
+
+// musubi-tuner's BucketSelector for Wan (16-pixel steps), by hand: at 960x544 the buckets are (w, area / w) and
+// (area / w, w) for w = 352 .. 736, rounded down to 16.
+TEST(FrameExtraction, BucketResolutionsAsMusubi) {
+  auto eq = [](Resolution a, Resolution b) { return a.width == b.width && a.height == b.height; };
+  const Resolution r{960, 544};
+  EXPECT_TRUE(eq(bucket_resolution({1920, 1080}, r, true, false), {960, 544}));  // 960 / 544 = 1.765 nearest 1.778
+  EXPECT_TRUE(eq(bucket_resolution({1080, 1920}, r, true, false), {544, 960}));
+  EXPECT_TRUE(eq(bucket_resolution({1000, 1000}, r, true, false), {720, 720}));  // 522240 / 720 = 725.3
+  EXPECT_TRUE(eq(bucket_resolution({500, 300}, r, true, true), {496, 288}));     // no upscale: rounded down
+  EXPECT_TRUE(eq(bucket_resolution({1920, 1080}, r, true, true), {960, 544}));   // larger: bucketed
+  EXPECT_TRUE(eq(bucket_resolution({500, 300}, r, false, false), r));            // no buckets: the resolution
 }
 
 TEST(Frames, CoverSizeKeepsAspect) {

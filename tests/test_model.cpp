@@ -39,6 +39,37 @@ TEST(Model, GradientsMatchFiniteDifferences) {
   expect_gradients_match_fd(k);
 }
 
+// One workspace laid out for several step shapes (buckets) runs each, and each at a smaller batch, bit for bit as a
+// model laid out for that shape alone, whatever ran before it.
+TEST(Model, OneLayoutForSeveralShapesRunsEachAsItsOwn) {
+  ModelCase a = small_case(), b(small_config(), 1, 6, 8, 5);
+  ModelDims a1 = a.dims;  // shape a at one clip
+  a1.B = 1;
+  ResidentModel<double> shared(a.cfg, StepShapes({a.dims, b.dims}));
+  struct Run {
+    const ModelCase& k;
+    ModelDims d;
+  };
+  for (const Run& r : {Run{a, a.dims}, Run{b, b.dims}, Run{a, a1}, Run{a, a.dims}}) {
+    ResidentModel<double> own(r.k.cfg, r.d);
+    const int64_t out_numel = r.d.B * r.k.cfg.out_dim * r.d.F * r.d.H * r.d.W;
+    Vec want(static_cast<size_t>(out_numel)), got(want.size()), dv = randn(want.size(), 5);
+    Vec gwant(r.k.params.size(), 0.0), ggot(gwant.size(), 0.0);
+    Vec lwant(size_t(r.d.B * r.k.cfg.in_dim * r.d.F * r.d.H * r.d.W)), lgot(lwant.size());
+    own.forward(r.k.params.data(), r.k.latents.data(), r.k.t.data(), r.k.context.data(), want.data());
+    own.backward(r.k.params.data(), dv.data(), gwant.data(), lwant.data(), nullptr);
+    shared.set_dims(r.d);
+    shared.forward(r.k.params.data(), r.k.latents.data(), r.k.t.data(), r.k.context.data(), got.data());
+    shared.backward(r.k.params.data(), dv.data(), ggot.data(), lgot.data(), nullptr);
+    EXPECT_EQ(got, want) << r.d.B << " x " << r.d.F << "x" << r.d.H << "x" << r.d.W;
+    EXPECT_EQ(ggot, gwant);
+    EXPECT_EQ(lgot, lwant);
+  }
+  ModelDims wider = b.dims;
+  wider.W += 2;
+  EXPECT_THROW(shared.set_dims(wider), Error);  // not one of the shapes
+}
+
 TEST(Model, WanInitIsDeterministicAndHeadStartsAtZero) {
   ModelConfig c = small_config();
   ParamTable t(c);

@@ -80,7 +80,8 @@ TEST(MusubiCache, ReadsTheLatentShapeItIsAskedFor) {
     EXPECT_EQ(log.find(kind, at + 1), std::string::npos) << kind << " warned twice: " << log;
   }
   EXPECT_NE(log.find("2 cached clips of other shapes"), std::string::npos) << log;  // photo_1 and wide
-  const DataShape s = data->shape();
+  ASSERT_EQ(data->batch_shapes().size(), 1u);
+  const DataShape s = data->batch_shapes().front().shape;
   EXPECT_EQ(s.channels, 16);
   EXPECT_EQ(s.frames, 3);
   EXPECT_EQ(s.height, 6);
@@ -118,11 +119,21 @@ TEST(MusubiCache, ImagesAndOtherBucketsByTheirShapes) {
     const std::string item = want["latents"][file]["item"];
     EXPECT_TRUE(matches(x.context, want["texts"][item]["context"])) << file;
   }
-  // Unselected, the several shapes are a configuration error that lists them.
-  const std::string e = error_of([&] { open_dataset(wan_options(toml)); });
-  EXPECT_NE(e.find("3 shapes: F×H×W 1×6×8 (1 clip), F×H×W 2×4×6 (1 clip), F×H×W 3×6×8 (3 clips)"), std::string::npos)
-      << e;
-  EXPECT_NE(e.find("--frames F --height H --width W"), std::string::npos) << e;
+  // Unselected, every shape is a bucket, at the TOML's batch size (1: musubi-tuner's default) or --batch-size.
+  DataOptions o = wan_options(toml);
+  for (int64_t batch : {0, 2}) {
+    o.batch_size = batch;
+    const std::vector<BatchShape> b = open_dataset(o)->batch_shapes();
+    ASSERT_EQ(b.size(), 3u);
+    const int64_t want[3][4] = {{1, 6, 8, 1}, {2, 4, 6, 1}, {3, 6, 8, batch == 0 ? 1 : 2}};  // F, H, W, clips
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(b[i].shape.channels, 16);
+      EXPECT_EQ(b[i].shape.frames, want[i][0]);
+      EXPECT_EQ(b[i].shape.height, want[i][1]);
+      EXPECT_EQ(b[i].shape.width, want[i][2]);
+      EXPECT_EQ(b[i].clips, want[i][3]);  // the largest batch: one clip alone fills at most one
+    }
+  }
   EXPECT_NE(error_of([&] { open_dataset(wan_options(toml, 4, 6, 8)); }).find("no cached clip has the requested"),
             std::string::npos);
 }

@@ -132,21 +132,24 @@ class OrderChecker final : public Backend {
   std::vector<Access> accesses_;
 };
 
-// Two streamed steps (the second's inputs uploaded during the first) of an 8-block model through the checker.
+// Two streamed steps of two shapes (the second's inputs uploaded during the first) of an 8-block model through the
+// checker.
 std::vector<std::string> step_races(int prefetch, bool offload_activations, size_t* copies) {
   ModelConfig c = preset_config("tiny");
   c.num_layers = 8;  // checkpoints 0..4 come back from the host with offload_activations
-  const ModelDims d = ModelDims::make(c, 1, 2, 6, 10, c.text_len);
+  const ModelDims dims[2] = {ModelDims::make(c, 1, 2, 6, 10, c.text_len), ModelDims::make(c, 2, 1, 4, 4, c.text_len)};
+  const StepShapes shapes({dims[0], dims[1]});
   OrderChecker be;
-  StreamedModel m(c, d, be, StreamOptions{.prefetch = prefetch, .offload_activations = offload_activations},
-                  make_stage_runner(be, c, d));
+  StreamedModel m(c, shapes, be, StreamOptions{.prefetch = prefetch, .offload_activations = offload_activations},
+                  make_stage_runner(be, c, shapes));
   const ParamTable table(c);
   Rng rng(7);
   std::vector<uint16_t> weights(size_t(table.total()));
   for (auto& w : weights) w = f32_to_bf16(float(0.05 * rng.uniform(-1, 1)));
-  const int64_t video = d.B * d.F * d.H * d.W;
   std::vector<std::vector<float>> xt(2), target(2), context(2), t(2);
   for (int s = 0; s < 2; ++s) {
+    const ModelDims& d = dims[s];
+    const int64_t video = d.B * d.F * d.H * d.W;
     for (auto [v, n] : {std::pair{&xt[size_t(s)], video * c.in_dim}, std::pair{&target[size_t(s)], video * c.out_dim},
                         std::pair{&context[size_t(s)], d.B * d.Lt * c.text_dim}, std::pair{&t[size_t(s)], d.B}}) {
       v->resize(size_t(n));
@@ -156,10 +159,10 @@ std::vector<std::string> step_races(int prefetch, bool offload_activations, size
   std::vector<float> grads(size_t(table.total()));  // a host buffer per stage
   GradRoute route{[&](int, int s) { return grads.data() + table.stages()[size_t(s)].offset; },
                   [](int) { return Event{}; }, [](int, int, float*, Event) {}};
-  m.enqueue_inputs(xt[0].data(), t[0].data(), context[0].data(), target[0].data());
+  m.enqueue_inputs(dims[0], xt[0].data(), t[0].data(), context[0].data(), target[0].data());
   for (int s = 0; s < 2; ++s) {
     m.enqueue_step(weights.data(), route, [](int) { return Event{}; });
-    if (s == 0) m.enqueue_inputs(xt[1].data(), t[1].data(), context[1].data(), target[1].data());
+    if (s == 0) m.enqueue_inputs(dims[1], xt[1].data(), t[1].data(), context[1].data(), target[1].data());
     m.finish();
   }
   *copies = be.copies();

@@ -56,7 +56,7 @@ ModeResult run_mode(const ModelConfig& c, const ModelDims& d, CudaBackend& be, H
   std::vector<double> t;
   for (int r = 0; r <= repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    m.enqueue_inputs(h.xt.data(), h.t.data(), h.context.data(), h.target.data());
+    m.enqueue_inputs(d, h.xt.data(), h.t.data(), h.context.data(), h.target.data());
     m.enqueue_step(h.weights.data(), route, [](int) { return Event{}; });
     m.finish();
     if (r == 0) MS_CUDA_CHECK(cudaMemGetInfo(&free_during, &total));

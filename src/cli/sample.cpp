@@ -37,7 +37,8 @@ std::string model_dir(const std::string& model) {
   return model;
 }
 
-// Extents not given on the command line come from the training run that wrote the checkpoint.
+// Extents not given on the command line come from the training run that wrote the checkpoint: its data's largest
+// clip shape.
 void fill_shape(const std::string& model, DataShape& s) {
   if (s.frames > 0 && s.height > 0 && s.width > 0) return;
   const fs::path trainer = fs::path(model) / "trainer.json";
@@ -48,10 +49,14 @@ void fill_shape(const std::string& model, DataShape& s) {
   nlohmann::json j = nlohmann::json::parse(read_file(trainer.string()), nullptr, false);
   if (j.is_discarded() || !j.contains("options"))
     MS_FAIL(trainer.string(), " is unreadable; pass --frames, --height, --width");
+  // The data's largest clip shape (runs of this version), else the run's one clip size (earlier runs).
   const auto& o = j["options"];
-  if (s.frames <= 0) s.frames = o.value("frames", int64_t(0));
-  if (s.height <= 0) s.height = o.value("height", int64_t(0));
-  if (s.width <= 0) s.width = o.value("width", int64_t(0));
+  const nlohmann::json largest = j.value("sample_shape", nlohmann::json::array());
+  const bool known = largest.is_array() && largest.size() == 3 && largest[0].is_number_integer() && largest[0] > 0;
+  const char* keys[3] = {"frames", "height", "width"};
+  int64_t* extents[3] = {&s.frames, &s.height, &s.width};
+  for (int i = 0; i < 3; ++i)
+    if (*extents[i] <= 0) *extents[i] = known ? largest[size_t(i)].get<int64_t>() : o.value(keys[i], int64_t(0));
 }
 
 // context [rows, text_dim] from a safetensors file (a leading batch dim of 1 is accepted).
@@ -111,9 +116,10 @@ void add_sample_command(CLI::App& app) {
   auto* context =
       cmd->add_option("--context", a->context, "safetensors with context [L, text_dim] (a text encoder's output)");
   prompt->excludes(context);
-  cmd->add_option("--frames", a->shape.frames, "Frames (latent frames for latent models; default: the training run's)");
-  cmd->add_option("--height", a->shape.height, "Height (default: the training run's)");
-  cmd->add_option("--width", a->shape.width, "Width (default: the training run's)");
+  cmd->add_option("--frames", a->shape.frames,
+                  "Frames (latent frames for latent models; default: the training data's largest clip shape)");
+  cmd->add_option("--height", a->shape.height, "Height (default: as --frames)");
+  cmd->add_option("--width", a->shape.width, "Width (default: as --frames)");
   cmd->add_option("--steps", a->sampler.steps, "Euler steps")->capture_default_str();
   cmd->add_option("--shift", a->sampler.shift,
                   "Timestep shift: t = shift s / (1 + (shift - 1) s), s linear from 1 to 0")

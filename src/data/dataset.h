@@ -14,21 +14,42 @@ struct DataShape {
   int64_t channels = 0, frames = 0, height = 0, width = 0;
 };
 
+// The shape of a batch's clips and how many clips it has.
+struct BatchShape {
+  DataShape shape;
+  int64_t clips = 0;
+};
+
 struct DataSample {
   std::vector<float> x0;       // [C, F, H, W] clean input (pixels in [-1, 1], or latents)
   std::string caption;         // embedded by embed_caption when context is empty
   std::vector<float> context;  // [L, text_dim] cached text embedding (latent caches), L <= text_len
 };
 
+// Samples are drawn in order: a run's data position is the number drawn so far. Batches are runs of consecutive
+// samples of one clip shape (a bucket); what sits at a position is a pure function of the seed, the position and the
+// files, so a resumed run draws exactly what an uninterrupted one would.
 class Dataset {
  public:
   virtual ~Dataset() = default;
+  // Every clip shape of the batches, each with the largest batch drawn at it; sorted by shape.
+  virtual std::vector<BatchShape> batch_shapes() const = 0;
+  // The batch that starts at data position p: its clip shape and size; samples p .. p + clips - 1 make it.
+  virtual BatchShape batch_at(int64_t position) = 0;
+  // The sample at data position p (any p >= 0: epochs continue past the end).
+  virtual DataSample get(int64_t position) = 0;
+};
+
+// A dataset whose samples all have one shape and come `batch` at a time: the generated sources.
+class OneShapeDataset : public Dataset {
+ public:
   virtual DataShape shape() const = 0;
-  // batch_size from the data file; 0 when it does not say.
-  virtual int64_t batch_size() const { return 0; }
-  // Sample `index` (any index >= 0; epochs continue past the end): a pure function of the seed and
-  // index, so a resumed run draws exactly what an uninterrupted one would.
-  virtual DataSample get(int64_t index) = 0;
+  std::vector<BatchShape> batch_shapes() const final { return {{shape(), batch_}}; }
+  BatchShape batch_at(int64_t) final { return {shape(), batch_}; }
+  void set_batch(int64_t clips) { batch_ = clips; }
+
+ private:
+  int64_t batch_ = 1;
 };
 
 // What an unreadable, corrupt or too-short data file does: skip (logged, left out) or fatal (the run stops).
@@ -41,6 +62,7 @@ struct EnumNames<BadDataPolicy> {
 
 struct DataOptions {
   std::string source = "synthetic";  // synthetic | moving-mnist | path to a dataset .toml
+  int64_t batch_size = 0;            // clips per batch; 0: a TOML entry's batch_size (else 1, as musubi-tuner), else 2
   std::string mnist_dir;             // moving-mnist: the IDX files ("": $MEGASLIDE_DATA or ~/.cache/megaslide)
   BadDataPolicy on_bad_data = BadDataPolicy::skip;  // an unreadable, corrupt or too-short file
   uint64_t seed = 0;
@@ -48,9 +70,9 @@ struct DataOptions {
   int64_t in_dim = 3, text_len = 512, text_dim = 4096;  // the model's
 };
 
-// Opens --data. A size the data fixes (a TOML's target_frames / resolution, a latent cache's shape)
-// must agree with a requested nonzero size; Moving-MNIST and synthetic take any requested size.
-// The sample channels must equal in_dim. Throws ms::Error naming the problem and the fix.
+// Opens --data. A requested nonzero size selects among the shapes the data holds (a TOML's target_frames /
+// resolution, a latent cache's shapes) and must agree with at least one; Moving-MNIST and synthetic take any
+// requested size. The sample channels must equal in_dim. Throws ms::Error naming the problem and the fix.
 std::unique_ptr<Dataset> open_dataset(const DataOptions& o);
 
 }  // namespace ms

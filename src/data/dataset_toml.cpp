@@ -6,8 +6,9 @@
 #include <set>
 
 #include "core/check.h"
-#include "core/text.h"
 #include "core/log.h"
+#include "core/text.h"
+#include "data/frame_extraction.h"
 #include "io/atomic_file.h"
 
 namespace fs = std::filesystem;
@@ -15,10 +16,13 @@ namespace fs = std::filesystem;
 namespace ms {
 namespace {
 
-// musubi-tuner keys that megaslide reads past (warned, so nobody thinks they took effect).
-const std::set<std::string> kUnsupported = {"enable_bucket",        "bucket_no_upscale", "max_frames",
-                                            "image_directory",      "image_jsonl_file",  "control_directory",
-                                            "fp_latent_window_size"};
+// musubi-tuner keys that would change the data and that megaslide does not implement: an error naming them in an
+// entry read from files, nothing in one read from a cache (they only changed how the cache was made).
+const std::set<std::string> kUnsupported = {"image_directory",       "image_jsonl_file",    "control_directory",
+                                            "fp_latent_window_size", "fp_1f_clean_indices", "fp_1f_target_index",
+                                            "fp_1f_no_post",         "multiple_target"};
+// musubi-tuner keys that change nothing megaslide does (warned, so nobody thinks they took effect).
+const std::set<std::string> kIgnored = {"debug_dataset"};
 
 const char* type_name(const toml::node& n) {
   switch (n.type()) {
@@ -44,43 +48,62 @@ class Reader {
   explicit Reader(const std::string& path) : path_(path), base_(fs::path(path).parent_path()) {}
 
   // Applies the keys of table t (section `where`) to e; `general`: the [general] table.
-  void apply(const toml::table& t, const std::string& where, bool general, DatasetEntry& e, int64_t* batch_size) {
+  void apply(const toml::table& t, const std::string& where, bool general, DatasetEntry& e) {
     where_ = where;
     for (auto&& [k, node] : t) {
       const std::string key(k.str());
       if (key == "resolution") {
         const toml::array* a = node.as_array();
-        if (!a || a->size() != 2 || !(*a)[0].is_integer() || !(*a)[1].is_integer())
-          fail(key, "must be [width, height], two integers");
-        e.width = positive(key, (*a)[0].as_integer()->get());
-        e.height = positive(key, (*a)[1].as_integer()->get());
+        if (node.is_integer()) {
+          e.width = e.height = positive(key, node.as_integer()->get());
+        } else {
+          if (!a || a->size() != 2 || !(*a)[0].is_integer() || !(*a)[1].is_integer())
+            fail(key, "must be [width, height], two integers, or one integer for a square");
+          e.width = positive(key, (*a)[0].as_integer()->get());
+          e.height = positive(key, (*a)[1].as_integer()->get());
+        }
       } else if (key == "target_frames") {
-        const toml::array* a = node.as_array();
-        if (a && a->size() != 1) fail(key, "lists ", a->size(), " lengths; megaslide trains on one clip length");
-        e.target_frames = integer(key, a ? (*a)[0] : node);
+        e.target_frames.clear();
+        if (const toml::array* a = node.as_array()) {
+          if (a->empty()) fail(key, "is an empty list; give one or more clip lengths");
+          for (const toml::node& n : *a) e.target_frames.push_back(integer(key, n));
+        } else {
+          e.target_frames.push_back(integer(key, node));
+        }
       } else if (key == "frame_extraction") {
         e.frame_extraction = string(key, node);
-        if (e.frame_extraction != "head" && e.frame_extraction != "uniform" && e.frame_extraction != "slide")
-          fail(key, "is ", quote_text(e.frame_extraction), "; use head, uniform or slide");
+        if (!is_frame_extraction(e.frame_extraction))
+          fail(key, "is ", quote_text(e.frame_extraction), "; use head, chunk, slide, uniform or full");
       } else if (key == "caption_extension") {
         e.caption_extension = string(key, node);
       } else if (key == "frame_stride") {
         e.frame_stride = integer(key, node);
       } else if (key == "frame_sample") {
         e.frame_sample = integer(key, node);
+      } else if (key == "source_fps") {
+        if (!node.is_number()) fail(key, "must be a number, got ", type_name(node));
+        e.source_fps = node.value<double>().value_or(0);
+        if (!(e.source_fps > 0 && e.source_fps <= 1000))
+          fail(key, "is ", e.source_fps, "; give the videos' frame rate");
+      } else if (key == "enable_bucket" || key == "bucket_no_upscale") {
+        if (!node.is_boolean()) fail(key, "must be true or false, got ", type_name(node));
+        (key == "enable_bucket" ? e.enable_bucket : e.bucket_no_upscale) = node.as_boolean()->get();
+      } else if (key == "max_frames") {
+        e.max_frames = integer(key, node);
       } else if (key == "num_repeats") {
         e.num_repeats = integer(key, node);
-      } else if (key == "batch_size" && general) {
-        *batch_size = integer(key, node);
+      } else if (key == "batch_size") {
+        e.batch_size = integer(key, node);
       } else if (!general && key == "video_directory") {
         e.video_directory = file_path(key, node);
       } else if (!general && key == "video_jsonl_file") {
         e.video_jsonl_file = file_path(key, node);
       } else if (!general && key == "cache_directory") {
         e.cache_directory = file_path(key, node);
-      } else if (key == "batch_size" || kUnsupported.count(key)) {
-        log_warn(path_, ": ", where_, " key ", quote_text(key), " is not supported by megaslide and is ignored",
-                 key == "batch_size" ? " (set batch_size in [general])" : "");
+      } else if (kUnsupported.count(key)) {
+        e.unsupported.push_back(cat(where_, " key ", quote_text(key)));
+      } else if (kIgnored.count(key)) {
+        log_warn(path_, ": ", where_, " key ", quote_text(key), " changes nothing in megaslide and is ignored");
       } else {
         log_warn(path_, ": ", where_, " has unknown key ", quote_text(key), " (ignored; see docs/data.md)");
       }
@@ -133,10 +156,11 @@ DatasetFile parse_dataset_toml(const std::string& text, const std::string& path)
   DatasetEntry general;
   for (auto&& [k, node] : root)
     if (k.str() != "general" && k.str() != "datasets")
-      log_warn(path, ": unknown top-level key ", quote_text(k.str()), " (ignored; expected [general] and [[datasets]])");
+      log_warn(path, ": unknown top-level key ", quote_text(k.str()),
+               " (ignored; expected [general] and [[datasets]])");
   if (const toml::node* g = root.get("general")) {
     if (!g->is_table()) r.fail_file(cat("'general' must be a table, got ", type_name(*g)));
-    r.apply(*g->as_table(), "[general]", true, general, &out.batch_size);
+    r.apply(*g->as_table(), "[general]", true, general);
   }
   const toml::node* ds = root.get("datasets");
   if (!ds || !ds->is_array_of_tables() || ds->as_array()->empty())
@@ -145,9 +169,13 @@ DatasetFile parse_dataset_toml(const std::string& text, const std::string& path)
   for (const toml::node& n : *ds->as_array()) {
     const std::string where = cat("[[datasets]] #", ++i);
     DatasetEntry e = general;
-    r.apply(*n.as_table(), where, false, e, nullptr);
-    if (e.video_directory.empty() && e.video_jsonl_file.empty() && e.cache_directory.empty())
+    r.apply(*n.as_table(), where, false, e);
+    if (e.video_directory.empty() && e.video_jsonl_file.empty() && e.cache_directory.empty() && e.unsupported.empty())
       r.fail_file(cat(where, " names no data; give video_directory, video_jsonl_file or cache_directory"));
+    if (e.cache_directory.empty() && !e.unsupported.empty())
+      r.fail_file(cat(e.unsupported.front(),
+                      " is not implemented by megaslide for data read from files (it would change the data); "
+                      "make a latent cache with musubi-tuner and give it as cache_directory, or remove the key"));
     if (!e.video_directory.empty() && !e.video_jsonl_file.empty())
       r.fail_file(cat(where, " gives both video_directory and video_jsonl_file; use one per entry"));
     out.datasets.push_back(std::move(e));

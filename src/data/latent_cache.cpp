@@ -26,12 +26,6 @@ std::string shape_text(const Shape& s) {
   return t + "]";
 }
 
-std::string shape_text(const DataShape& s) { return shape_text(Shape{s.channels, s.frames, s.height, s.width}); }
-
-bool same(const DataShape& a, const DataShape& b) {
-  return a.channels == b.channels && a.frames == b.frames && a.height == b.height && a.width == b.width;
-}
-
 // The float dtype torch's name (musubi's key suffix) stands for.
 bool torch_dtype(const std::string& name, DType* out) {
   if (name == "bfloat16")
@@ -234,12 +228,11 @@ class Lister {
 
 LatentCache::LatentCache(const DatasetFile& file, const std::vector<DatasetEntry>& entries, const DataOptions& o)
     : ItemDataset(cat("dataset file '", file.path, "'"), o.on_bad_data == BadDataPolicy::fatal, o.seed),
-      shape_{o.in_dim, o.frames, o.height, o.width},
-      batch_size_(file.batch_size),
       text_len_(o.text_len),
       text_dim_(o.text_dim) {
   Lister lister(o);
-  std::vector<std::pair<CacheClip, int64_t>> listed;  // good clips and their num_repeats
+  const auto wanted = [&](int64_t value, int64_t requested) { return requested == 0 || value == requested; };
+  int64_t other = 0;  // good clips of shapes the requested extents leave out
   for (const DatasetEntry& e : entries) {
     std::error_code ec;
     if (!fs::is_directory(e.cache_directory, ec))
@@ -251,52 +244,34 @@ LatentCache::LatentCache(const DatasetFile& file, const std::vector<DatasetEntry
     if (ec) MS_FAIL("cannot list cache_directory '", e.cache_directory, "': ", ec.message());
     std::sort(paths.begin(), paths.end());
     if (paths.empty()) MS_FAIL("cache_directory '", e.cache_directory, "' holds no latent .safetensors files");
+    const int64_t batch = o.batch_size > 0 ? o.batch_size : e.batch_size;
     for (const std::string& p : paths) {
+      CacheClip c;
       try {
-        listed.emplace_back(p.ends_with(kLatentSuffix) ? lister.musubi(p) : lister.megaslide(p), e.num_repeats);
+        c = p.ends_with(kLatentSuffix) ? lister.musubi(p) : lister.megaslide(p);
       } catch (const Error& err) {
         bad(err.what());
+        continue;
       }
+      if (!wanted(c.shape.frames, o.frames) || !wanted(c.shape.height, o.height) || !wanted(c.shape.width, o.width)) {
+        ++other;
+        continue;
+      }
+      clips_.push_back(std::move(c));
+      for (int64_t r = 0; r < e.num_repeats; ++r) add(int64_t(clips_.size()) - 1, clips_.back().shape, batch);
     }
-  }
-  // The run's latent shape: the one the cache holds that agrees with every requested extent.
-  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> shapes;  // (F, H, W) -> clips
-  const auto wanted = [&](int64_t value, int64_t requested) { return requested == 0 || value == requested; };
-  for (const auto& [c, repeats] : listed)
-    if (wanted(c.shape.frames, o.frames) && wanted(c.shape.height, o.height) && wanted(c.shape.width, o.width))
-      ++shapes[{c.shape.frames, c.shape.height, c.shape.width}];
-  if (shapes.size() > 1) {
-    std::string list;
-    for (const auto& [fhw, n] : shapes)
-      list += cat(list.empty() ? "" : ", ", "F×H×W ", std::get<0>(fhw), "×", std::get<1>(fhw), "×", std::get<2>(fhw),
-                  " (", n, n == 1 ? " clip)" : " clips)");
-    MS_FAIL(name(), ": the cache holds latents of ", shapes.size(), " shapes: ", list,
-            ". One run trains on one latent shape; choose one with --frames F --height H --width W (in latents)");
-  }
-  if (shapes.empty() && !listed.empty())
-    MS_FAIL(name(), ": no cached clip has the requested latent shape ", shape_text(shape_),
-            " (--frames/--height/--width, in latents; 0: any); drop them to see the shapes the cache holds");
-  if (!shapes.empty()) {
-    const auto& [f, h, w] = shapes.begin()->first;
-    shape_ = {o.in_dim, f, h, w};
-  }
-  int64_t other = 0;
-  for (auto& [c, repeats] : listed) {
-    if (!same(c.shape, shape_)) {
-      ++other;
-      continue;
-    }
-    clips_.push_back(std::move(c));
-    for (int64_t r = 0; r < repeats; ++r) items_.push_back(int64_t(clips_.size()) - 1);
   }
   if (other > 0)
-    log_info(name(), ": ", other, " cached clips of other shapes than ", shape_text(shape_),
-             " are left out (--frames/--height/--width choose the shape)");
-  set_count(int64_t(items_.size()));
+    log_info(name(), ": ", other, " cached clips of other shapes than --frames/--height/--width ask for (", o.frames,
+             "x", o.height, "x", o.width, ", 0: any) are left out");
+  if (clips_.empty() && other > 0)
+    MS_FAIL(name(), ": no cached clip has the requested latent shape (--frames ", o.frames, " --height ", o.height,
+            " --width ", o.width, ", in latents; 0: any); drop them to train on every shape the cache holds");
+  finish_listing();
 }
 
 DataSample LatentCache::load(int64_t item) {
-  const CacheClip& c = clips_[size_t(items_[size_t(item)])];
+  const CacheClip& c = clips_[size_t(item)];
   // Read again: a file may have changed since the dataset was listed.
   const SafetensorsFile lat = SafetensorsFile::open(c.latent_file);
   const TensorEntry* x = lat.find(c.latent_key);

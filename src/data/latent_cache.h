@@ -15,8 +15,8 @@
 // Files are listed in name order. C must equal the model's in_dim, text_dim the model's, 1 <= L <=
 // text_len. A file that breaks the format, has no text file, names another architecture, holds a
 // tensor whose shape disagrees with its key, or holds non-finite values is bad data (--on-bad-data).
-// One run trains on one latent shape: the requested --frames/--height/--width select it (files of other
-// shapes are left out, counted in one log line), else the cache must hold one shape.
+// Every latent shape is a bucket (data/item_dataset.h); the requested --frames/--height/--width (nonzero) keep
+// only the shapes that agree with them (the others are left out, counted in one log line).
 #pragma once
 #include <string>
 #include <vector>
@@ -35,20 +35,15 @@ struct CacheClip {
 
 class LatentCache : public ItemDataset {
  public:
-  // entries: the file's cache entries; o: the model's in_dim/text_len/text_dim and any requested F/H/W.
+  // entries: the file's cache entries; o: the model's in_dim/text_len/text_dim, any requested F/H/W and batch size.
   LatentCache(const DatasetFile& file, const std::vector<DatasetEntry>& entries, const DataOptions& o);
-
-  DataShape shape() const override { return shape_; }
-  int64_t batch_size() const override { return batch_size_; }
 
  protected:
   DataSample load(int64_t item) override;
 
  private:
-  DataShape shape_;
-  int64_t batch_size_, text_len_, text_dim_;
-  std::vector<CacheClip> clips_;  // good clips of the run's shape
-  std::vector<int64_t> items_;    // index into clips_, num_repeats copies of each
+  int64_t text_len_, text_dim_;
+  std::vector<CacheClip> clips_;  // good clips of the shapes asked for
 };
 
 }  // namespace ms

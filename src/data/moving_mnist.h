@@ -21,7 +21,7 @@ struct MovingMnistClip {
   std::vector<uint8_t> canvas;                 // [frames, 64, 64]
 };
 
-class MovingMnist : public Dataset {
+class MovingMnist : public OneShapeDataset {
  public:
   // frames, height, width: the clip size (any positive values; 0 takes 20 x 64 x 64).
   MovingMnist(MnistDigits digits, int64_t frames, int64_t height, int64_t width, uint64_t seed);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/log.h"
 #include "data/frame_extraction.h"
 #include "data/frames.h"
 #include "io/atomic_file.h"
@@ -42,7 +43,7 @@ std::vector<VideoClips::Video> VideoClips::list(const DatasetEntry& e) const {
     if (!fs::is_directory(e.video_directory, ec))
       MS_FAIL("video_directory '", e.video_directory, "' (in ", name(), ") does not exist or is not a directory");
     for (const auto& f : fs::directory_iterator(e.video_directory, ec))
-      if (is_video(f.path())) out.push_back({f.path().string(), ""});
+      if (is_video(f.path())) out.push_back({f.path().string(), "", {}});
     if (ec) MS_FAIL("cannot list video_directory '", e.video_directory, "': ", ec.message());
     std::sort(out.begin(), out.end(), [](const Video& a, const Video& b) { return a.path < b.path; });
     if (out.empty())
@@ -61,16 +62,20 @@ std::vector<VideoClips::Video> VideoClips::list(const DatasetEntry& e) const {
       MS_FAIL("'", e.video_jsonl_file, "' line ", n,
               ": expected {\"video_path\": \"...\", \"caption\": \"...\"} (two strings)");
     const fs::path p = j["video_path"].get<std::string>();
-    out.push_back({(p.is_absolute() ? p : base / p).lexically_normal().string(), j["caption"].get<std::string>()});
+    out.push_back({(p.is_absolute() ? p : base / p).lexically_normal().string(), j["caption"].get<std::string>(), {}});
   }
   if (out.empty()) MS_FAIL("video_jsonl_file '", e.video_jsonl_file, "' lists no videos");
   return out;
 }
 
-VideoClips::VideoClips(const DatasetFile& file, const std::vector<DatasetEntry>& entries, DataShape shape, bool fatal,
-                       uint64_t seed)
-    : ItemDataset(cat("dataset file '", file.path, "'"), fatal, seed), shape_(shape), batch_size_(file.batch_size) {
+VideoClips::VideoClips(const DatasetFile& file, const std::vector<DatasetEntry>& entries, const DataOptions& o)
+    : ItemDataset(cat("dataset file '", file.path, "'"), o.on_bad_data == BadDataPolicy::fatal, o.seed) {
+  constexpr double kModelFps = 16;  // Wan's frame rate, musubi-tuner's target for source_fps
+  const auto wanted = [](int64_t value, int64_t requested) { return requested == 0 || value == requested; };
+  int64_t other = 0;  // clips of sizes the requested extents leave out
   for (const DatasetEntry& e : entries) {
+    const FrameExtraction extraction{e.frame_extraction, e.target_frames, e.frame_stride, e.frame_sample, e.max_frames};
+    const int64_t batch = o.batch_size > 0 ? o.batch_size : e.batch_size;
     for (Video& v : list(e)) {
       try {
         if (!e.video_directory.empty()) {
@@ -79,29 +84,59 @@ VideoClips::VideoClips(const DatasetFile& file, const std::vector<DatasetEntry>&
           v.caption = trim(read_file(cap));
         }
         const VideoInfo info = probe_video(v.path);
-        const auto starts = clip_starts(e.frame_extraction, info.frames, shape.frames, e.frame_stride, e.frame_sample);
-        if (starts.empty()) MS_FAIL("'", v.path, "' is too short: ", info.frames, " frames, clips need ", shape.frames);
+        if (e.source_fps > 0) v.frames = resampled_frames(info.frames, e.source_fps, kModelFps);
+        const int64_t frames = e.source_fps > 0 ? int64_t(v.frames.size()) : info.frames;
+        const std::vector<ClipRange> ranges = clip_ranges(extraction, frames);
+        if (ranges.empty())
+          MS_FAIL("'", v.path, "' is too short: ", frames, " frames", e.source_fps > 0 ? " at 16 fps" : "",
+                  ", its clips need ", extraction.target_frames.front(), " or more");
+        const Resolution r =
+            bucket_resolution({info.width, info.height}, {e.width, e.height}, e.enable_bucket, e.bucket_no_upscale);
         videos_.push_back(std::move(v));
-        for (int64_t r = 0; r < e.num_repeats; ++r)
-          for (int64_t s : starts) clips_.push_back({int64_t(videos_.size()) - 1, s});
+        for (const ClipRange& c : ranges) {
+          const DataShape shape{3, c.length, r.height, r.width};
+          if (!wanted(shape.frames, o.frames) || !wanted(shape.height, o.height) || !wanted(shape.width, o.width)) {
+            ++other;
+            continue;
+          }
+          clips_.push_back({int64_t(videos_.size()) - 1, c.start, shape});
+          for (int64_t k = 0; k < e.num_repeats; ++k) add(int64_t(clips_.size()) - 1, shape, batch);
+        }
       } catch (const Error& err) {
         bad(err.what());
       }
     }
   }
-  set_count(int64_t(clips_.size()));
+  if (other > 0)
+    log_info(name(), ": ", other, " clips of other sizes than --frames/--height/--width ask for (", o.frames, "x",
+             o.height, "x", o.width, ", 0: any) are left out");
+  if (clips_.empty() && other > 0)
+    MS_FAIL(name(), ": no clip has the requested size (--frames ", o.frames, " --height ", o.height, " --width ",
+            o.width, "; 0: any); drop them to train on every clip size the file makes");
+  finish_listing();
 }
 
 DataSample VideoClips::load(int64_t item) {
   const Clip& c = clips_[size_t(item)];
   const Video& v = videos_[size_t(c.video)];
-  const RgbVideo frames = decode_video(v.path, c.start, shape_.frames);
-  const std::vector<uint8_t> rgb = resize_crop(frames, {shape_.height, shape_.width});  // [F, H, W, 3]
-  DataSample s;
-  s.x0.resize(size_t(3 * shape_.frames * shape_.height * shape_.width));  // [3, F, H, W]
-  rgb_to_model(rgb.data(), shape_.frames, shape_.height, shape_.width, s.x0.data());
-  s.caption = v.caption;
-  return s;
+  const DataShape& s = c.shape;
+  RgbVideo frames;
+  if (v.frames.empty()) {
+    frames = decode_video(v.path, c.start, s.frames);
+  } else {  // the kept frames of the span, in order
+    const int64_t first = v.frames[size_t(c.start)], last = v.frames[size_t(c.start + s.frames - 1)];
+    const RgbVideo span = decode_video(v.path, first, last - first + 1);
+    frames = {s.frames, span.height, span.width, span.fps,
+              std::vector<uint8_t>(size_t(s.frames * span.height * span.width * 3))};
+    for (int64_t k = 0; k < s.frames; ++k)
+      std::copy_n(span.frame(v.frames[size_t(c.start + k)] - first), span.height * span.width * 3, frames.frame(k));
+  }
+  const std::vector<uint8_t> rgb = resize_crop(frames, {s.height, s.width});  // [F, H, W, 3]
+  DataSample out;
+  out.x0.resize(size_t(3 * s.frames * s.height * s.width));  // [3, F, H, W]
+  rgb_to_model(rgb.data(), s.frames, s.height, s.width, out.x0.data());
+  out.caption = v.caption;
+  return out;
 }
 
 }  // namespace ms

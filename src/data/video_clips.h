@@ -1,6 +1,7 @@
-// Video files with captions, from the video entries of a dataset TOML (docs/data.md): each video
-// yields the clips its entry's frame_extraction picks; clips are decoded on demand, resized and
-// centre-cropped to the resolution, and mapped to [-1, 1] RGB [3, F, H, W].
+// Video files with captions, from the video entries of a dataset TOML (docs/data.md): each video yields the clips its
+// entry's frame_extraction picks (after dropping frames to 16 fps when source_fps is given); clips are decoded on
+// demand, resized and centre-cropped to the entry's resolution (or the video's bucket resolution with
+// enable_bucket), and mapped to [-1, 1] RGB [3, F, H, W]. Each clip shape and batch size is a bucket.
 #pragma once
 #include <string>
 #include <vector>
@@ -12,12 +13,9 @@ namespace ms {
 
 class VideoClips : public ItemDataset {
  public:
-  // entries: the file's video entries; shape: [3, F, H, W] every clip is made into.
-  VideoClips(const DatasetFile& file, const std::vector<DatasetEntry>& entries, DataShape shape, bool fatal,
-             uint64_t seed);
-
-  DataShape shape() const override { return shape_; }
-  int64_t batch_size() const override { return batch_size_; }
+  // entries: the file's video entries (each with a resolution and, but for full, target_frames); o: the requested
+  // clip size (nonzero extents keep only the clips that agree), batch size, bad-data policy and seed.
+  VideoClips(const DatasetFile& file, const std::vector<DatasetEntry>& entries, const DataOptions& o);
 
  protected:
   DataSample load(int64_t item) override;
@@ -25,16 +23,16 @@ class VideoClips : public ItemDataset {
  private:
   struct Video {
     std::string path, caption;
+    std::vector<int64_t> frames;  // the source frames kept (source_fps), in order; empty: every frame
   };
   struct Clip {
-    int64_t video, start;  // index into videos_, first frame
+    int64_t video, start;  // index into videos_, first frame (of the kept ones)
+    DataShape shape;       // [3, F, H, W]
   };
   std::vector<Video> list(const DatasetEntry& e) const;
 
-  DataShape shape_;
-  int64_t batch_size_;
   std::vector<Video> videos_;
-  std::vector<Clip> clips_;  // num_repeats copies of each
+  std::vector<Clip> clips_;
 };
 
 }  // namespace ms

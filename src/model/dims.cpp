@@ -27,4 +27,15 @@ ModelDims ModelDims::make(const ModelConfig& c, int64_t B, int64_t F, int64_t H,
   return d;
 }
 
+StepShapes::StepShapes(std::vector<ModelDims> shapes) : all(std::move(shapes)) {
+  MS_CHECK(!all.empty(), "StepShapes needs at least one shape");
+  for (const ModelDims& d : all) MS_CHECK(d.Lt == all.front().Lt, "step shapes disagree on text_len");
+}
+
+bool StepShapes::fits(const ModelDims& d) const {
+  for (const ModelDims& s : all)
+    if (d.B >= 1 && d.B <= s.B && d.F == s.F && d.H == s.H && d.W == s.W && d.Lt == s.Lt && d.Lc <= s.Lc) return true;
+  return false;
+}
+
 }  // namespace ms

@@ -1,6 +1,7 @@
 // Per-call sizes: batch, latent video extents and the token grid after patching.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "model/config.h"
 
@@ -17,6 +18,27 @@ struct ModelDims {
 
   // Validates the extents against the config; throws ms::Error naming the bad value.
   static ModelDims make(const ModelConfig& c, int64_t B, int64_t F, int64_t H, int64_t W, int64_t Lc);
+};
+
+// The step shapes of a run: one per bucket, at its largest batch. A run lays its buffers out once for all of them,
+// each buffer as large as the largest shape needs (model/workspace.h: shapes_visitor), and runs each step at its
+// bucket's dims without allocating. A single ModelDims converts to one shape.
+struct StepShapes {
+  std::vector<ModelDims> all;  // non-empty; every shape has the same text_len
+
+  StepShapes(const ModelDims& d) : all{d} {}  // NOLINT(google-explicit-constructor): one shape is a set of shapes
+  // Throws ms::Error when `shapes` is empty or the shapes disagree on text_len.
+  explicit StepShapes(std::vector<ModelDims> shapes);
+
+  // The largest f(d) over the shapes.
+  template <class F>
+  int64_t most(F&& f) const {
+    int64_t m = 0;
+    for (const ModelDims& d : all) m = m > f(d) ? m : f(d);
+    return m;
+  }
+  // Whether a step at d fits the buffers: one of the shapes, or one at a smaller batch (every buffer grows with B).
+  bool fits(const ModelDims& d) const;
 };
 
 }  // namespace ms

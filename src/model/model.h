@@ -11,6 +11,7 @@
 #include "model/head.h"
 #include "model/param_table.h"
 #include "model/stem.h"
+#include "model/workspace.h"
 
 namespace ms {
 
@@ -59,6 +60,13 @@ void visit_model_workspace(const ModelConfig& c, const ModelDims& d, ModelWorksp
     ws.scratch);
   f(split ? std::max(stem_scratch_stat_numel(c, d), head_scratch_stat_numel(c, d)) : 0, ws.stat_scratch);
   f(split ? l.reduction_scratch : 0, ws.reduction);
+}
+
+// The model workspace laid out once for every shape of a run (model/workspace.h: shapes_visitor).
+template <class WS>
+auto model_workspace_visitor(const ModelConfig& c, const StepShapes& shapes, const WorkspaceLayout& l = {}) {
+  return shapes_visitor<WS>(shapes,
+                            [&c, l](const ModelDims& d, auto& ws, auto&& f) { visit_model_workspace(c, d, ws, f, l); });
 }
 
 // Called with each stage's forward output as soon as it is computed, in stage order on the thread (stream)

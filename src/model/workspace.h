@@ -3,8 +3,13 @@
 // (bf16 activations, fp32 statistics on a GPU) follow each other, each starting at a multiple of `align`
 // bytes; with align the size of the only element type the layout is dense.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
+
+#include "core/check.h"
+#include "model/dims.h"
 
 namespace ms {
 
@@ -39,6 +44,31 @@ WS bind_workspace(void* base, Visit&& visit, int64_t align) {
     p += aligned_bytes<decltype(field)>(n, align);
   });
   return ws;
+}
+
+// One layout for every shape of a run: visit(dims, ws, f) lays the workspace out for one shape; the visitor returned
+// lays out the same buffers in the same order, each as large as the largest shape needs it (for workspace_bytes and
+// bind_workspace). A step at any of the shapes then finds every buffer large enough.
+template <class WS, class Visit>
+auto shapes_visitor(const StepShapes& shapes, Visit visit) {
+  std::vector<int64_t> most;  // per buffer, in visiting order
+  for (const ModelDims& d : shapes.all) {
+    WS ws{};
+    size_t i = 0;
+    visit(d, ws, [&](int64_t n, auto&) {
+      if (i == most.size())
+        most.push_back(n);
+      else
+        most[i] = std::max(most[i], n);
+      ++i;
+    });
+    MS_CHECK(i == most.size(), "a workspace layout visits ", i, " buffers for one shape and ", most.size(),
+             " for another");
+  }
+  return [most = std::move(most), visit, first = shapes.all.front()](auto& ws, auto&& f) {
+    size_t i = 0;
+    visit(first, ws, [&](int64_t, auto& field) { f(most[i++], field); });
+  };
 }
 
 }  // namespace ms

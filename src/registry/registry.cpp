@@ -34,10 +34,10 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, double link_gbps, Trace*
 #endif
 }
 
-std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const ModelConfig& c, const ModelDims& d) {
-  if (backend.kind() == BackendKind::cpu) return std::make_unique<CpuStageRunner>(c, d);
+std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const ModelConfig& c, const StepShapes& shapes) {
+  if (backend.kind() == BackendKind::cpu) return std::make_unique<CpuStageRunner>(c, shapes);
 #ifdef MEGASLIDE_HAVE_CUDA
-  if (backend.kind() == BackendKind::cuda) return std::make_unique<cuda::CudaStageRunner>(c, d);
+  if (backend.kind() == BackendKind::cuda) return std::make_unique<cuda::CudaStageRunner>(c, shapes);
 #endif
   MS_FAIL("the streamed model has no stage runner for the '", backend.kind(), "' backend in this build");
 }

@@ -17,7 +17,7 @@ std::string backend_unavailable(BackendKind kind);
 std::unique_ptr<Backend> make_backend(BackendKind kind, double link_gbps, Trace* trace);
 
 // The runner for `backend` (by its kind); throws ms::Error for one this build cannot run.
-std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const ModelConfig& c, const ModelDims& d);
+std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const ModelConfig& c, const StepShapes& shapes);
 
 // Why the `backend` runner's kernels cannot run model c (a head dim or window over their limits), in words; empty
 // when they can.

@@ -35,10 +35,12 @@ bool member_of(const P& field, const S& s) {
 
 }  // namespace
 
-std::vector<int64_t> input_buffers(const ModelConfig& c, const ModelDims& d) {
-  const int64_t video = d.B * d.F * d.H * d.W, context = d.B * d.Lt * c.text_dim;
+std::vector<int64_t> input_buffers(const ModelConfig& c, const StepShapes& shapes) {
+  const int64_t video = shapes.most([](const ModelDims& d) { return d.B * d.F * d.H * d.W; });
+  const int64_t context = shapes.most([&](const ModelDims& d) { return d.B * d.Lt * c.text_dim; });
+  const int64_t B = shapes.most([](const ModelDims& d) { return d.B; });
   const int64_t x = video * c.in_dim, y = video * c.out_dim;
-  return {x, y, context, d.B, x, y, context, d.B, y, y};
+  return {x, y, context, B, x, y, context, B, y, y};
 }
 
 void ArenaOptions::validate() const {
@@ -49,17 +51,17 @@ void ArenaOptions::validate() const {
   if (grad_slots < 0) MS_FAIL("gradient slots must be >= 0, got ", grad_slots);
 }
 
-WorkspaceLayout ArenaOptions::layout(const ModelConfig& c, const ModelDims& d) const {
+WorkspaceLayout ArenaOptions::layout(const ModelConfig& c, const StepShapes& shapes) const {
   WorkspaceLayout l;
   l.checkpoint_slots = offload_activations ? 3 : -1;
   if (act_bytes == 2) {  // the CUDA backend (backend/cuda/cuda_ops.h: CudaOps::kFusedNormModulate)
     l.fused_norm = true;
-    l.reduction_scratch = cuda::block_reduction_scratch(c, d);
+    l.reduction_scratch = shapes.most([&](const ModelDims& d) { return cuda::block_reduction_scratch(c, d); });
   }
   return l;
 }
 
-DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOptions& o) {
+DevicePlan plan_device(const ModelConfig& c, const StepShapes& shapes, const ArenaOptions& o) {
   o.validate();
   const ParamTable table(c);
   DevicePlan p;
@@ -71,41 +73,40 @@ DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOpti
   p.grad_slots = int64_t(o.grad_slots) * rounded(p.stage_numel * 4);
 
   // Every activation buffer of the schedule, by the visitor that lays it out in the backend's types and alignment.
+  WorkspaceLayout l = o.layout(c, shapes);
+  l.checkpoint_slots = -1;  // every checkpoint: those in host memory are counted apart
   auto count = [&](auto ws) {
-    WorkspaceLayout l = o.layout(c, d);
-    l.checkpoint_slots = -1;  // every checkpoint: those in host memory are counted apart
-    visit_model_workspace(
-        c, d, ws,
-        [&](int64_t n, auto& field) {
-          const int64_t bytes = aligned_bytes<decltype(field)>(n, align);
-          const void* f = &field;
-          const bool attention = f == &ws.block.attn_lse || f == &ws.block.yc_lse || f == &ws.block.off_h ||
-                                 f == &ws.block.off_g || f == &ws.block.off_raw || f == &ws.block.offsets ||
-                                 f == &ws.block_grads.off;
-          if (f == &ws.xs)
-            p.checkpoints += bytes;
-          else if (attention)
-            p.attention += bytes;
-          else if (member_of(field, ws.block) || member_of(field, ws.block_grads))
-            p.recompute += bytes;
-          else
-            p.other += bytes;
-        },
-        l);
+    model_workspace_visitor<decltype(ws)>(c, shapes, l)(ws, [&](int64_t n, auto& field) {
+      const int64_t bytes = aligned_bytes<decltype(field)>(n, align);
+      const void* f = &field;
+      const bool attention = f == &ws.block.attn_lse || f == &ws.block.yc_lse || f == &ws.block.off_h ||
+                             f == &ws.block.off_g || f == &ws.block.off_raw || f == &ws.block.offsets ||
+                             f == &ws.block_grads.off;
+      if (f == &ws.xs)
+        p.checkpoints += bytes;
+      else if (attention)
+        p.attention += bytes;
+      else if (member_of(field, ws.block) || member_of(field, ws.block_grads))
+        p.recompute += bytes;
+      else
+        p.other += bytes;
+    });
   };
   if (o.act_bytes == 2)
     count(ModelWorkspace<uint16_t, float>{});
   else
     count(ModelWorkspace<float>{});
-  const int64_t ND = d.N() * c.dim;
+  const int64_t ND = shapes.most([](const ModelDims& d) { return d.N(); }) * c.dim;
   MS_CHECK(p.checkpoints == rounded((c.num_layers + 1) * ND * o.act_bytes), "checkpoints ", p.checkpoints);
   if (o.offload_activations) {
     p.checkpoints_host = offloaded_checkpoints(c) * ND * o.act_bytes;
     p.checkpoints = rounded(3 * ND * o.act_bytes);
   }
   // fp32, as StreamedModel carves them: two input sets (one uploading) and the velocity and its gradient.
-  for (int64_t n : input_buffers(c, d)) p.inputs += rounded(n * 4);
-  p.scores_if_materialised = int64_t(double(d.B * c.num_heads) * double(d.L) * self_attention_keys(c, d)) * o.act_bytes;
+  for (int64_t n : input_buffers(c, shapes)) p.inputs += rounded(n * 4);
+  p.scores_if_materialised = shapes.most([&](const ModelDims& d) {
+    return int64_t(double(d.B * c.num_heads) * double(d.L) * self_attention_keys(c, d)) * o.act_bytes;
+  });
   return p;
 }
 

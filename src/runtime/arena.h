@@ -53,14 +53,14 @@ struct ArenaOptions {
   // Throws ms::Error naming the bad value.
   void validate() const;
   // The workspace layout of the backend that act_bytes names, and the alignment of its buffers.
-  WorkspaceLayout layout(const ModelConfig& c, const ModelDims& d) const;
+  WorkspaceLayout layout(const ModelConfig& c, const StepShapes& shapes) const;
   int64_t align() const { return act_bytes == 2 ? 256 : 4; }
 };
 
 // Elements of the fp32 input buffers of a streamed step, in the order StreamedModel carves them: two sets of
 // x_t [B, in_dim, F, H, W], target [B, out_dim, F, H, W], context [B, Lt, text_dim], t [B]; the velocity and its
-// gradient.
-std::vector<int64_t> input_buffers(const ModelConfig& c, const ModelDims& d);
+// gradient. Each as large as the largest of the shapes needs it.
+std::vector<int64_t> input_buffers(const ModelConfig& c, const StepShapes& shapes);
 // With offload_activations, the block-input checkpoints that go to host memory and come back: 0 .. num_layers - 3.
 // The last three (num_layers - 2 .. num_layers) are read by the first backward uses while still in their slots.
 inline int64_t offloaded_checkpoints(const ModelConfig& c) { return std::max<int64_t>(0, c.num_layers - 2); }
@@ -85,6 +85,7 @@ struct DevicePlan {
   int64_t peak() const { return weight_slots + grad_slots + workspace() + inputs; }
 };
 
-DevicePlan plan_device(const ModelConfig& c, const ModelDims& d, const ArenaOptions& o);
+// The arena of a run at any of `shapes` (buffers laid out once, each for the largest shape that needs it).
+DevicePlan plan_device(const ModelConfig& c, const StepShapes& shapes, const ArenaOptions& o);
 
 }  // namespace ms

@@ -27,8 +27,11 @@ class StageRunner {
   // Bytes of the workspace in `layout` with every buffer aligned to `align` bytes, and its binding at `base`.
   virtual int64_t workspace_bytes(const WorkspaceLayout& layout, int64_t align) const = 0;
   virtual void bind(void* base, const WorkspaceLayout& layout, int64_t align) = 0;
-  // Block input k's buffer in the workspace ([N, D] activations): checkpoint slot k of xs.
+  // Block input k's buffer in the workspace ([N, D] activations, N the largest shape's): checkpoint slot k of xs.
   virtual void* checkpoint(int64_t slot) const = 0;
+  // The dims of the stages enqueued next: one of the shapes the runner was made for, or one at a smaller batch
+  // (StepShapes::fits; throws otherwise). Called inside a compute-stream launch, before the step's stages.
+  virtual void set_dims(const ModelDims& d) = 0;
 
   // Weights w are a slot in the backend's weight dtype; weight gradients g are fp32 [stage numel] and are
   // overwritten. The stem writes block 0's input into x0.

@@ -36,16 +36,16 @@ std::vector<SlotUse> slot_schedule(int stages, int K) {
   return out;
 }
 
-StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& backend, const StreamOptions& o,
+StreamedModel::StreamedModel(const ModelConfig& c, const StepShapes& shapes, Backend& backend, const StreamOptions& o,
                              std::unique_ptr<StageRunner> runner)
-    : cfg_(c), dims_(d), table_(c), be_(backend), opts_(o), runner_(std::move(runner)) {
+    : cfg_(c), shapes_(shapes), table_(c), be_(backend), opts_(o), runner_(std::move(runner)) {
   ArenaOptions ao;
   ao.prefetch = o.prefetch;
   ao.weight_bytes = backend.weight_bytes();
   ao.act_bytes = runner_->act_bytes();
   ao.grad_slots = 2;
   ao.offload_activations = o.offload_activations;
-  plan_ = plan_device(c, d, ao);
+  plan_ = plan_device(c, shapes, ao);
   budget_ = o.device_memory > 0 ? o.device_memory : backend.default_device_memory();
   if (budget_ > 0 && plan_.peak() > budget_)
     MS_FAIL("the device arena needs ", format_bytes(double(plan_.peak())), " (weight slots ",
@@ -57,10 +57,10 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
                                       " for it (its memory less a reserve; --device-memory can give it more); "),
             "use ", o.offload_activations ? "" : "--offload-activations, ",
             "fewer frames, a smaller batch or --prefetch 2");
-  const WorkspaceLayout layout = ao.layout(c, d);
+  const WorkspaceLayout layout = ao.layout(c, shapes);
   const int64_t align = ao.align();
   const int64_t workspace = runner_->workspace_bytes(layout, align);
-  checkpoint_bytes_ = dims_.N() * cfg_.dim * ao.act_bytes;
+  checkpoint_bytes_ = shapes.most([](const ModelDims& d) { return d.N(); }) * cfg_.dim * ao.act_bytes;
   if (o.offload_activations) {
     host_checkpoints_ = AlignedBuffer<char>(size_t(offloaded_checkpoints(c) * checkpoint_bytes_));
     if (host_checkpoints_.size()) be_.pin_host(host_checkpoints_.data(), host_checkpoints_.size());
@@ -80,11 +80,11 @@ StreamedModel::StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& 
   p += workspace;
   MS_CHECK(workspace == plan_.workspace(), "arena plan and layout disagree: ", workspace, " against ",
            plan_.workspace());
-  const std::vector<int64_t> buffers = input_buffers(c, d);
+  const std::vector<int64_t> buffers = input_buffers(c, shapes);
   std::vector<float*> in;
   for (int64_t n : buffers) in.push_back(reinterpret_cast<float*>(take(n * 4)));
   for (int k = 0; k < 2; ++k)
-    inputs_[k] = {in[size_t(4 * k)], in[size_t(4 * k + 1)], in[size_t(4 * k + 2)], in[size_t(4 * k + 3)], {}, {}};
+    inputs_[k] = {in[size_t(4 * k)], in[size_t(4 * k + 1)], in[size_t(4 * k + 2)], in[size_t(4 * k + 3)], {}, {}, {}};
   velocity_ = in[8];
   dvelocity_ = in[9];
   MS_CHECK(p == arena_ + plan_.peak(), "arena carved ", p - arena_, " of ", plan_.peak(), " bytes");
@@ -101,16 +101,19 @@ StreamedModel::~StreamedModel() {
   if (host_checkpoints_.size()) be_.unpin_host(host_checkpoints_.data());
 }
 
-void StreamedModel::enqueue_inputs(const float* xt, const float* t, const float* context, const float* target) {
-  const int64_t video = dims_.B * dims_.F * dims_.H * dims_.W;
+void StreamedModel::enqueue_inputs(const ModelDims& d, const float* xt, const float* t, const float* context,
+                                   const float* target) {
+  MS_CHECK(shapes_.fits(d), "a step of ", d.B, " x ", d.F, "x", d.H, "x", d.W, " does not fit the arena's shapes");
+  const int64_t video = d.B * d.F * d.H * d.W;
   current_ ^= 1;
   Inputs& in = inputs_[current_];
   be_.wait(st_.h2d, in.free);
+  in.dims = d;
   // context is padded to text_len by the caller
   be_.copy_h2d(st_.h2d, in.xt, xt, size_t(video * cfg_.in_dim) * 4, "inputs");
   be_.copy_h2d(st_.h2d, in.target, target, size_t(video * cfg_.out_dim) * 4, "inputs");
-  be_.copy_h2d(st_.h2d, in.context, context, size_t(dims_.B * dims_.Lt * cfg_.text_dim) * 4, "inputs");
-  be_.copy_h2d(st_.h2d, in.t, t, size_t(dims_.B) * 4, "inputs");
+  be_.copy_h2d(st_.h2d, in.context, context, size_t(d.B * d.Lt * cfg_.text_dim) * 4, "inputs");
+  be_.copy_h2d(st_.h2d, in.t, t, size_t(d.B) * 4, "inputs");
   in.landed = be_.record(st_.h2d);
 }
 
@@ -124,6 +127,10 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
   auto compute = [&](const char* name, std::function<void()> fn) {
     be_.launch(st_.compute, name, opts_.skip_compute ? std::function<void()>([] {}) : std::move(fn));
   };
+  StageRunner* r = runner_.get();
+  const ModelDims dims = in.dims;  // set in the stem's launch, the step's first on the compute stream
+  // one block input of this step (the checkpoint slots hold the largest shape's)
+  const size_t checkpoint_bytes = size_t(dims.N() * cfg_.dim * r->act_bytes());
   std::vector<Event> slot_free(schedule_.size()), grads_sent(schedule_.size());
   const bool offload = opts_.offload_activations;
   // offload: checkpoint k saved on the host; block b's backward done (index L: the head's)
@@ -155,9 +162,11 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
     }
     const void* cw = w;
     const StepInputs inputs{in.xt, in.t, in.context, in.target};
-    StageRunner* r = runner_.get();
     if (info.kind == StageKind::stem && forward) {
-      compute("stem", [=, this] { r->stem_forward(cw, inputs, checkpoint(0)); });
+      compute("stem", [=, this] {
+        r->set_dims(dims);
+        r->stem_forward(cw, inputs, checkpoint(0));
+      });
     } else if (info.kind == StageKind::block && forward) {
       const int64_t b = info.block;
       if (offload && b >= 2) be_.wait(st_.compute, saved[size_t(b - 2)]);  // staging slot of xs[b+1] drained
@@ -171,7 +180,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
         // events are complete; StreamOrder checks every such pair)
         be_.wait(st_.h2d, backward_done[size_t(b + 3)]);
         be_.wait(st_.h2d, saved[size_t(b + 3)]);
-        be_.copy_h2d(st_.h2d, checkpoint(b), host_checkpoint(b), size_t(checkpoint_bytes_), "checkpoint");
+        be_.copy_h2d(st_.h2d, checkpoint(b), host_checkpoint(b), checkpoint_bytes, "checkpoint");
         be_.wait(st_.compute, be_.record(st_.h2d));
       }
       compute("block backward", [=, this] { r->block_backward(b, cw, checkpoint(b), g); });
@@ -184,7 +193,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
     const int64_t k = info.kind == StageKind::stem ? 0 : info.block + 1;  // the checkpoint a forward use writes
     if (offload && forward && info.kind != StageKind::head && k < offloaded_checkpoints(cfg_)) {  // to the host
       be_.wait(st_.d2h, slot_free[i]);
-      be_.copy_d2h(st_.d2h, host_checkpoint(k), checkpoint(k), size_t(checkpoint_bytes_), "checkpoint");
+      be_.copy_d2h(st_.d2h, host_checkpoint(k), checkpoint(k), checkpoint_bytes, "checkpoint");
       saved[size_t(k)] = be_.record(st_.d2h);
     }
     if (g) {

@@ -47,18 +47,19 @@ std::vector<SlotUse> slot_schedule(int stages, int K);
 
 class StreamedModel {
  public:
-  // Plans and carves the arena for `runner` (the backend's stage runner); throws
-  // ms::Error when it exceeds the budget, naming the minimum.
-  StreamedModel(const ModelConfig& c, const ModelDims& d, Backend& backend, const StreamOptions& o,
+  // Plans and carves the arena for `runner` (the backend's stage runner, made for the same shapes) once, for a
+  // step at any of `shapes`; throws ms::Error when it exceeds the budget, naming the minimum.
+  StreamedModel(const ModelConfig& c, const StepShapes& shapes, Backend& backend, const StreamOptions& o,
                 std::unique_ptr<StageRunner> runner);
   ~StreamedModel();
   StreamedModel(const StreamedModel&) = delete;
   StreamedModel& operator=(const StreamedModel&) = delete;
 
   // Enqueues the upload of one step's inputs x_t [B, C, F, H, W], t [B], context [B, Lt, text_dim] and
-  // target into the other of two device input sets, so that the next step's inputs travel during this
-  // step's backward. The host arrays must stay unchanged until the step that uses them has finished.
-  void enqueue_inputs(const float* xt, const float* t, const float* context, const float* target);
+  // target at dims d (StepShapes::fits) into the other of two device input sets, so that the next step's inputs
+  // travel during this step's backward. The host arrays must stay unchanged until the step that uses them has
+  // finished. The step runs at d.
+  void enqueue_inputs(const ModelDims& d, const float* xt, const float* t, const float* context, const float* target);
   // One training step on the device from the inputs enqueued last: forward, MSE loss and backward, and
   // every stage's gradients sent along `route`. Stage s's weights are uploaded from weights [P] (bf16,
   // host) after the event ready(s) (its optimizer update). Enqueues everything and returns; the loss is
@@ -84,7 +85,7 @@ class StreamedModel {
     int compute, h2d, d2h;
   };
   ModelConfig cfg_;
-  ModelDims dims_;
+  StepShapes shapes_;
   ParamTable table_;
   Backend& be_;
   StreamOptions opts_;
@@ -98,6 +99,7 @@ class StreamedModel {
   std::vector<float*> grad_slots_;       // 2 x [max stage] fp32 gradients
   struct Inputs {
     float *xt, *target, *context, *t;  // [B, C, F, H, W] x2, [B, Lt, td], [B]
+    ModelDims dims;                    // the step's
     Event landed;                      // their upload is done
     Event free;                        // the last step that read them has finished with them
   };
@@ -105,7 +107,7 @@ class StreamedModel {
   int current_ = 1;                       // the input set enqueued last
   float *velocity_, *dvelocity_;          // [B, C, F, H, W]
   AlignedBuffer<char> host_checkpoints_;  // offload_activations: [offloaded_checkpoints, N, D] in host memory
-  int64_t checkpoint_bytes_ = 0;          // one block input [N, D] in the runner's activation dtype
+  int64_t checkpoint_bytes_ = 0;          // one block input [N, D] of the largest shape in the runner's dtype
   // Device buffer of block input k: its own slot, or staging slot k mod 3 when offloaded.
   void* checkpoint(int64_t k) const;
   char* host_checkpoint(int64_t k) { return host_checkpoints_.data() + k * checkpoint_bytes_; }

@@ -15,30 +15,58 @@ std::unique_ptr<Dataset> open_training_data(TrainOptions& opts, const ModelConfi
   d.mnist_dir = opts.mnist_dir;
   d.on_bad_data = opts.on_bad_data;
   d.seed = opts.seed;
+  d.batch_size = opts.batch_size;
   d.frames = opts.frames, d.height = opts.height, d.width = opts.width;
   d.in_dim = cfg.in_dim, d.text_len = cfg.text_len, d.text_dim = cfg.text_dim;
   std::unique_ptr<Dataset> data = open_dataset(d);
-  const DataShape s = data->shape();
-  opts.frames = s.frames, opts.height = s.height, opts.width = s.width;
-  if (opts.batch_size == 0) opts.batch_size = data->batch_size() > 0 ? data->batch_size() : 2;
+  const std::vector<BatchShape> shapes = data->batch_shapes();
+  if (shapes.size() == 1) {
+    const DataShape& s = shapes.front().shape;
+    opts.frames = s.frames, opts.height = s.height, opts.width = s.width;
+  }
+  if (opts.batch_size == 0 && dynamic_cast<const OneShapeDataset*>(data.get())) opts.batch_size = shapes.front().clips;
   return data;
 }
 
-BatchMaker::BatchMaker(const ModelConfig& c, const ModelDims& d, Dataset& data, const FlowConfig& flow,
+StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg) {
+  std::vector<ModelDims> dims;
+  for (const BatchShape& b : data.batch_shapes()) {
+    try {
+      dims.push_back(ModelDims::make(cfg, b.clips, b.shape.frames, b.shape.height, b.shape.width, cfg.text_len));
+    } catch (const Error& e) {
+      MS_FAIL("the data holds clips of ", b.shape.frames, "x", b.shape.height, "x", b.shape.width,
+              " (F x H x W) that the model cannot take: ", e.what());
+    }
+  }
+  return StepShapes(std::move(dims));
+}
+
+DataShape largest_shape(const Dataset& data) {
+  DataShape best;
+  for (const BatchShape& b : data.batch_shapes())
+    if (b.shape.frames * b.shape.height * b.shape.width > best.frames * best.height * best.width) best = b.shape;
+  return best;
+}
+
+BatchMaker::BatchMaker(const ModelConfig& c, const StepShapes& shapes, Dataset& data, const FlowConfig& flow,
                        const TrainHooks& hooks)
-    : cfg_(c), dims_(d), data_(data), flow_(flow), hooks_(hooks) {
-  noise_.resize(size_t(d.B * c.in_dim * d.F * d.H * d.W));
+    : cfg_(c), shapes_(shapes), data_(data), flow_(flow), hooks_(hooks) {
+  noise_.resize(size_t(shapes.most([&](const ModelDims& d) { return d.B * c.in_dim * d.F * d.H * d.W; })));
 }
 
 void BatchMaker::allocate(Batch& batch) const {
   for (auto* v : {&batch.x0, &batch.xt, &batch.target}) v->resize(noise_.size());
-  batch.context.resize(size_t(dims_.B * cfg_.text_len * cfg_.text_dim));
-  batch.timesteps.resize(size_t(dims_.B));
+  const int64_t B = shapes_.most([](const ModelDims& d) { return d.B; });
+  batch.context.resize(size_t(B * cfg_.text_len * cfg_.text_dim));
+  batch.timesteps.resize(size_t(B));
 }
 
-void BatchMaker::make(Batch& batch, int64_t position, Rng& rng) {
-  const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
-  for (int64_t b = 0; b < dims_.B; ++b) {
+int64_t BatchMaker::make(Batch& batch, int64_t position, Rng& rng) {
+  const BatchShape at = data_.batch_at(position);
+  batch.dims = ModelDims::make(cfg_, at.clips, at.shape.frames, at.shape.height, at.shape.width, cfg_.text_len);
+  const ModelDims& d = batch.dims;
+  const int64_t clip = cfg_.in_dim * d.F * d.H * d.W, ctx = cfg_.text_len * cfg_.text_dim;
+  for (int64_t b = 0; b < d.B; ++b) {
     if (position + b == hooks_.inject_data_error) MS_FAIL("data sample ", position + b, ": injected data error");
     DataSample s = data_.get(position + b);
     MS_CHECK(int64_t(s.x0.size()) == clip, "data sample ", position + b, " has ", s.x0.size(), " values, expected ",
@@ -59,6 +87,7 @@ void BatchMaker::make(Batch& batch, int64_t position, Rng& rng) {
     make_flow_pair(batch.x0.data() + b * clip, noise_.data() + b * clip, t, batch.xt.data() + b * clip,
                    batch.target.data() + b * clip, clip);
   }
+  return d.B;
 }
 
 }  // namespace ms

@@ -14,8 +14,10 @@
 
 namespace ms {
 
-// One step's batch in the model's input layout.
+// One step's batch in the model's input layout. The buffers hold the largest of the run's step shapes; the first
+// dims.B clips (at dims' F, H, W) are this step's.
 struct Batch {
+  ModelDims dims;                 // this step's
   std::vector<float> x0;          // [B, C, F, H, W] clean video
   std::vector<float> context;     // [B, text_len, text_dim]
   std::vector<float> xt, target;  // [B, C, F, H, W] the noised input and the flow target
@@ -25,28 +27,36 @@ struct Batch {
   std::array<std::vector<float>*, 4> uploaded() { return {&xt, &target, &context, &timesteps}; }
 };
 
-// Opens opts.data for the model and fills in what the data decides: a zero --frames/--height/--width (the data's
-// own clip size) and a zero --batch-size (the TOML's batch_size, else 2).
+// Opens opts.data for the model and fills in what the data decides: a zero --frames/--height/--width where the data
+// has one clip shape (its size), and a zero --batch-size for generated data (2). With a dataset TOML a zero
+// --batch-size stays zero: each entry's batch_size.
 std::unique_ptr<Dataset> open_training_data(TrainOptions& opts, const ModelConfig& cfg);
+// The step shapes of a run on `data` (its buckets, each at its largest batch); throws ms::Error naming a clip shape
+// the model cannot take.
+StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg);
+// The largest clip shape of the data (by latent positions F x H x W): what samples are drawn at.
+DataShape largest_shape(const Dataset& data);
 
 class BatchMaker {
  public:
   // hooks: the data testing aids (a failing or an Inf sample).
-  BatchMaker(const ModelConfig& c, const ModelDims& d, Dataset& data, const FlowConfig& flow, const TrainHooks& hooks);
+  BatchMaker(const ModelConfig& c, const StepShapes& shapes, Dataset& data, const FlowConfig& flow,
+             const TrainHooks& hooks);
 
-  // Sizes every buffer of a batch.
+  // Sizes every buffer of a batch for the largest step shape.
   void allocate(Batch& batch) const;
-  // The batch of data samples [position, position + B): clips, caption embeddings (a cache's, zero-padded to
-  // text_len as Wan does, or the deterministic embedding of the caption), a timestep and noise per clip from rng.
-  void make(Batch& batch, int64_t position, Rng& rng);
+  // The batch that starts at data position `position` (Dataset::batch_at), samples [position, position + B):
+  // clips, caption embeddings (a cache's, zero-padded to text_len as Wan does, or the deterministic embedding of
+  // the caption), a timestep and noise per clip from rng. Returns B, the samples it drew.
+  int64_t make(Batch& batch, int64_t position, Rng& rng);
 
  private:
   ModelConfig cfg_;
-  ModelDims dims_;
+  StepShapes shapes_;
   Dataset& data_;
   FlowConfig flow_;
   TrainHooks hooks_;
-  std::vector<float> noise_;  // [B, C, F, H, W]
+  std::vector<float> noise_;  // [B, C, F, H, W] of the largest shape
 };
 
 }  // namespace ms

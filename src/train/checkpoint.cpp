@@ -84,6 +84,7 @@ std::string save_checkpoint(const std::string& out, const ModelConfig& config, c
                      {"rng_state", std::to_string(state.rng_state)},
                      {"data_position", state.data_position},
                      {"clip_scale", state.clip_scale},
+                     {"sample_shape", state.sample_shape},
                      {"options", options}};
     write_file_atomic((tmp / "trainer.json").string(), t.dump(2) + "\n");
     // A checkpoint of the same step (a re-save) is moved aside first, never deleted before the new one is in place.
@@ -126,7 +127,8 @@ CheckpointInfo read_checkpoint_info(const std::string& out) {
     info.state.clip_scale = t.at("clip_scale").get<float>();
     info.options = t.at("options");
   } catch (const std::exception& e) {
-    MS_FAIL((latest / "trainer.json").string(), " is unreadable (", escape_text(e.what()), "); the checkpoint is damaged");
+    MS_FAIL((latest / "trainer.json").string(), " is unreadable (", escape_text(e.what()),
+            "); the checkpoint is damaged");
   }
   info.config = load_config((latest / "config.json").string());
   return info;

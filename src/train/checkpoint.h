@@ -3,6 +3,7 @@
 // (so the directory is a model directory) and trainer.json; OUT/latest points at the newest. Each is
 // written into a temporary directory, fsynced and renamed, so a crash never leaves a broken latest.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,6 +20,9 @@ struct TrainerState {
   uint64_t rng_state = 0;     // ms::Rng state after the last step
   int64_t data_position = 0;  // next sample index
   float clip_scale = 1.0f;    // immediate schedule: the clipping factor from the last step's norm
+  // F, H, W of the data's largest clip shape (bucket): what `megaslide sample` draws by default. Written for it; a
+  // resumed run takes it from its data again.
+  std::array<int64_t, 3> sample_shape{};
 };
 
 // Writes OUT/step-<step>/ and repoints OUT/latest; `format` wan or diffusers adds those tools' files beside

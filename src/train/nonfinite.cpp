@@ -29,9 +29,10 @@ std::string NonFiniteMonitor::stage_name(int64_t s) const {
   return s == 0 ? std::string("the stem") : s <= cfg_.num_layers ? cat("block ", s - 1) : std::string("the head");
 }
 
-std::string NonFiniteMonitor::check_batch(const float* x0, const float* context, int64_t position) const {
-  const int64_t clip = cfg_.in_dim * dims_.F * dims_.H * dims_.W, ctx = cfg_.text_len * cfg_.text_dim;
-  for (int64_t b = 0; b < dims_.B; ++b) {
+std::string NonFiniteMonitor::check_batch(const ModelDims& d, const float* x0, const float* context,
+                                          int64_t position) const {
+  const int64_t clip = cfg_.in_dim * d.F * d.H * d.W, ctx = cfg_.text_len * cfg_.text_dim;
+  for (int64_t b = 0; b < d.B; ++b) {
     const int64_t video = count_nonfinite(x0 + b * clip, clip);
     const int64_t caption = count_nonfinite(context + b * ctx, ctx);
     if (video + caption > 0)

@@ -16,8 +16,8 @@ int64_t count_nonfinite(const float* x, int64_t n);
 class NonFiniteMonitor {
  public:
   // inject_nan_activation: the testing aid's step (TrainHooks), 0: never.
-  NonFiniteMonitor(const ModelConfig& c, const ModelDims& d, int64_t inject_nan_activation)
-      : cfg_(c), dims_(d), inject_nan_activation_(inject_nan_activation) {}
+  NonFiniteMonitor(const ModelConfig& c, int64_t inject_nan_activation)
+      : cfg_(c), inject_nan_activation_(inject_nan_activation) {}
 
   // Forgets the previous step's forward.
   void start_step(int64_t step) { forward_ = Forward{step}; }
@@ -25,8 +25,8 @@ class NonFiniteMonitor {
   // the count of the first stage that is not finite.
   void probe(int64_t stage, float* out, int64_t n);
   // "" when every clip of the batch is finite; else which clip (and data sample) is not. x0 [B, C, F, H, W],
-  // context [B, text_len, text_dim]; the batch holds data samples position .. position + B - 1.
-  std::string check_batch(const float* x0, const float* context, int64_t position) const;
+  // context [B, text_len, text_dim] at dims d; the batch holds data samples position .. position + B - 1.
+  std::string check_batch(const ModelDims& d, const float* x0, const float* context, int64_t position) const;
   // Why a step whose loss or norm is not finite is so: the first forward stage whose output is not finite, else
   // the first backward stage (head first) whose gradients' sum of squares (stage_sumsq, stage order) is not.
   std::string locate(double loss, double norm, const std::vector<double>& stage_sumsq) const;
@@ -41,7 +41,6 @@ class NonFiniteMonitor {
   std::string stage_name(int64_t s) const;
 
   ModelConfig cfg_;
-  ModelDims dims_;
   int64_t inject_nan_activation_;
   Forward forward_;  // written by the probe on the compute stream, read after the step
 };

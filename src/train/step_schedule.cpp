@@ -21,9 +21,9 @@ int64_t host_gradient_floats(const TrainOptions& opts, const ParamTable& table) 
 }
 
 StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg,
-                           const ModelDims& dims, const ParamTable& table, HostState& host, const BatchMaker& maker,
+                           const StepShapes& shapes, const ParamTable& table, HostState& host, const BatchMaker& maker,
                            NonFiniteMonitor& nonfinite)
-    : opts_(opts), hooks_(hooks), table_(table), host_(host) {
+    : opts_(opts), hooks_(hooks), table_(table), host_(host), out_dim_(cfg.out_dim) {
   const BackendKind backend = resolve_backend(opts, hooks, cfg);  // cpu for --offload none
   if (opts.offload == Offload::stream) {
     if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
@@ -38,9 +38,9 @@ StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, co
                            .serialize = hooks.serialize,
                            .skip_compute = hooks.skip_compute,
                            .offload_activations = opts.offload_activations};
-    streamed_ = std::make_unique<StreamedModel>(cfg, dims, *backend_, so, make_stage_runner(*backend_, cfg, dims));
+    streamed_ = std::make_unique<StreamedModel>(cfg, shapes, *backend_, so, make_stage_runner(*backend_, cfg, shapes));
   } else {
-    resident_ = std::make_unique<ResidentModel<float>>(cfg, dims);
+    resident_ = std::make_unique<ResidentModel<float>>(cfg, shapes);
     params_ = AlignedBuffer<float>(size_t(table_.total()));
     if (opts.optimizer_schedule == OptimizerSchedule::immediate)
       resident_grads_ = AlignedBuffer<float>(size_t(table_.total()));
@@ -50,7 +50,7 @@ StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, co
     resident_->set_probe(probe);
   else if (backend_->kind() == BackendKind::cpu)  // elsewhere the activations stay on the device
     streamed_->set_probe(probe);
-  const int64_t n = dims.B * cfg.in_dim * dims.F * dims.H * dims.W;
+  const int64_t n = shapes.most([&](const ModelDims& d) { return d.B * cfg.out_dim * d.F * d.H * d.W; });
   for (auto* v : {&pred_, &dpred_}) v->resize(size_t(n));
   for (Batch& b : batches_) {
     maker.allocate(b);
@@ -71,7 +71,7 @@ StepSchedule::~StepSchedule() {
 }
 
 void StepSchedule::enqueue_inputs(const Batch& b) {
-  if (streamed_) streamed_->enqueue_inputs(b.xt.data(), b.timesteps.data(), b.context.data(), b.target.data());
+  if (streamed_) streamed_->enqueue_inputs(b.dims, b.xt.data(), b.timesteps.data(), b.context.data(), b.target.data());
 }
 
 double StepSchedule::step(const Batch& batch, const Update& u, const std::function<void()>& during) {
@@ -163,8 +163,11 @@ double StepSchedule::checked_sumsq(size_t s, float* grads, int64_t t) {
 // Resident forward, loss and backward with the bf16 working weights; grads [P] must be zero.
 double StepSchedule::resident_step(const Batch& batch, float* grads) {
   convert_to_f32(DType::bf16, host_.weights.data(), params_.data(), table_.total());
+  const ModelDims& d = batch.dims;
+  resident_->set_dims(d);
   resident_->forward(params_.data(), batch.xt.data(), batch.timesteps.data(), batch.context.data(), pred_.data());
-  const double loss = cpu::mse_loss(pred_.data(), batch.target.data(), dpred_.data(), int64_t(pred_.size()));
+  const int64_t video = d.B * out_dim_ * d.F * d.H * d.W;
+  const double loss = cpu::mse_loss(pred_.data(), batch.target.data(), dpred_.data(), video);
   resident_->backward(params_.data(), dpred_.data(), grads, nullptr, nullptr);
   return loss;
 }

@@ -38,7 +38,8 @@ int64_t host_gradient_floats(const TrainOptions& opts, const ParamTable& table);
 class StepSchedule {
  public:
   // Chooses the backend (resolve_backend), builds the model and allocates the batches with `maker`.
-  StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg, const ModelDims& dims,
+  // The model and arena hold a step at any of `shapes`; each step runs at its batch's dims.
+  StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg, const StepShapes& shapes,
                const ParamTable& table, HostState& host, const BatchMaker& maker, NonFiniteMonitor& nonfinite);
   // Waits for device work still in flight (an exception may have left a step midway), then unpins.
   ~StepSchedule();
@@ -82,6 +83,7 @@ class StepSchedule {
   const TrainHooks& hooks_;
   const ParamTable& table_;
   HostState& host_;
+  int64_t out_dim_;                                 // the model's
   std::unique_ptr<ResidentModel<float>> resident_;  // --offload none
   AlignedBuffer<float> params_;                     // [P] resident: f32 copy of the working weights
   AlignedBuffer<float> resident_grads_;             // [P] resident, immediate: the backward's gradients
@@ -93,7 +95,7 @@ class StepSchedule {
   std::vector<Event> updated_;       // immediate, streamed: each stage's last update
   std::vector<double> stage_sumsq_;  // this step's per-stage sums of squared gradients
   Batch batches_[2];                 // step t uses batches_[t % 2]; the other is made meanwhile
-  std::vector<float> pred_, dpred_;  // [B, C, F, H, W]
+  std::vector<float> pred_, dpred_;  // [B, C, F, H, W] of the largest shape
 };
 
 }  // namespace ms

@@ -56,16 +56,18 @@ class Run {
         cfg_(checked_for_flow(cfg)),
         table_(cfg),
         host_(table_, host_gradient_floats(opts, table_)),
-        dims_(ModelDims::make(cfg, opts.batch_size, opts.frames, opts.height, opts.width, cfg.text_len)),
+        shapes_(step_shapes(*data, cfg)),
+        sample_shape_(largest_shape(*data)),
         data_(std::move(data)),
-        batch_maker_(cfg, dims_, *data_, opts.flow, hooks),
-        nonfinite_(cfg, dims_, hooks.inject_nan_activation),
-        schedule_(opts_, hooks_, cfg, dims_, table_, host_, batch_maker_, nonfinite_) {}
+        batch_maker_(cfg, shapes_, *data_, opts.flow, hooks),
+        nonfinite_(cfg, hooks.inject_nan_activation),
+        schedule_(opts_, hooks_, cfg, shapes_, table_, host_, batch_maker_, nonfinite_) {}
 
   HostState& host() { return host_; }
   const ParamTable& table() const { return table_; }
 
   TrainSummary run(TrainerState state) {
+    state.sample_shape = {sample_shape_.frames, sample_shape_.height, sample_shape_.width};
     RunDirectory dir(opts_.out, state.step);
     dir.write_summary({{"param_count", table_.total()},
                        {"weights_bytes", table_.total() * 2},
@@ -76,15 +78,16 @@ class Run {
                        {"prefetch", opts_.prefetch},
                        {"offload", name_of(opts_.offload)},
                        {"backend", name_of(schedule_.backend_kind())}});
-    log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ", dims_.N(),
-             " tokens per step (", dims_.B, " x ", dims_.L, "); host state ", host_.bytes() >> 20, " MiB; ",
-             num_threads(), " threads; backend ", schedule_.backend_kind());
+    log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ",
+             shapes_label(), "; host state ", host_.bytes() >> 20, " MiB; ", num_threads(), " threads; backend ",
+             schedule_.backend_kind());
     if (const std::string w = attention_export_warning(cfg_, opts_.save_format); !w.empty())
       log_warn("--save-format ", opts_.save_format, ": ", w);
     Rng rng(state.rng_state);
     Progress progress(state.step, opts_.steps, opts_.log_every);
     TrainSummary sum;
     std::vector<double> losses;
+    int64_t tokens = 0;  // of the steps run
     const auto t_run = std::chrono::steady_clock::now();
     SigintGuard sigint;
     int64_t saved_step = state.step;   // the run starts from a saved state (or from scratch)
@@ -97,8 +100,9 @@ class Run {
       Batch& batch = schedule_.batch(t);
       if (prepared != &batch) prepare(batch, state.data_position, rng);
       prepared = nullptr;
-      std::string fault = nonfinite_.check_batch(batch.x0.data(), batch.context.data(), state.data_position);
-      state.data_position += dims_.B;
+      const ModelDims d = batch.dims;
+      std::string fault = nonfinite_.check_batch(d, batch.x0.data(), batch.context.data(), state.data_position);
+      state.data_position += d.B;
       const uint64_t rng_after = rng.state();  // where a checkpoint of step t resumes
       // Makes step t+1's batch while step t computes; streamed, its inputs upload during the backward.
       auto prepare_next = [&] {
@@ -139,7 +143,8 @@ class Run {
       state.step = t;
       state.rng_state = rng_after;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double tps = double(dims_.N()) / secs;
+      const double tps = double(d.N()) / secs;
+      tokens += d.N();
       dir.append_metrics({{"step", t},
                           {"loss", loss},
                           {"lr", opts_.lr_at(t)},
@@ -147,7 +152,9 @@ class Run {
                           {"seconds", secs},
                           {"tokens_per_second", tps},
                           {"device_peak_bytes", schedule_.device_peak_bytes()},
-                          {"skipped", !finite}});
+                          {"skipped", !finite},
+                          {"shape", {d.F, d.H, d.W}},
+                          {"tokens", d.N()}});
       ++sum.steps_run;
       if (std::isfinite(loss)) losses.push_back(loss);
       progress.update(t, loss, tps);
@@ -158,8 +165,7 @@ class Run {
       }
       if (sample_due(opts_.samples, t)) {
         schedule_.apply_pending();
-        write_train_samples(opts_.samples, opts_.out, cfg_, host_.weights.data(), t,
-                            {cfg_.in_dim, dims_.F, dims_.H, dims_.W}, opts_.seed);
+        write_train_samples(opts_.samples, opts_.out, cfg_, host_.weights.data(), t, sample_shape_, opts_.seed);
       }
     }
     progress.finish();
@@ -181,7 +187,7 @@ class Run {
         sum.last_loss += losses[losses.size() - 1 - i] / double(k);
       }
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count();
-      sum.tokens_per_second = double(dims_.N()) * double(losses.size()) / secs;
+      sum.tokens_per_second = double(tokens) / secs;
       log_info("done: ", state.step, " steps; loss ", sum.first_loss, " -> ", sum.last_loss, " (first/last 10% mean); ",
                int64_t(sum.tokens_per_second), " tokens/s; checkpoint ", opts_.out, "/latest");
     }
@@ -197,10 +203,20 @@ class Run {
     return c;
   }
 
-  // Makes the batch of data samples [position, position + B) and, streamed, enqueues its upload.
+  // Makes the batch that starts at data position `position` and, streamed, enqueues its upload.
   void prepare(Batch& batch, int64_t position, Rng& rng) {
     batch_maker_.make(batch, position, rng);
     schedule_.enqueue_inputs(batch);
+  }
+
+  // "N tokens per step (B x L)", or the range over the buckets.
+  std::string shapes_label() const {
+    if (shapes_.all.size() == 1)
+      return cat(shapes_.all[0].N(), " tokens per step (", shapes_.all[0].B, " x ", shapes_.all[0].L, ")");
+    int64_t least = shapes_.all[0].N();
+    for (const ModelDims& d : shapes_.all) least = std::min(least, d.N());
+    return cat(shapes_.all.size(), " buckets, ", least, " to ", shapes_.most([](const ModelDims& d) { return d.N(); }),
+               " tokens per full batch");
   }
 
   TrainOptions opts_;
@@ -208,7 +224,8 @@ class Run {
   ModelConfig cfg_;
   ParamTable table_;
   HostState host_;
-  ModelDims dims_;
+  StepShapes shapes_;       // the data's buckets at their largest batches
+  DataShape sample_shape_;  // the largest bucket's clip shape: what samples are drawn at
   std::unique_ptr<Dataset> data_;
   BatchMaker batch_maker_;
   NonFiniteMonitor nonfinite_;

@@ -78,7 +78,7 @@ StepResult cuda_steps(const ModelConfig& c, const ModelDims& d, const StreamOpti
       const GradRoute route{[&](int, int s) { return grads.data() + table.stages()[size_t(s)].offset; },
                             [](int) { return Event{}; }, [](int, int, float*, Event) {}};
       for (const StepData& s : inputs) {
-        m.enqueue_inputs(s.xt.data(), s.t.data(), s.context.data(), s.target.data());
+        m.enqueue_inputs(d, s.xt.data(), s.t.data(), s.context.data(), s.target.data());
         m.enqueue_step(weights.data(), route, [](int) { return Event{}; });
         r.loss = m.finish();
       }

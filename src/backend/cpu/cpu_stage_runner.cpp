@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/cpu/cpu_stages.h"
+#include "core/check.h"
 #include "model/workspace.h"
 #include "ops/mse_loss.h"
 
@@ -16,12 +17,17 @@ float* f32(void* p) { return static_cast<float*>(p); }
 
 int64_t CpuStageRunner::workspace_bytes(const WorkspaceLayout& layout, int64_t align) const {
   return ms::workspace_bytes<ModelWorkspace<float>>(
-      [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f, layout); }, align);
+      model_workspace_visitor<ModelWorkspace<float>>(cfg_, shapes_, layout), align);
 }
 
 void CpuStageRunner::bind(void* base, const WorkspaceLayout& layout, int64_t align) {
   ws_ = bind_workspace<ModelWorkspace<float>>(
-      base, [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f, layout); }, align);
+      base, model_workspace_visitor<ModelWorkspace<float>>(cfg_, shapes_, layout), align);
+}
+
+void CpuStageRunner::set_dims(const ModelDims& d) {
+  MS_CHECK(shapes_.fits(d), "a step of ", d.B, " x ", d.F, "x", d.H, "x", d.W, " does not fit the runner's shapes");
+  dims_ = d;
 }
 
 void CpuStageRunner::stem_forward(const void* w, const StepInputs& in, void* x0) {

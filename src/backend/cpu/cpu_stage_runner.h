@@ -7,12 +7,17 @@ namespace ms {
 
 class CpuStageRunner final : public StageRunner {
  public:
-  CpuStageRunner(const ModelConfig& c, const ModelDims& d) : cfg_(c), dims_(d), table_(c) {}
+  // The workspace holds a step at any of `shapes`; steps start at the first.
+  CpuStageRunner(const ModelConfig& c, const StepShapes& shapes)
+      : cfg_(c), shapes_(shapes), dims_(shapes.all.front()), table_(c) {}
 
   int act_bytes() const override { return 4; }
   int64_t workspace_bytes(const WorkspaceLayout& layout, int64_t align) const override;
   void bind(void* base, const WorkspaceLayout& layout, int64_t align) override;
-  void* checkpoint(int64_t slot) const override { return ws_.xs + slot * dims_.N() * cfg_.dim; }
+  void* checkpoint(int64_t slot) const override {
+    return ws_.xs + slot * shapes_.most([](const ModelDims& d) { return d.N(); }) * cfg_.dim;
+  }
+  void set_dims(const ModelDims& d) override;
   void stem_forward(const void* w, const StepInputs& in, void* x0) override;
   void block_forward(int64_t b, const void* w, const void* x, void* out) override;
   void head_step(const void* w, const void* x, const StepInputs& in, float* velocity, float* dvelocity,
@@ -24,7 +29,8 @@ class CpuStageRunner final : public StageRunner {
 
  private:
   ModelConfig cfg_;
-  ModelDims dims_;
+  StepShapes shapes_;
+  ModelDims dims_;  // the current step's
   ParamTable table_;
   ModelWorkspace<float> ws_{};
   double loss_ = 0;

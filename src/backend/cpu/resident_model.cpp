@@ -3,29 +3,41 @@
 #include <algorithm>
 
 #include "backend/cpu/cpu_stages.h"
+#include "core/check.h"
 
 namespace ms {
 
 template <class T>
-ResidentModel<T>::ResidentModel(const ModelConfig& c, const ModelDims& d) : cfg_(c), dims_(d), table_(c) {
-  auto visit = [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f); };
+ResidentModel<T>::ResidentModel(const ModelConfig& c, const StepShapes& shapes)
+    : cfg_(c),
+      shapes_(shapes),
+      dims_(shapes.all.front()),
+      table_(c),
+      checkpoint_numel_(shapes.most([](const ModelDims& d) { return d.N(); }) * c.dim) {
+  const auto visit = model_workspace_visitor<ModelWorkspace<T>>(cfg_, shapes_);
   buffer_ = AlignedBuffer<T>(size_t(ms::workspace_bytes<ModelWorkspace<T>>(visit, sizeof(T)) / int64_t(sizeof(T))));
   ws_ = bind_workspace<ModelWorkspace<T>>(buffer_.data(), visit, sizeof(T));
 }
 
 template <class T>
+void ResidentModel<T>::set_dims(const ModelDims& d) {
+  MS_CHECK(shapes_.fits(d), "a step of ", d.B, " x ", d.F, "x", d.H, "x", d.W, " does not fit the model's shapes");
+  dims_ = d;
+}
+
+template <class T>
 void ResidentModel<T>::forward(const T* params, const T* latents, const T* t, const T* context, T* velocity) {
   const auto& st = table_.stages();
-  const int64_t ND = dims_.N() * cfg_.dim;
+  const int64_t ND = dims_.N() * cfg_.dim, stride = checkpoint_numel_;
   stem_forward(cfg_, dims_, bind_stem(cfg_, params + st.front().offset), latents, t, context, ws_.stem);
   std::copy(ws_.stem.x0, ws_.stem.x0 + ND, ws_.xs);
   if (probe_) probe_(0, ws_.xs, ND);
   for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-    block_forward(cfg_, dims_, i, bind_block(cfg_, params + st[size_t(i + 1)].offset), ws_.xs + i * ND, ws_.stem.e0,
-                  ws_.stem.ctx, ws_.block, ws_.xs + (i + 1) * ND);
-    if (probe_) probe_(i + 1, ws_.xs + (i + 1) * ND, ND);
+    block_forward(cfg_, dims_, i, bind_block(cfg_, params + st[size_t(i + 1)].offset), ws_.xs + i * stride, ws_.stem.e0,
+                  ws_.stem.ctx, ws_.block, ws_.xs + (i + 1) * stride);
+    if (probe_) probe_(i + 1, ws_.xs + (i + 1) * stride, ND);
   }
-  head_forward(cfg_, dims_, bind_head(cfg_, params + st.back().offset), ws_.xs + cfg_.num_layers * ND, ws_.stem.e,
+  head_forward(cfg_, dims_, bind_head(cfg_, params + st.back().offset), ws_.xs + cfg_.num_layers * stride, ws_.stem.e,
                ws_.head, velocity);
   if (probe_) probe_(cfg_.num_layers + 1, velocity, dims_.B * cfg_.out_dim * dims_.F * dims_.H * dims_.W);
 }
@@ -33,16 +45,16 @@ void ResidentModel<T>::forward(const T* params, const T* latents, const T* t, co
 template <class T>
 void ResidentModel<T>::backward(const T* params, const T* dvelocity, T* grads, T* dlatents, T* dcontext) {
   const auto& st = table_.stages();
-  const int64_t ND = dims_.N() * cfg_.dim, B = dims_.B, D = cfg_.dim;
+  const int64_t stride = checkpoint_numel_, B = dims_.B, D = cfg_.dim;
   std::fill(ws_.de, ws_.de + B * D, T(0));
   std::fill(ws_.de0, ws_.de0 + B * 6 * D, T(0));
   std::fill(ws_.dctx, ws_.dctx + B * dims_.Lt * D, T(0));
-  head_backward(cfg_, dims_, bind_head(cfg_, params + st.back().offset), ws_.xs + cfg_.num_layers * ND, ws_.head,
+  head_backward(cfg_, dims_, bind_head(cfg_, params + st.back().offset), ws_.xs + cfg_.num_layers * stride, ws_.head,
                 dvelocity, ws_.dres, ws_.de, bind_head(cfg_, grads + st.back().offset), ws_.scratch);
   for (int64_t i = cfg_.num_layers - 1; i >= 0; --i) {
     const size_t s = size_t(i + 1);
-    block_backward(cfg_, dims_, i, bind_block(cfg_, params + st[s].offset), ws_.xs + i * ND, ws_.stem.e0, ws_.stem.ctx,
-                   ws_.block, ws_.block_grads, ws_.dres, ws_.dres, ws_.de0, ws_.dctx,
+    block_backward(cfg_, dims_, i, bind_block(cfg_, params + st[s].offset), ws_.xs + i * stride, ws_.stem.e0,
+                   ws_.stem.ctx, ws_.block, ws_.block_grads, ws_.dres, ws_.dres, ws_.de0, ws_.dctx,
                    bind_block(cfg_, grads + st[s].offset));
   }
   stem_backward(cfg_, dims_, bind_stem(cfg_, params + st.front().offset), ws_.stem, ws_.dres, ws_.de, ws_.de0, ws_.dctx,

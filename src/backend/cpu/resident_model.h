@@ -14,7 +14,11 @@ namespace ms {
 template <class T>
 class ResidentModel {
  public:
-  ResidentModel(const ModelConfig& c, const ModelDims& d);
+  // The workspace holds a forward and backward at any of `shapes`; they start at the first.
+  ResidentModel(const ModelConfig& c, const StepShapes& shapes);
+
+  // The dims of the next forward and backward: one of the shapes, or one at a smaller batch (StepShapes::fits).
+  void set_dims(const ModelDims& d);
 
   // params [table.total()] laid out by ParamTable. latents [B, in_dim, F, H, W], t [B] (0..1000),
   // context [B, Lc, text_dim] -> velocity [B, out_dim, F, H, W].
@@ -31,10 +35,12 @@ class ResidentModel {
 
  private:
   ModelConfig cfg_;
-  ModelDims dims_;
+  StepShapes shapes_;
+  ModelDims dims_;  // the current step's
   ParamTable table_;
   AlignedBuffer<T> buffer_;
   ModelWorkspace<T> ws_;
+  int64_t checkpoint_numel_;  // one block input [N, D] of the largest shape: the stride of xs
   StageProbe<T> probe_;
 };
 

@@ -36,30 +36,36 @@ std::string CudaStageRunner::refuses(const ModelConfig& c) {
   return "";
 }
 
-CudaStageRunner::CudaStageRunner(const ModelConfig& c, const ModelDims& d)
+CudaStageRunner::CudaStageRunner(const ModelConfig& c, const StepShapes& shapes)
     : cfg_(with_gpu_attention(c)),
-      dims_(d),
+      shapes_(shapes),
+      dims_(shapes.all.front()),
       table_(c),
       gemm_(std::make_unique<GemmContext>()),
       ops_{*gemm_, nullptr, nullptr, 0} {
-  MS_CUDA_CHECK(
-      cudaMalloc(reinterpret_cast<void**>(&loss_), size_t(1 + mse_loss_scratch(video_numel(c, d))) * sizeof(double)));
+  const int64_t scratch = shapes.most([&](const ModelDims& d) { return mse_loss_scratch(video_numel(c, d)); });
+  MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&loss_), size_t(1 + scratch) * sizeof(double)));
 }
 
 CudaStageRunner::~CudaStageRunner() { cudaFree(loss_); }
 
 int64_t CudaStageRunner::workspace_bytes(const WorkspaceLayout& layout, int64_t align) const {
-  return ms::workspace_bytes<ModelWorkspace<uint16_t, float>>(
-      [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f, layout); }, align);
+  using WS = ModelWorkspace<uint16_t, float>;
+  return ms::workspace_bytes<WS>(model_workspace_visitor<WS>(cfg_, shapes_, layout), align);
 }
 
 void CudaStageRunner::bind(void* base, const WorkspaceLayout& layout, int64_t align) {
   MS_CHECK(layout.fused_norm == CudaOps::kFusedNormModulate && layout.reduction_scratch >= 0,
            "the CUDA stages need the GPU workspace layout (runtime/arena.h, act_bytes 2)");
-  ws_ = bind_workspace<ModelWorkspace<uint16_t, float>>(
-      base, [&](auto& ws, auto&& f) { visit_model_workspace(cfg_, dims_, ws, f, layout); }, align);
+  using WS = ModelWorkspace<uint16_t, float>;
+  ws_ = bind_workspace<WS>(base, model_workspace_visitor<WS>(cfg_, shapes_, layout), align);
   ops_.scratch = ws_.reduction;
   ops_.scratch_numel = layout.reduction_scratch;
+}
+
+void CudaStageRunner::set_dims(const ModelDims& d) {
+  MS_CHECK(shapes_.fits(d), "a step of ", d.B, " x ", d.F, "x", d.H, "x", d.W, " does not fit the runner's shapes");
+  dims_ = d;
 }
 
 CudaOps& CudaStageRunner::ops() {

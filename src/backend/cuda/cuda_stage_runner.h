@@ -16,8 +16,8 @@ class CudaStageRunner final : public StageRunner {
  public:
   // Why this runner's kernels cannot run model c, in words (ms::cat); empty when they can.
   static std::string refuses(const ModelConfig& c);
-  // Throws ms::Error for an attention type without CUDA kernels.
-  CudaStageRunner(const ModelConfig& c, const ModelDims& d);
+  // Throws ms::Error for an attention type without CUDA kernels. The workspace holds a step at any of `shapes`.
+  CudaStageRunner(const ModelConfig& c, const StepShapes& shapes);
   ~CudaStageRunner() override;
   CudaStageRunner(const CudaStageRunner&) = delete;
   CudaStageRunner& operator=(const CudaStageRunner&) = delete;
@@ -25,7 +25,10 @@ class CudaStageRunner final : public StageRunner {
   int act_bytes() const override { return 2; }
   int64_t workspace_bytes(const WorkspaceLayout& layout, int64_t align) const override;
   void bind(void* base, const WorkspaceLayout& layout, int64_t align) override;
-  void* checkpoint(int64_t slot) const override { return ws_.xs + slot * dims_.N() * cfg_.dim; }
+  void* checkpoint(int64_t slot) const override {
+    return ws_.xs + slot * shapes_.most([](const ModelDims& d) { return d.N(); }) * cfg_.dim;
+  }
+  void set_dims(const ModelDims& d) override;
   void stem_forward(const void* w, const StepInputs& in, void* x0) override;
   void block_forward(int64_t b, const void* w, const void* x, void* out) override;
   void head_step(const void* w, const void* x, const StepInputs& in, float* velocity, float* dvelocity,
@@ -42,7 +45,8 @@ class CudaStageRunner final : public StageRunner {
   int64_t grad_numel(size_t stage) const { return table_.stages()[stage].numel; }
 
   ModelConfig cfg_;
-  ModelDims dims_;
+  StepShapes shapes_;
+  ModelDims dims_;  // the current step's
   ParamTable table_;
   std::unique_ptr<GemmContext> gemm_;
   ModelWorkspace<uint16_t, float> ws_{};
