@@ -38,8 +38,15 @@ TrainOptions unusual_options() {
   o.on_bad_data = BadDataPolicy::fatal;
   o.frames = 5, o.height = 40, o.width = 56, o.steps = 17, o.batch_size = 3;
   o.lr = 3.5e-4, o.grad_clip = 0.25, o.warmup = 7;
+  o.lr_scheduler = LrScheduler::cosine_with_restarts, o.lr_cycles = 3;
   o.adamw = {.beta1 = 0.85, .beta2 = 0.995, .eps = 1e-6, .weight_decay = 0.125};
-  o.flow = {.sampling = TimestepSampling::logit_normal, .shift = 5.0, .logit_mean = -0.5, .logit_std = 1.5};
+  o.flow = {.sampling = TimestepSampling::logit_normal,
+            .shift = 5.0,
+            .sigmoid_scale = 1.25,
+            .logit_mean = -0.5,
+            .logit_std = 1.5,
+            .min_timestep = 50,
+            .max_timestep = 900};
   o.seed = 123456789012345ull, o.out = "/runs/x", o.save_every = 4, o.log_every = 3;
   o.save_format = SaveFormat::diffusers;
   o.samples = {.every = 6, .prompts = "/p.txt", .steps = 9, .format = "mp4"};
@@ -86,7 +93,7 @@ TEST(TrainOptions, RunsSavedBeforeTheTableResume) {
   EXPECT_EQ(o.offload, Offload::stream);
   EXPECT_EQ(o.optimizer_schedule, OptimizerSchedule::immediate);
   EXPECT_EQ(o.on_nonfinite, NonFinitePolicy::stop);
-  EXPECT_EQ(o.flow.sampling, TimestepSampling::shift);
+  EXPECT_EQ(o.flow.sampling, TimestepSampling::uniform_shift);  // the formula it was trained with
   EXPECT_EQ(o.flow.shift, 2.5);
   EXPECT_EQ(o.device_memory, 512 << 20);
   EXPECT_EQ(o.link_gbps, 16.0);
@@ -146,8 +153,10 @@ TEST(TrainOptions, CommandLineTakesEveryFlagAndRefusesBadValues) {
                                {"--device-memory 0", "--device-memory '0' leaves no room for the arena"},
                                {"--resume /nonexistent/run --lr 1", "only --steps may be given, not --lr, --out"},
                                {"--timestep-sampling beta",
-                                "--timestep-sampling 'beta' is unknown; use uniform, "
-                                "logit_normal or shift"}}) {
+                                "--timestep-sampling 'beta' is unknown; use uniform, sigmoid, logit_normal, shift, "
+                                "flux_shift or uniform_shift"},
+                               {"--shift -1", "--discrete-flow-shift must be positive, got -1"},
+                               {"--min-timestep 500 --max-timestep 400", "must satisfy 0 <= min < max <= 1000"}}) {
     const CliResult r = run_cli(std::string("train --out /nonexistent/never ") + args);
     EXPECT_EQ(r.code, 1) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;

@@ -22,7 +22,8 @@ void add_train_command(CLI::App& app) {
       continue;
     }
     CLI::Option* added = cmd->add_option_function<std::string>(
-        o.flag, [opts, &o](const std::string& v) { o.parse(*opts, v); }, o.help);
+        o.flag + (o.alias.empty() ? "" : "," + o.alias), [opts, &o](const std::string& v) { o.parse(*opts, v); },
+        o.help);
     const nlohmann::json shown = o.save(defaults);
     added->type_name(o.value_name);
     if (o.show_default && !(shown.is_string() && shown.get<std::string>().empty()))

@@ -81,7 +81,7 @@ int64_t BatchMaker::make(Batch& batch, int64_t position, Rng& rng) {
       std::copy(s.context.begin(), s.context.end(), context);
       std::fill(context + s.context.size(), context + ctx, 0.0f);
     }
-    const double t = sample_timestep(flow_, rng);
+    const double t = sample_timestep(flow_, d.H, d.W, rng);
     batch.timesteps[size_t(b)] = float(t * 1000.0);
     for (int64_t i = 0; i < clip; ++i) noise_[size_t(b * clip + i)] = float(rng.normal());
     make_flow_pair(batch.x0.data() + b * clip, noise_.data() + b * clip, t, batch.xt.data() + b * clip,

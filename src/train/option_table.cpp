@@ -123,6 +123,11 @@ TrainOption renamed(TrainOption o, std::string legacy_key) {
   return o;
 }
 
+TrainOption aliased(TrainOption o, std::string alias) {
+  o.alias = std::move(alias);
+  return o;
+}
+
 #define FIELD(path) \
   [](auto& o) -> auto& { return o.path; }
 
@@ -163,6 +168,11 @@ std::vector<TrainOption> make_table() {
                                FIELD(batch_size), kNonNegative<int64_t>)),
       required(option<double>("--lr", "Peak learning rate", FIELD(lr), kPositive<double>)),
       required(option<int64_t>("--warmup", "Linear learning-rate warm-up steps", FIELD(warmup), kNonNegative<int64_t>)),
+      option<LrScheduler>("--lr-scheduler",
+                          "Learning-rate schedule after the warm-up (constant: no warm-up either; docs/training.md)",
+                          FIELD(lr_scheduler)),
+      option<int64_t>("--lr-scheduler-num-cycles", "cosine_with_restarts: hard restarts", FIELD(lr_cycles),
+                      kPositive<int64_t>),
       required(
           option<double>("--grad-clip", "Global gradient-norm clip (0: off)", FIELD(grad_clip), kNonNegative<double>)),
       required(renamed(option<double>("--adam-beta1", "AdamW's first-moment decay", FIELD(adamw.beta1),
@@ -174,14 +184,22 @@ std::vector<TrainOption> make_table() {
       required(option<double>("--adam-eps", "AdamW's epsilon", FIELD(adamw.eps), kPositive<double>)),
       required(option<double>("--weight-decay", "AdamW decoupled weight decay", FIELD(adamw.weight_decay),
                               kNonNegative<double>)),
-      required(option<TimestepSampling>("--timestep-sampling", "Training timesteps: uniform, logit_normal or shift",
+      required(option<TimestepSampling>("--timestep-sampling",
+                                        "Training timesteps, as musubi-tuner draws them (docs/training.md)",
                                         FIELD(flow.sampling))),
-      required(option<double>("--shift", "Timestep shift for --timestep-sampling shift", FIELD(flow.shift),
-                              kPositive<double>)),
+      required(renamed(aliased(option<double>("--discrete-flow-shift", "The shift of --timestep-sampling shift",
+                                              FIELD(flow.shift), kPositive<double>),
+                               "--shift"),
+                       "shift")),
+      option<double>("--sigmoid-scale", "Scale of the normal behind sigmoid, shift and flux_shift",
+                     FIELD(flow.sigmoid_scale), kPositive<double>),
       required(option<double>("--logit-mean", "Mean of the normal behind --timestep-sampling logit_normal",
                               FIELD(flow.logit_mean))),
       required(option<double>("--logit-std", "Standard deviation of the normal behind logit_normal",
                               FIELD(flow.logit_std), kPositive<double>)),
+      option<double>("--min-timestep", "Timesteps are mapped onto [min, max] (0-1000, as musubi-tuner)",
+                     FIELD(flow.min_timestep)),
+      option<double>("--max-timestep", "See --min-timestep", FIELD(flow.max_timestep)),
       required(option<uint64_t>("--seed", "Seed for initialisation, data and noise", FIELD(seed))),
       required(option<std::string>("--out", "Run directory (metrics.jsonl, step-N/, latest)", FIELD(out),
                                    {[](const std::string& v) { return !v.empty(); }, "must name a run directory"})),
@@ -264,6 +282,8 @@ nlohmann::json options_to_json(const TrainOptions& o) {
 TrainOptions options_from_json(const nlohmann::json& j) {
   if (!j.is_object()) MS_FAIL("trainer.json: 'options' must be an object");
   TrainOptions o;
+  // A run saved before megaslide's shift followed musubi-tuner's (sigmoid_scale came with it) keeps its formula.
+  const bool before_sigmoid_scale = !j.contains("sigmoid_scale");
   for (const TrainOption& option : train_option_table()) {
     const std::string key = option.key();
     const nlohmann::json* v = find_path(j, key);
@@ -273,6 +293,8 @@ TrainOptions options_from_json(const nlohmann::json& j) {
     else if (option.required)
       MS_FAIL("trainer.json: options." + key, " is missing; the checkpoint is damaged");
   }
+  if (before_sigmoid_scale && o.flow.sampling == TimestepSampling::shift)
+    o.flow.sampling = TimestepSampling::uniform_shift;
   return o;
 }
 

@@ -14,6 +14,7 @@ namespace ms {
 
 struct TrainOption {
   std::string flag;          // --lr
+  std::string alias;         // another flag for it ("" none)
   std::string help;          // for --help
   std::string value_name;    // for --help: INT, FLOAT, TEXT, BYTES or the choices {a,b}
   bool show_default = true;  // --help shows the default value

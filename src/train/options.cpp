@@ -1,6 +1,7 @@
 #include "train/options.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "core/check.h"
@@ -26,6 +27,7 @@ void TrainOptions::validate() const {
       !gpu.empty())
     MS_FAIL("--backend cuda: ", gpu, "; or use --backend cpu");
   ms::validate(samples);
+  ms::validate(flow);
 }
 
 BackendKind resolve_backend(const TrainOptions& o, const TrainHooks& hooks, const ModelConfig& c) {
@@ -45,6 +47,25 @@ BackendKind resolve_backend(const TrainOptions& o, const TrainHooks& hooks, cons
   return BackendKind::cpu;
 }
 
-double TrainOptions::lr_at(int64_t t) const { return warmup > 0 ? lr * std::min(1.0, double(t) / double(warmup)) : lr; }
+// diffusers' lambdas at the 1-based step t (diffusers evaluates its step k at k - 1; megaslide's warm-up has always
+// reached lr at step `warmup`, and runs saved before the other schedules resume unchanged).
+double TrainOptions::lr_at(int64_t t) const {
+  if (lr_scheduler == LrScheduler::constant) return lr;
+  if (t < warmup) return lr * double(t) / double(warmup);
+  if (lr_scheduler == LrScheduler::constant_with_warmup) return lr;
+  const double progress = steps > warmup ? double(t - warmup) / double(steps - warmup) : 1.0;
+  constexpr double kPi = 3.14159265358979323846;
+  switch (lr_scheduler) {
+    case LrScheduler::linear:
+      return lr * std::max(0.0, 1.0 - progress);
+    case LrScheduler::cosine:  // half a cosine (diffusers' num_cycles 0.5)
+      return lr * std::max(0.0, 0.5 * (1.0 + std::cos(kPi * progress)));
+    case LrScheduler::cosine_with_restarts:
+      if (progress >= 1.0) return 0.0;
+      return lr * std::max(0.0, 0.5 * (1.0 + std::cos(kPi * std::fmod(double(lr_cycles) * progress, 1.0))));
+    default:
+      return lr;
+  }
+}
 
 }  // namespace ms

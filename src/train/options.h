@@ -26,6 +26,18 @@ struct EnumNames<NonFinitePolicy> {
       {{NonFinitePolicy::skip, "skip"}, {NonFinitePolicy::stop, "stop"}}};
 };
 
+// The learning-rate schedule after the warm-up (docs/training.md: diffusers' schedules, as musubi-tuner uses them).
+enum class LrScheduler { constant, constant_with_warmup, linear, cosine, cosine_with_restarts };
+template <>
+struct EnumNames<LrScheduler> {
+  static constexpr std::array<EnumName<LrScheduler>, 5> values{
+      {{LrScheduler::constant, "constant"},
+       {LrScheduler::constant_with_warmup, "constant_with_warmup"},
+       {LrScheduler::linear, "linear"},
+       {LrScheduler::cosine, "cosine"},
+       {LrScheduler::cosine_with_restarts, "cosine_with_restarts"}}};
+};
+
 struct TrainOptions {
   std::string model = "tiny";      // preset | model directory | weights file (with config)
   std::string config;              // config.json (with a weights file, or to override)
@@ -38,6 +50,8 @@ struct TrainOptions {
   int64_t steps = 150, batch_size = 2;  // batch_size 0: the TOML's batch_size, else 2
   double lr = 2e-3, grad_clip = 1.0;
   int64_t warmup = 20;
+  LrScheduler lr_scheduler = LrScheduler::constant_with_warmup;
+  int64_t lr_cycles = 1;  // cosine_with_restarts: hard restarts over the decay
   AdamWConfig adamw;
   FlowConfig flow;
   uint64_t seed = 0;
@@ -61,7 +75,7 @@ struct TrainOptions {
   // Makes the file and folder options absolute against the working directory, so that the options a run
   // stores for --resume mean the same from any directory (the model is read from the checkpoint then).
   void make_paths_absolute();
-  // Learning rate at 1-based step t: linear warm-up, then constant.
+  // Learning rate at 1-based step t of `steps`: lr times the schedule's factor (docs/training.md).
   double lr_at(int64_t t) const;
 };
 
