@@ -9,9 +9,12 @@
 
 #include "cli_util.h"
 #include "core/check.h"
+#include "core/rng.h"
 #include "io/video.h"
 #include "model/config.h"
 #include "temp_dir.h"
+#include "test_util.h"
+#include "train/batch.h"
 #include "train/trainer.h"
 #include "train_util.h"
 #include "video_util.h"
@@ -147,6 +150,69 @@ TEST(DataTrain, BucketsStreamAsResidentAndResumeBitIdentically) {
   // `sample` draws at the largest bucket's shape.
   const auto trainer = nlohmann::json::parse(read_bytes(dir.file("resumed/latest/trainer.json")));
   EXPECT_EQ(trainer["sample_shape"], nlohmann::json({3, 6, 8}));
+}
+
+// --save-every-epochs at each epoch's last batch (an epoch of the cache is 4 batches at batch_size 2), --keep-last
+// keeping the newest checkpoints, and the errors of options the data cannot take.
+TEST(DataTrain, EpochCheckpointsAndKeepLast) {
+  QuietLogs quiet;
+  TempDir dir;
+  musubi_setup(dir, "batch_size = 2\n");
+  TrainOptions o;
+  o.model = "tiny", o.config = dir.file("config.json"), o.data = dir.file("data.toml");
+  o.frames = o.height = o.width = o.batch_size = 0;
+  o.steps = 9, o.save_every = 0, o.save_every_epochs = 1, o.out = dir.file("epochs");
+  train(o);
+  std::set<std::string> steps;
+  for (const auto& e : std::filesystem::directory_iterator(o.out))
+    if (e.path().filename().string().starts_with("step-")) steps.insert(e.path().filename().string());
+  EXPECT_EQ(steps, (std::set<std::string>{"step-00000004", "step-00000008", "step-00000009"}));
+  o.save_every = 1, o.save_every_epochs = 0, o.keep_last = 2, o.out = dir.file("kept");
+  train(o);
+  steps.clear();
+  for (const auto& e : std::filesystem::directory_iterator(o.out))
+    if (e.path().filename().string().starts_with("step-")) steps.insert(e.path().filename().string());
+  EXPECT_EQ(steps, (std::set<std::string>{"step-00000008", "step-00000009"}));
+  EXPECT_EQ(std::filesystem::read_symlink(dir.file("kept/latest")).string(), "step-00000009");
+  TrainOptions synthetic = small_run(dir.file("synthetic"), 2);
+  synthetic.save_every_epochs = 1;
+  EXPECT_NE(error_of([&] { train(synthetic); }).find("--save-every-epochs needs data with epochs"), std::string::npos);
+  o.out = dir.file("dropout"), o.caption_dropout = 0.5;
+  EXPECT_NE(error_of([&] { train(o); }).find("needs --empty-prompt FILE"), std::string::npos);
+  synthetic.save_every_epochs = 0, synthetic.empty_prompt = dir.file("cache/wide_wan_te.safetensors");
+  EXPECT_NE(error_of([&] { train(synthetic); }).find("--empty-prompt is for cached text embeddings"),
+            std::string::npos);
+}
+
+// --caption-dropout: about p of the clips carry the empty prompt's embedding, the others their own; the draws are
+// a pure function of the seed.
+TEST(DataTrain, CaptionDropoutUsesTheEmptyPrompt) {
+  QuietLogs quiet;
+  TempDir dir;
+  musubi_setup(dir, "");
+  TrainOptions o;
+  o.config = dir.file("config.json"), o.data = dir.file("data.toml");
+  o.frames = o.height = o.width = o.batch_size = 0;
+  o.caption_dropout = 0.3, o.empty_prompt = dir.file("cache/wide_wan_te.safetensors");
+  const ModelConfig c = load_config(o.config);
+  std::unique_ptr<Dataset> data = open_training_data(o, c);
+  const StepShapes shapes = step_shapes(*data, c);
+  const CaptionDropout dropout = caption_dropout(o, *data, c);
+  ASSERT_EQ(dropout.empty.size(), size_t(2 * 4096));  // wide's embedding: 2 rows
+  BatchMaker maker(c, shapes, *data, o.flow, dropout, {});
+  Batch batch;
+  maker.allocate(batch);
+  Rng rng(5);
+  int empty = 0, n = 0;
+  for (int64_t position = 0; n < 400;) {
+    position += maker.make(batch, position, rng);
+    for (int64_t b = 0; b < batch.dims.B; ++b, ++n) {
+      const float* ctx = batch.context.data() + b * c.text_len * c.text_dim;
+      empty += std::equal(dropout.empty.begin(), dropout.empty.end(), ctx) &&
+               std::all_of(ctx + dropout.empty.size(), ctx + c.text_len * c.text_dim, [](float v) { return v == 0; });
+    }
+  }
+  EXPECT_NEAR(double(empty) / n, 0.3 + 0.7 / 4, 0.07);  // wide's own clip (1 of 4) also has that embedding
 }
 
 }  // namespace

@@ -38,6 +38,10 @@ class Dataset {
   virtual BatchShape batch_at(int64_t position) = 0;
   // The sample at data position p (any p >= 0: epochs continue past the end).
   virtual DataSample get(int64_t position) = 0;
+  // Samples per epoch (an epoch ends where a batch does); 0 for generated data, which has no epochs.
+  virtual int64_t epoch_size() const { return 0; }
+  // Whether samples carry cached text embeddings (context) rather than captions.
+  virtual bool cached_text() const { return false; }
 };
 
 // A dataset whose samples all have one shape and come `batch` at a time: the generated sources.

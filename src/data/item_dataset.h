@@ -28,6 +28,7 @@ class ItemDataset : public Dataset {
   std::vector<BatchShape> batch_shapes() const final;
   BatchShape batch_at(int64_t position) final;
   DataSample get(int64_t position) final;
+  int64_t epoch_size() const final { return int64_t(slot_item_.size()); }
 
  protected:
   // name: what errors call the dataset (its file); fatal: --on-bad-data fatal.

@@ -104,6 +104,21 @@ const TensorEntry& keyed_tensor(const SafetensorsFile& f, const std::string& pre
   return *found;
 }
 
+// A text embedding [L, text_dim] with 1 <= L <= text_len.
+void check_context(const std::string& path, const TensorEntry& ctx, int64_t text_len, int64_t text_dim) {
+  if (ctx.shape.size() != 2 || ctx.shape[1] != text_dim || ctx.shape[0] < 1 || ctx.shape[0] > text_len)
+    MS_FAIL("'", path, "': text embedding '", ctx.name, "' ", shape_text(ctx.shape),
+            " does not fit the model: it needs [L, ", text_dim, "] with 1 <= L <= text_len ", text_len);
+}
+
+// The embedding of a musubi text-encoder cache file, checked against the model.
+const TensorEntry& text_entry(const SafetensorsFile& f, int64_t text_len, int64_t text_dim) {
+  check_architecture(f);
+  const TensorEntry& e = keyed_tensor(f, "varlen_t5", "", 2, "text-embedding (varlen_t5_*)");
+  check_context(f.path(), e, text_len, text_dim);
+  return e;
+}
+
 // Reads e as f32; non-finite values make the file bad.
 std::vector<float> finite_f32(const SafetensorsFile& f, const TensorEntry& e) {
   std::vector<float> out(size_t(numel(e.shape)));
@@ -175,9 +190,7 @@ class Lister {
   }
 
   void context(const std::string& path, const TensorEntry& ctx) const {
-    if (ctx.shape.size() != 2 || ctx.shape[1] != o_.text_dim || ctx.shape[0] < 1 || ctx.shape[0] > o_.text_len)
-      MS_FAIL("'", path, "': text embedding '", ctx.name, "' ", shape_text(ctx.shape),
-              " does not fit the model: it needs [L, ", o_.text_dim, "] with 1 <= L <= text_len ", o_.text_len);
+    check_context(path, ctx, o_.text_len, o_.text_dim);
   }
 
   // A tensor beside the latents: a t2v model ignores the i2v and control kinds (one warning each).
@@ -205,11 +218,7 @@ class Lister {
         if (!fs::is_regular_file(path, ec))
           MS_FAIL("has no text-encoder file '", path,
                   "'; make it with musubi-tuner's wan_cache_text_encoder_outputs.py (or megaslide text-encode)");
-        const SafetensorsFile f = SafetensorsFile::open(path);
-        check_architecture(f);
-        const TensorEntry& e = keyed_tensor(f, "varlen_t5", "", 2, "text-embedding (varlen_t5_*)");
-        context(path, e);
-        key = e.name;
+        key = text_entry(SafetensorsFile::open(path), o_.text_len, o_.text_dim).name;
       } catch (const Error& err) {
         problem = err.what();
       }
@@ -268,6 +277,11 @@ LatentCache::LatentCache(const DatasetFile& file, const std::vector<DatasetEntry
     MS_FAIL(name(), ": no cached clip has the requested latent shape (--frames ", o.frames, " --height ", o.height,
             " --width ", o.width, ", in latents; 0: any); drop them to train on every shape the cache holds");
   finish_listing();
+}
+
+std::vector<float> read_text_cache(const std::string& path, int64_t text_len, int64_t text_dim) {
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  return finite_f32(f, text_entry(f, text_len, text_dim));
 }
 
 DataSample LatentCache::load(int64_t item) {

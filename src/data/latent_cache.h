@@ -37,6 +37,7 @@ class LatentCache : public ItemDataset {
  public:
   // entries: the file's cache entries; o: the model's in_dim/text_len/text_dim, any requested F/H/W and batch size.
   LatentCache(const DatasetFile& file, const std::vector<DatasetEntry>& entries, const DataOptions& o);
+  bool cached_text() const override { return true; }
 
  protected:
   DataSample load(int64_t item) override;
@@ -45,5 +46,9 @@ class LatentCache : public ItemDataset {
   int64_t text_len_, text_dim_;
   std::vector<CacheClip> clips_;  // good clips of the shapes asked for
 };
+
+// The embedding [L, text_dim] (1 <= L <= text_len) of a musubi-tuner text-encoder cache file
+// ({item}_wan_te.safetensors: varlen_t5_{dtype}), as f32. Throws ms::Error naming the file and the problem.
+std::vector<float> read_text_cache(const std::string& path, int64_t text_len, int64_t text_dim);
 
 }  // namespace ms

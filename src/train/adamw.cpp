@@ -13,8 +13,15 @@ namespace ms {
 
 AdamWScalars adamw_scalars(const AdamWConfig& c, double lr, int64_t t, float grad_scale) {
   const double bc1 = 1.0 - std::pow(c.beta1, double(t)), bc2 = 1.0 - std::pow(c.beta2, double(t));
-  return {grad_scale,           float(1.0 - lr * c.weight_decay), float(c.beta1),  float(1.0 - c.beta1), float(c.beta2),
-          float(1.0 - c.beta2), float(std::sqrt(bc2)),      float(lr / bc1), float(c.eps)};
+  return {grad_scale,
+          float(1.0 - lr * c.weight_decay),
+          float(c.beta1),
+          float(1.0 - c.beta1),
+          float(c.beta2),
+          float(1.0 - c.beta2),
+          float(std::sqrt(bc2)),
+          float(lr / bc1),
+          float(c.eps)};
 }
 
 void adamw_update_reference(const AdamWConfig& c, double lr, int64_t t, float grad_scale, const float* grad,

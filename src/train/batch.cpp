@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "data/latent_cache.h"
 #include "data/text_embed.h"
 #include "train/flow_matching.h"
 
@@ -48,9 +49,27 @@ DataShape largest_shape(const Dataset& data) {
   return best;
 }
 
+CaptionDropout caption_dropout(const TrainOptions& opts, const Dataset& data, const ModelConfig& cfg) {
+  if (!opts.empty_prompt.empty() && !data.cached_text())
+    MS_FAIL(
+        "--empty-prompt is for cached text embeddings (a latent cache); with captions --caption-dropout trains "
+        "on the empty caption. Drop --empty-prompt");
+  if (opts.caption_dropout == 0) return {};
+  if (opts.empty_prompt.empty() && data.cached_text())
+    MS_FAIL(
+        "--caption-dropout on cached text embeddings needs --empty-prompt FILE: the empty prompt's "
+        "text-encoder cache file (musubi-tuner's wan_cache_text_encoder_outputs.py on an empty caption)");
+  if (opts.empty_prompt.empty()) return {opts.caption_dropout, {}};
+  try {
+    return {opts.caption_dropout, read_text_cache(opts.empty_prompt, cfg.text_len, cfg.text_dim)};
+  } catch (const Error& e) {
+    MS_FAIL("--empty-prompt: ", e.what());
+  }
+}
+
 BatchMaker::BatchMaker(const ModelConfig& c, const StepShapes& shapes, Dataset& data, const FlowConfig& flow,
-                       const TrainHooks& hooks)
-    : cfg_(c), shapes_(shapes), data_(data), flow_(flow), hooks_(hooks) {
+                       CaptionDropout dropout, const TrainHooks& hooks)
+    : cfg_(c), shapes_(shapes), data_(data), flow_(flow), dropout_(std::move(dropout)), hooks_(hooks) {
   noise_.resize(size_t(shapes.most([&](const ModelDims& d) { return d.B * c.in_dim * d.F * d.H * d.W; })));
 }
 
@@ -74,6 +93,12 @@ int64_t BatchMaker::make(Batch& batch, int64_t position, Rng& rng) {
     std::copy(s.x0.begin(), s.x0.end(), batch.x0.begin() + b * clip);
     if (position + b == hooks_.inject_inf_data)  // testing aid
       batch.x0[size_t(b * clip + clip / 2)] = std::numeric_limits<float>::infinity();
+    if (dropout_.p > 0 && rng.uniform() < dropout_.p) {
+      if (s.context.empty())
+        s.caption.clear();
+      else
+        s.context = dropout_.empty;
+    }
     float* context = batch.context.data() + b * ctx;  // [text_len, text_dim]
     if (s.context.empty()) {
       embed_caption(s.caption, cfg_.text_len, cfg_.text_dim, context);

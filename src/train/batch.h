@@ -37,11 +37,22 @@ StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg);
 // The largest clip shape of the data (by latent positions F x H x W): what samples are drawn at.
 DataShape largest_shape(const Dataset& data);
 
+// --caption-dropout: each clip trains on the empty prompt with probability p (one uniform draw per clip, only when
+// p > 0): the empty prompt's cached embedding, or the empty caption for data with captions.
+struct CaptionDropout {
+  double p = 0;
+  std::vector<float> empty;  // [L, text_dim] (--empty-prompt); none: the empty caption
+};
+
+// The caption dropout opts ask for on `data`: reads --empty-prompt; throws ms::Error when cached text embeddings
+// lack it, or captions are given one.
+CaptionDropout caption_dropout(const TrainOptions& opts, const Dataset& data, const ModelConfig& cfg);
+
 class BatchMaker {
  public:
   // hooks: the data testing aids (a failing or an Inf sample).
   BatchMaker(const ModelConfig& c, const StepShapes& shapes, Dataset& data, const FlowConfig& flow,
-             const TrainHooks& hooks);
+             CaptionDropout dropout, const TrainHooks& hooks);
 
   // Sizes every buffer of a batch for the largest step shape.
   void allocate(Batch& batch) const;
@@ -55,6 +66,7 @@ class BatchMaker {
   StepShapes shapes_;
   Dataset& data_;
   FlowConfig flow_;
+  CaptionDropout dropout_;
   TrainHooks hooks_;
   std::vector<float> noise_;  // [B, C, F, H, W] of the largest shape
 };

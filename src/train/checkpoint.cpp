@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -107,6 +108,30 @@ std::string save_checkpoint(const std::string& out, const ModelConfig& config, c
     save_failed(root, state.step, e.what());
   }
   return final_dir.string();
+}
+
+int64_t prune_checkpoints(const std::string& out, int64_t keep) {
+  MS_CHECK(keep >= 1, "prune_checkpoints keeps at least one checkpoint");
+  const fs::path root(out);
+  std::error_code ec;
+  const std::string latest = fs::read_symlink(root / "latest", ec).filename().string();
+  std::vector<std::string> steps;  // step-NNNNNNNN directories, oldest first (the names sort by step)
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && name.size() == 13 && name.starts_with("step-") &&
+        name.find_first_not_of("0123456789", 5) == std::string::npos)
+      steps.push_back(name);
+  }
+  std::sort(steps.begin(), steps.end());
+  int64_t removed = 0;
+  for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) {
+    if (steps[i] == latest) continue;
+    fs::remove_all(root / steps[i], ec);
+    if (ec)
+      MS_FAIL("cannot remove the old checkpoint '", (root / steps[i]).string(), "' (--keep-last): ", ec.message());
+    ++removed;
+  }
+  return removed;
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& out) {

@@ -31,6 +31,10 @@ std::string save_checkpoint(const std::string& out, const ModelConfig& config, c
                             const HostState& host, const TrainerState& state, const nlohmann::json& options,
                             SaveFormat format = SaveFormat::megaslide);
 
+// Removes all but the `keep` newest step-N/ checkpoints of the run in `out` (never the one `latest` names); returns
+// how many it removed. Throws ms::Error naming a directory it cannot remove.
+int64_t prune_checkpoints(const std::string& out, int64_t keep);
+
 struct CheckpointInfo {
   std::string dir;  // the step directory
   TrainerState state;

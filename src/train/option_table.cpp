@@ -205,6 +205,18 @@ std::vector<TrainOption> make_table() {
                                    {[](const std::string& v) { return !v.empty(); }, "must name a run directory"})),
       required(option<int64_t>("--save-every", "Checkpoint every N steps (0: only at the end)", FIELD(save_every),
                                kNonNegative<int64_t>)),
+      option<int64_t>("--save-every-epochs",
+                      "Also checkpoint at the end of every N-th epoch of a dataset TOML (0: never)",
+                      FIELD(save_every_epochs), kNonNegative<int64_t>),
+      option<int64_t>("--keep-last", "Keep only the N newest checkpoints, deleting older ones (0: keep all)",
+                      FIELD(keep_last), kNonNegative<int64_t>),
+      option<double>("--caption-dropout",
+                     "Probability of training a clip on the empty prompt (cached text embeddings: --empty-prompt)",
+                     FIELD(caption_dropout), {[](const double& v) { return v >= 0 && v < 1; }, "must be in [0, 1)"}),
+      option<std::string>("--empty-prompt",
+                          "The empty prompt's text-encoder cache file (musubi-tuner's {item}_wan_te.safetensors "
+                          "format), for --caption-dropout on cached text embeddings",
+                          FIELD(empty_prompt)),
       option<SaveFormat>("--save-format",
                          "megaslide: model.safetensors; wan: also diffusion_pytorch_model.safetensors (Wan, ComfyUI); "
                          "diffusers: also transformer/ (diffusers' WanTransformer3DModel)",

@@ -16,7 +16,7 @@ void TrainOptions::make_paths_absolute() {
     if (!p.empty()) p = std::filesystem::absolute(p).lexically_normal().string();
   };
   if (data != "synthetic" && data != "moving-mnist") absolute(data);
-  for (std::string* p : {&mnist_dir, &trace, &samples.prompts, &out}) absolute(*p);
+  for (std::string* p : {&mnist_dir, &trace, &samples.prompts, &out, &empty_prompt}) absolute(*p);
 }
 
 void TrainOptions::validate() const {

@@ -59,7 +59,7 @@ class Run {
         shapes_(step_shapes(*data, cfg)),
         sample_shape_(largest_shape(*data)),
         data_(std::move(data)),
-        batch_maker_(cfg, shapes_, *data_, opts.flow, hooks),
+        batch_maker_(cfg, shapes_, *data_, opts.flow, caption_dropout(opts, *data_, cfg), hooks),
         nonfinite_(cfg, hooks.inject_nan_activation),
         schedule_(opts_, hooks_, cfg, shapes_, table_, host_, batch_maker_, nonfinite_) {}
 
@@ -83,6 +83,10 @@ class Run {
              schedule_.backend_kind());
     if (const std::string w = attention_export_warning(cfg_, opts_.save_format); !w.empty())
       log_warn("--save-format ", opts_.save_format, ": ", w);
+    const int64_t epoch = data_->epoch_size();
+    if (opts_.save_every_epochs > 0 && epoch == 0)
+      MS_FAIL("--save-every-epochs needs data with epochs (a dataset TOML); --data ", opts_.data,
+              " is generated without end. Use --save-every");
     Rng rng(state.rng_state);
     Progress progress(state.step, opts_.steps, opts_.log_every);
     TrainSummary sum;
@@ -158,9 +162,11 @@ class Run {
       ++sum.steps_run;
       if (std::isfinite(loss)) losses.push_back(loss);
       progress.update(t, loss, tps);
-      if ((opts_.save_every > 0 && t % opts_.save_every == 0) || t == opts_.steps) {
+      const bool epoch_end = epoch > 0 && state.data_position % epoch == 0 && opts_.save_every_epochs > 0 &&
+                             (state.data_position / epoch) % opts_.save_every_epochs == 0;
+      if ((opts_.save_every > 0 && t % opts_.save_every == 0) || t == opts_.steps || epoch_end) {
         schedule_.apply_pending();
-        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_), opts_.save_format);
+        save(state);
         saved_step = t;
       }
       if (sample_due(opts_.samples, t)) {
@@ -172,8 +178,7 @@ class Run {
     if (g_interrupted) {
       sum.interrupted = true;
       schedule_.apply_pending();
-      if (state.step > 0 && saved_step != state.step)
-        save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_), opts_.save_format);
+      if (state.step > 0 && saved_step != state.step) save(state);
       log_warn("interrupted after step ", state.step, "; checkpoint saved; continue with --resume ", opts_.out);
     }
     if (Trace* trace = schedule_.trace()) {
@@ -201,6 +206,12 @@ class Run {
       MS_FAIL("the model's out_dim ", c.out_dim, " differs from its in_dim ", c.in_dim,
               "; rectified-flow training needs them equal");
     return c;
+  }
+
+  // Checkpoints the run (the pending update applied) and, with --keep-last, removes the oldest beyond it.
+  void save(const TrainerState& state) {
+    save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_), opts_.save_format);
+    if (opts_.keep_last > 0) prune_checkpoints(opts_.out, opts_.keep_last);
   }
 
   // Makes the batch that starts at data position `position` and, streamed, enqueues its upload.
