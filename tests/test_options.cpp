@@ -36,7 +36,7 @@ TrainOptions unusual_options() {
   TrainOptions o;
   o.model = "wan2.1-1.3b", o.config = "/c/config.json", o.data = "/d/data.toml", o.mnist_dir = "/m";
   o.on_bad_data = BadDataPolicy::fatal;
-  o.frames = 5, o.height = 40, o.width = 56, o.steps = 17, o.batch_size = 3;
+  o.frames = 5, o.height = 40, o.width = 56, o.steps = 17, o.batch_size = 3, o.grad_accum = 4;
   o.lr = 3.5e-4, o.grad_clip = 0.25, o.warmup = 7;
   o.lr_scheduler = LrScheduler::cosine_with_restarts, o.lr_cycles = 3;
   o.adamw = {.beta1 = 0.85, .beta2 = 0.995, .eps = 1e-6, .weight_decay = 0.125};

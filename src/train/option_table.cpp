@@ -166,6 +166,10 @@ std::vector<TrainOption> make_table() {
                                kNonNegative<int64_t>)),
       required(option<int64_t>("--batch-size", "Clips per step (with a dataset .toml: default its batch_size)",
                                FIELD(batch_size), kNonNegative<int64_t>)),
+      option<int64_t>(
+          "--grad-accum",
+          "Batches per optimizer step, their gradients averaged: N batches of B clips train as one of N x B",
+          FIELD(grad_accum), kPositive<int64_t>),
       required(option<double>("--lr", "Peak learning rate", FIELD(lr), kPositive<double>)),
       required(option<int64_t>("--warmup", "Linear learning-rate warm-up steps", FIELD(warmup), kNonNegative<int64_t>)),
       option<LrScheduler>("--lr-scheduler",

@@ -21,6 +21,10 @@ void TrainOptions::make_paths_absolute() {
 
 void TrainOptions::validate() const {
   for (const TrainOption& option : train_option_table()) option.check(*this);
+  if (grad_accum > 1 && optimizer_schedule == OptimizerSchedule::immediate)
+    MS_FAIL("--grad-accum ", grad_accum,
+            " needs --optimizer-schedule deferred: the immediate schedule updates each "
+            "stage as soon as one batch's gradients land");
   if (offload == Offload::none && (device_memory > 0 || link_gbps > 0 || offload_activations))
     MS_FAIL("--device-memory, --link-gbps and --offload-activations apply to --offload stream; add --offload stream");
   if (const std::string gpu = backend == BackendChoice::cuda ? backend_unavailable(BackendKind::cuda) : "";

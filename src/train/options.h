@@ -47,7 +47,8 @@ struct TrainOptions {
   // Pixels (pixel-space models) or latents; 0: the data's own (a TOML's target_frames / resolution,
   // a latent cache's shape, Moving-MNIST 20x64x64, synthetic 6x24x24). Resolved before the run starts.
   int64_t frames = 6, height = 24, width = 24;
-  int64_t steps = 150, batch_size = 2;  // batch_size 0: the TOML's batch_size, else 2
+  int64_t steps = 150, batch_size = 2;  // batch_size 0: a TOML entry's batch_size, else 2
+  int64_t grad_accum = 1;               // batches per optimizer step (their gradients averaged)
   double lr = 2e-3, grad_clip = 1.0;
   int64_t warmup = 20;
   LrScheduler lr_scheduler = LrScheduler::constant_with_warmup;

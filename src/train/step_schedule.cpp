@@ -1,5 +1,6 @@
 #include "train/step_schedule.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -16,7 +17,9 @@
 namespace ms {
 
 int64_t host_gradient_floats(const TrainOptions& opts, const ParamTable& table) {
-  if (opts.optimizer_schedule == OptimizerSchedule::deferred) return table.total();
+  if (opts.optimizer_schedule == OptimizerSchedule::deferred)
+    return table.total() +
+           (opts.offload == Offload::stream && opts.grad_accum > 1 ? kImmediateStaging * table.max_stage_numel() : 0);
   return opts.offload == Offload::stream ? kImmediateStaging * table.max_stage_numel() : 0;
 }
 
@@ -42,7 +45,7 @@ StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, co
   } else {
     resident_ = std::make_unique<ResidentModel<float>>(cfg, shapes);
     params_ = AlignedBuffer<float>(size_t(table_.total()));
-    if (opts.optimizer_schedule == OptimizerSchedule::immediate)
+    if (opts.optimizer_schedule == OptimizerSchedule::immediate || opts.grad_accum > 1)
       resident_grads_ = AlignedBuffer<float>(size_t(table_.total()));
   }
   auto probe = [&nonfinite](int64_t s, float* out, int64_t n) { nonfinite.probe(s, out, n); };
@@ -74,10 +77,14 @@ void StepSchedule::enqueue_inputs(const Batch& b) {
   if (streamed_) streamed_->enqueue_inputs(b.dims, b.xt.data(), b.timesteps.data(), b.context.data(), b.target.data());
 }
 
-double StepSchedule::step(const Batch& batch, const Update& u, const std::function<void()>& during) {
+double StepSchedule::step(const Batch& batch, const Update& u, const std::function<void()>& during,
+                          const Micro& micro) {
   stage_sumsq_.assign(table_.stages().size(), 0.0);
-  return opts_.optimizer_schedule == OptimizerSchedule::immediate ? step_immediate(batch, u, during)
-                                                                  : step_deferred(batch, u.step, during);
+  if (opts_.optimizer_schedule == OptimizerSchedule::immediate) {
+    MS_CHECK(micro.count == 1, "the immediate schedule takes one micro-batch per step");
+    return step_immediate(batch, u, during);
+  }
+  return step_deferred(batch, u.step, during, micro);
 }
 
 double StepSchedule::skip() {
@@ -94,7 +101,9 @@ void StepSchedule::defer(const Update& u) {
 // Deferred schedule: loss and the host gradient pool for `batch`. Streamed, the pending update of the previous
 // step runs on the optimizer stream, each stage's upload waiting only for its own, and each stage's norm
 // contribution is summed there as its gradients land.
-double StepSchedule::step_deferred(const Batch& batch, int64_t t, const std::function<void()>& during) {
+double StepSchedule::step_deferred(const Batch& batch, int64_t t, const std::function<void()>& during,
+                                   const Micro& micro) {
+  const bool first = micro.index == 0;
   if (streamed_) {
     std::vector<Event> ready(table_.stages().size());
     if (pending_.step > 0) {
@@ -104,21 +113,43 @@ double StepSchedule::step_deferred(const Batch& batch, int64_t t, const std::fun
       }
       pending_ = Update{};
     }
-    GradRoute route{[&](int, int s) { return host_grads(size_t(s)); }, [](int) { return Event{}; },
-                    [&](int, int s, float* host, Event landed) {
-                      backend_->wait(optimizer_stream_, landed);
-                      backend_->launch(optimizer_stream_, "norm",
-                                       [=, this] { stage_sumsq_[size_t(s)] = checked_sumsq(size_t(s), host, t); });
-                    }};
+    // The first micro-batch's gradients land in the pool; a later one's in staging buffers, added on arrival.
+    float* staging = host_.grads.data() + table_.total();
+    const int64_t stage = table_.max_stage_numel();
+    std::vector<Event> gathered(table_.stages().size() + 1);
+    GradRoute route{
+        [&](int j, int s) { return first ? host_grads(size_t(s)) : staging + (j % kImmediateStaging) * stage; },
+        [&](int j) { return !first && j >= kImmediateStaging ? gathered[size_t(j - kImmediateStaging)] : Event{}; },
+        [&](int j, int s, float* host, Event landed) {
+          backend_->wait(optimizer_stream_, landed);
+          backend_->launch(optimizer_stream_, micro.index + 1 == micro.count ? "norm" : "accumulate",
+                           [=, this] { gather(size_t(s), host, t, micro); });
+          gathered[size_t(j)] = backend_->record(optimizer_stream_);
+        }};
     streamed_->enqueue_step(host_.weights.data(), route, [&](int s) { return ready[size_t(s)]; });
     during();
     return streamed_->finish();
   }
-  host_.grads.zero();
-  const double loss = resident_step(batch, host_.grads.data());
-  for (size_t s = 0; s < stage_sumsq_.size(); ++s) stage_sumsq_[s] = checked_sumsq(s, host_grads(s), t);
+  // As streamed: the first micro-batch's gradients are computed in the pool, a later one's apart and added.
+  float* grads = first ? host_.grads.data() : resident_grads_.data();
+  std::fill(grads, grads + table_.total(), 0.0f);
+  const double loss = resident_step(batch, grads);
+  for (size_t s = 0; s < stage_sumsq_.size(); ++s) gather(s, grads + table_.stages()[s].offset, t, micro);
   during();
   return loss;
+}
+
+void StepSchedule::gather(size_t s, const float* grads, int64_t t, const Micro& micro) {
+  float* pool = host_grads(s);
+  const int64_t n = table_.stages()[s].numel;
+  if (grads != pool)
+    for (int64_t i = 0; i < n; ++i) pool[i] += grads[i];
+  if (micro.index + 1 < micro.count) return;
+  if (micro.count > 1) {
+    const float inv = 1.0f / float(micro.count);
+    for (int64_t i = 0; i < n; ++i) pool[i] *= inv;
+  }
+  stage_sumsq_[s] = checked_sumsq(s, pool, t);
 }
 
 // Immediate schedule: every stage is updated (clipped by the previous step's norm) as soon as its gradients land,
@@ -160,7 +191,7 @@ double StepSchedule::checked_sumsq(size_t s, float* grads, int64_t t) {
   return sum_squares(grads, table_.stages()[s].numel);
 }
 
-// Resident forward, loss and backward with the bf16 working weights; grads [P] must be zero.
+// Resident forward, loss and backward with the bf16 working weights; the gradients are added into grads [P].
 double StepSchedule::resident_step(const Batch& batch, float* grads) {
   convert_to_f32(DType::bf16, host_.weights.data(), params_.data(), table_.total());
   const ModelDims& d = batch.dims;

@@ -31,8 +31,15 @@ struct Update {
   float scale = 1;
 };
 
-// Host pools sized for a schedule: the full fp32 gradient pool (deferred), kImmediateStaging stage-sized buffers
-// (immediate, streamed) or none (immediate, resident: the backward writes a private f32 pool).
+// Which of a step's --grad-accum micro-batches a forward and backward computes.
+struct Micro {
+  int64_t index = 0, count = 1;
+};
+
+// Host pools sized for a schedule: the full fp32 gradient pool (deferred; streamed with --grad-accum, and
+// kImmediateStaging stage-sized buffers the later micro-batches' gradients land in before they are added),
+// kImmediateStaging stage-sized buffers (immediate, streamed) or none (immediate, resident: the backward writes a
+// private f32 pool).
 int64_t host_gradient_floats(const TrainOptions& opts, const ParamTable& table);
 
 class StepSchedule {
@@ -51,10 +58,12 @@ class StepSchedule {
   // Streamed: enqueues the upload of a batch just made (it runs behind the current step's compute).
   void enqueue_inputs(const Batch& b);
 
-  // Step u.step on `batch`: forward, loss, backward, and the optimizer as the schedule places it (immediate:
-  // clipped by u.scale, the previous step's norm). Returns the loss; stage_sumsq() then holds each stage's
-  // sum of squared gradients. `during` runs while the device works.
-  double step(const Batch& batch, const Update& u, const std::function<void()>& during);
+  // Micro-batch `micro` of step u.step on `batch`: forward, loss, backward, and the optimizer as the schedule places
+  // it (immediate: clipped by u.scale, the previous step's norm). Returns the loss. Deferred, the gradients of the
+  // step's micro-batches are summed in the host pool and, after the last, scaled by 1 / count (the mean of the
+  // micro-batches' mean losses); stage_sumsq() then holds each stage's sum of squared gradients. `during` runs
+  // while the device works. The immediate schedule takes one micro-batch per step.
+  double step(const Batch& batch, const Update& u, const std::function<void()>& during, const Micro& micro = {});
   // A step whose batch is not finite: computes nothing, lets the previous pending update land; returns NaN.
   double skip();
   // Deferred: the update of the step just run, applied now (resident) or pipelined with the next forward.
@@ -71,7 +80,10 @@ class StepSchedule {
   Trace* trace() { return trace_.get(); }
 
  private:
-  double step_deferred(const Batch& batch, int64_t t, const std::function<void()>& during);
+  double step_deferred(const Batch& batch, int64_t t, const std::function<void()>& during, const Micro& micro);
+  // Deferred, after micro-batch `micro` of step t landed stage s's gradients in `grads` (the host pool for the
+  // first): adds them to the pool, and after the last scales the pool's span and sums its squares.
+  void gather(size_t s, const float* grads, int64_t t, const Micro& micro);
   double step_immediate(const Batch& batch, const Update& u, const std::function<void()>& during);
   void immediate_update(size_t s, float* grads, const Update& u);
   double checked_sumsq(size_t s, float* grads, int64_t t);
@@ -86,7 +98,7 @@ class StepSchedule {
   int64_t out_dim_;                                 // the model's
   std::unique_ptr<ResidentModel<float>> resident_;  // --offload none
   AlignedBuffer<float> params_;                     // [P] resident: f32 copy of the working weights
-  AlignedBuffer<float> resident_grads_;             // [P] resident, immediate: the backward's gradients
+  AlignedBuffer<float> resident_grads_;             // [P] resident, immediate or --grad-accum: a backward's gradients
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<Backend> backend_;  // --offload stream
   int optimizer_stream_ = -1;

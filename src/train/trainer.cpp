@@ -98,30 +98,45 @@ class Run {
     const Batch* prepared = nullptr;   // the next step's batch, when made during the previous step's device work
     std::exception_ptr prepare_error;  // what making it threw: raised once the step it overlapped has finished
     while (state.step < opts_.steps && !g_interrupted) {
-      if (prepare_error) std::rethrow_exception(prepare_error);
       const auto t0 = std::chrono::steady_clock::now();
-      const int64_t t = state.step + 1;
-      Batch& batch = schedule_.batch(t);
-      if (prepared != &batch) prepare(batch, state.data_position, rng);
-      prepared = nullptr;
-      const ModelDims d = batch.dims;
-      std::string fault = nonfinite_.check_batch(d, batch.x0.data(), batch.context.data(), state.data_position);
-      state.data_position += d.B;
-      const uint64_t rng_after = rng.state();  // where a checkpoint of step t resumes
-      // Makes step t+1's batch while step t computes; streamed, its inputs upload during the backward.
-      auto prepare_next = [&] {
-        if (t >= opts_.steps || g_interrupted) return;
-        try {
-          prepare(schedule_.batch(t + 1), state.data_position, rng);
-          prepared = &schedule_.batch(t + 1);
-        } catch (...) {
-          prepare_error = std::current_exception();
-        }
-      };
+      const int64_t t = state.step + 1, n = opts_.grad_accum;
       const bool immediate = opts_.optimizer_schedule == OptimizerSchedule::immediate;
       nonfinite_.start_step(t);
-      const double loss =
-          fault.empty() ? schedule_.step(batch, Update{t, state.clip_scale}, prepare_next) : schedule_.skip();
+      std::string fault;  // the first non-finite batch of the step: the step is skipped
+      double loss_sum = 0;
+      uint64_t rng_after = 0;  // where a checkpoint of step t resumes
+      int64_t step_tokens = 0;
+      nlohmann::json shapes = nlohmann::json::array();
+      for (int64_t k = 0; k < n; ++k) {  // the step's micro-batches (--grad-accum)
+        if (prepare_error) std::rethrow_exception(prepare_error);
+        const int64_t m = (t - 1) * n + k;
+        Batch& batch = schedule_.batch(m);
+        if (prepared != &batch) prepare(batch, state.data_position, rng);
+        prepared = nullptr;
+        const ModelDims d = batch.dims;
+        if (fault.empty())
+          fault = nonfinite_.check_batch(d, batch.x0.data(), batch.context.data(), state.data_position);
+        state.data_position += d.B;
+        step_tokens += d.N();
+        shapes.push_back({d.F, d.H, d.W});
+        const bool last = k + 1 == n;
+        if (last) rng_after = rng.state();
+        // Makes the next batch while this one computes; streamed, its inputs upload during the backward.
+        auto prepare_next = [&] {
+          if ((last && t >= opts_.steps) || g_interrupted) return;
+          try {
+            prepare(schedule_.batch(m + 1), state.data_position, rng);
+            prepared = &schedule_.batch(m + 1);
+          } catch (...) {
+            prepare_error = std::current_exception();
+          }
+        };
+        if (fault.empty())
+          loss_sum += schedule_.step(batch, Update{t, state.clip_scale}, prepare_next, Micro{k, n});
+        else if (!last)  // the step is skipped; its batches are still drawn, as an unskipped step draws them
+          prepare_next();
+      }
+      const double loss = fault.empty() ? loss_sum / double(n) : schedule_.skip();
       double sumsq = 0;  // per stage, in stage order: the same sum in every schedule
       for (double x : schedule_.stage_sumsq()) sumsq += x;
       const double norm = std::sqrt(sumsq);
@@ -147,8 +162,8 @@ class Run {
       state.step = t;
       state.rng_state = rng_after;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double tps = double(d.N()) / secs;
-      tokens += d.N();
+      const double tps = double(step_tokens) / secs;
+      tokens += step_tokens;
       dir.append_metrics({{"step", t},
                           {"loss", loss},
                           {"lr", opts_.lr_at(t)},
@@ -157,8 +172,8 @@ class Run {
                           {"tokens_per_second", tps},
                           {"device_peak_bytes", schedule_.device_peak_bytes()},
                           {"skipped", !finite},
-                          {"shape", {d.F, d.H, d.W}},
-                          {"tokens", d.N()}});
+                          {"shape", n == 1 ? shapes[0] : shapes},
+                          {"tokens", step_tokens}});
       ++sum.steps_run;
       if (std::isfinite(loss)) losses.push_back(loss);
       progress.update(t, loss, tps);
