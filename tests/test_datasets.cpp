@@ -188,6 +188,43 @@ frame_stride = 2
             std::string::npos);
 }
 
+// enable_bucket: each video at the bucket of its aspect ratio (two buckets here); source_fps 32: every other frame.
+TEST(VideoClips, BucketsAndFrameDropping) {
+  QuietLogs quiet;
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("videos"));
+  encode_video(dir.file("videos/wide.mp4"), smooth_clip(6, 8, 40, 1));    // aspect 5: bucket 64 x 16
+  encode_video(dir.file("videos/plain.mp4"), smooth_clip(6, 12, 16, 2));  // aspect 1.33: bucket 32 x 32
+  for (const char* v : {"wide", "plain"}) std::ofstream(dir.file(cat("videos/", v, ".txt"))) << v;
+  const std::string toml = write_toml(dir, R"([general]
+resolution = [32, 32]
+enable_bucket = true
+source_fps = 32
+target_frames = [3]
+batch_size = 2
+[[datasets]]
+video_directory = "videos"
+)");
+  auto data = open_dataset(video_options(toml));
+  const std::vector<BatchShape> shapes = data->batch_shapes();
+  ASSERT_EQ(shapes.size(), 2u);
+  expect_shape(shapes[0].shape, 3, 3, 16, 64);
+  expect_shape(shapes[1].shape, 3, 3, 32, 32);
+  EXPECT_EQ(shapes[0].clips, 1);  // one clip in each bucket
+  for (int64_t i = 0; i < 2; ++i) {
+    const DataSample x = data->get(i);
+    const bool wide = x.caption == "wide";
+    const int64_t h = wide ? 16 : 32, w = wide ? 64 : 32;
+    const RgbVideo all = decode_video(dir.file(cat("videos/", x.caption, ".mp4")));
+    RgbVideo kept{3, all.height, all.width, all.fps, {}};  // frames 0, 2, 4 of 6 at 32 -> 16 fps
+    for (int64_t f : {0, 2, 4})
+      kept.rgb.insert(kept.rgb.end(), all.frame(f), all.frame(f) + all.height * all.width * 3);
+    std::vector<float> ref(size_t(3 * 3 * h * w));
+    rgb_to_model(resize_crop(kept, {h, w}).data(), 3, h, w, ref.data());
+    EXPECT_EQ(x.x0, ref) << x.caption;
+  }
+}
+
 TEST(VideoClips, JsonlListAndErrors) {
   QuietLogs quiet;
   TempDir dir;
