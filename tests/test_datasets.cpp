@@ -225,6 +225,69 @@ video_directory = "videos"
   }
 }
 
+// A 24-bit BMP of random pixels, written by hand (bottom-up BGR rows padded to 4 bytes); rgb [h, w, 3].
+std::vector<uint8_t> write_bmp(const std::string& path, int64_t h, int64_t w, uint64_t seed) {
+  Rng r(seed);
+  std::vector<uint8_t> rgb(size_t(h * w * 3));
+  for (auto& v : rgb) v = uint8_t(r.below(256));
+  const int64_t row = (w * 3 + 3) / 4 * 4, size = 54 + row * h;
+  auto le = [](std::string& out, uint32_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out += char(v >> (8 * i) & 255);
+  };
+  std::string b = "BM";
+  le(b, uint32_t(size), 4), le(b, 0, 4), le(b, 54, 4);                                    // file header
+  le(b, 40, 4), le(b, uint32_t(w), 4), le(b, uint32_t(h), 4), le(b, 1, 2), le(b, 24, 2);  // info header
+  le(b, 0, 4), le(b, uint32_t(row * h), 4), le(b, 2835, 4), le(b, 2835, 4), le(b, 0, 4), le(b, 0, 4);
+  for (int64_t y = h - 1; y >= 0; --y) {
+    for (int64_t x = 0; x < w; ++x)
+      for (int c : {2, 1, 0}) b += char(rgb[size_t((y * w + x) * 3 + c)]);
+    b += std::string(size_t(row - w * 3), '\0');
+  }
+  write_bytes(path, b);
+  return rgb;
+}
+
+// Images are one-frame clips, their own bucket beside the videos' (musubi-tuner's image datasets, from files).
+TEST(VideoClips, ImagesAreOneFrameClips) {
+  QuietLogs quiet;
+  TempDir dir;
+  make_folder(dir, 1);  // videos/v0.mp4, 5 frames of 12 x 16, caption "clip 0"
+  std::filesystem::create_directories(dir.file("images"));
+  const std::vector<uint8_t> pixels = write_bmp(dir.file("images/a.bmp"), 6, 8, 3);
+  std::ofstream(dir.file("images/a.txt")) << "an image";
+  const RgbVideo decoded = decode_video(dir.file("images/a.bmp"));
+  ASSERT_EQ(decoded.frames, 1);
+  EXPECT_EQ(decoded.rgb, pixels);  // FFmpeg's bmp reader gives the pixels written
+  std::ofstream(dir.file("list.jsonl")) << R"({"image_path": "images/a.bmp", "caption": "listed"})"
+                                        << "\n";
+  const std::string toml = write_toml(dir, R"([general]
+resolution = [8, 6]
+[[datasets]]
+video_directory = "videos"
+target_frames = [3]
+[[datasets]]
+image_directory = "images"
+[[datasets]]
+image_jsonl_file = "list.jsonl"
+)");
+  auto data = open_dataset(video_options(toml));
+  const std::vector<BatchShape> shapes = data->batch_shapes();
+  ASSERT_EQ(shapes.size(), 2u);
+  expect_shape(shapes[0].shape, 3, 1, 6, 8);
+  expect_shape(shapes[1].shape, 3, 3, 6, 8);
+  std::vector<float> ref(3 * 6 * 8);
+  rgb_to_model(resize_crop(decoded, {6, 8}).data(), 1, 6, 8, ref.data());
+  std::set<std::string> captions;
+  for (int64_t i = 0; i < 3; ++i) {
+    const DataSample x = data->get(i);
+    captions.insert(x.caption);
+    if (x.caption != "clip 0") {
+      EXPECT_EQ(x.x0, ref) << x.caption;
+    }
+  }
+  EXPECT_EQ(captions, (std::set<std::string>{"clip 0", "an image", "listed"}));
+}
+
 TEST(VideoClips, JsonlListAndErrors) {
   QuietLogs quiet;
   TempDir dir;

@@ -18,9 +18,8 @@ namespace {
 
 // musubi-tuner keys that would change the data and that megaslide does not implement: an error naming them in an
 // entry read from files, nothing in one read from a cache (they only changed how the cache was made).
-const std::set<std::string> kUnsupported = {"image_directory",       "image_jsonl_file",    "control_directory",
-                                            "fp_latent_window_size", "fp_1f_clean_indices", "fp_1f_target_index",
-                                            "fp_1f_no_post",         "multiple_target"};
+const std::set<std::string> kUnsupported = {"control_directory",  "fp_latent_window_size", "fp_1f_clean_indices",
+                                            "fp_1f_target_index", "fp_1f_no_post",         "multiple_target"};
 // musubi-tuner keys that change nothing megaslide does (warned, so nobody thinks they took effect).
 const std::set<std::string> kIgnored = {"debug_dataset"};
 
@@ -98,6 +97,10 @@ class Reader {
         e.video_directory = file_path(key, node);
       } else if (!general && key == "video_jsonl_file") {
         e.video_jsonl_file = file_path(key, node);
+      } else if (!general && key == "image_directory") {
+        e.image_directory = file_path(key, node);
+      } else if (!general && key == "image_jsonl_file") {
+        e.image_jsonl_file = file_path(key, node);
       } else if (!general && key == "cache_directory") {
         e.cache_directory = file_path(key, node);
       } else if (kUnsupported.count(key)) {
@@ -164,20 +167,26 @@ DatasetFile parse_dataset_toml(const std::string& text, const std::string& path)
   }
   const toml::node* ds = root.get("datasets");
   if (!ds || !ds->is_array_of_tables() || ds->as_array()->empty())
-    r.fail_file("has no [[datasets]] entries; add one with video_directory, video_jsonl_file or cache_directory");
+    r.fail_file("has no [[datasets]] entries; add one with video_directory, image_directory or cache_directory");
   int64_t i = 0;
   for (const toml::node& n : *ds->as_array()) {
     const std::string where = cat("[[datasets]] #", ++i);
     DatasetEntry e = general;
     r.apply(*n.as_table(), where, false, e);
-    if (e.video_directory.empty() && e.video_jsonl_file.empty() && e.cache_directory.empty() && e.unsupported.empty())
-      r.fail_file(cat(where, " names no data; give video_directory, video_jsonl_file or cache_directory"));
+    const int sources = !e.video_directory.empty() + !e.video_jsonl_file.empty() + !e.image_directory.empty() +
+                        !e.image_jsonl_file.empty();
+    if (sources == 0 && e.cache_directory.empty() && e.unsupported.empty())
+      r.fail_file(cat(where,
+                      " names no data; give video_directory, video_jsonl_file, image_directory, "
+                      "image_jsonl_file or cache_directory"));
+    if (sources > 1)
+      r.fail_file(cat(where,
+                      " gives more than one of video_directory, video_jsonl_file, image_directory and "
+                      "image_jsonl_file; use one per entry"));
     if (e.cache_directory.empty() && !e.unsupported.empty())
       r.fail_file(cat(e.unsupported.front(),
                       " is not implemented by megaslide for data read from files (it would change the data); "
                       "make a latent cache with musubi-tuner and give it as cache_directory, or remove the key"));
-    if (!e.video_directory.empty() && !e.video_jsonl_file.empty())
-      r.fail_file(cat(where, " gives both video_directory and video_jsonl_file; use one per entry"));
     out.datasets.push_back(std::move(e));
   }
   return out;

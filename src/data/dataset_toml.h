@@ -5,7 +5,8 @@
 //   caption_extension = ".txt"     # caption file beside each video: clip.mp4 -> clip.txt
 //   batch_size = 2                 # clips per batch unless --batch-size is given (default 1)
 //   [[datasets]]
-//   video_directory = "videos"     # or video_jsonl_file = "list.jsonl" ({"video_path", "caption"} per line)
+//   video_directory = "videos"     # or video_jsonl_file = "list.jsonl" ({"video_path", "caption"} per line),
+//                                  # image_directory = "images", image_jsonl_file ({"image_path", "caption"})
 //                                  # or cache_directory = "cache" (latent cache; wins when also given)
 //   target_frames = [1, 17]        # frames per clip: an integer or a list (a clip of each length)
 //   frame_extraction = "head"      # head | chunk | slide | uniform | full
@@ -27,6 +28,7 @@ namespace ms {
 
 struct DatasetEntry {
   std::string video_directory, video_jsonl_file, cache_directory;  // resolved paths ("": not given)
+  std::string image_directory, image_jsonl_file;                   // images: one-frame clips
   int64_t width = 0, height = 0;                                   // resolution (0: not given)
   std::string caption_extension = ".txt";
   std::vector<int64_t> target_frames;  // empty: not given

@@ -17,10 +17,23 @@ namespace fs = std::filesystem;
 namespace ms {
 namespace {
 
-bool is_video(const fs::path& p) {
+// The files an entry lists: videos or images (one-frame clips), from a folder or a JSON Lines file.
+struct Source {
+  const char* kind;  // "video" | "image"
+  std::string directory, jsonl;
+  std::vector<const char*> extensions;
+};
+
+Source source_of(const DatasetEntry& e) {
+  if (!e.image_directory.empty() || !e.image_jsonl_file.empty())
+    return {"image", e.image_directory, e.image_jsonl_file, {".png", ".jpg", ".jpeg", ".webp", ".bmp"}};
+  return {"video", e.video_directory, e.video_jsonl_file, {".mp4", ".webm", ".mkv", ".avi", ".mov", ".gif", ".m4v"}};
+}
+
+bool has_extension(const fs::path& p, const Source& s) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  for (const char* e : {".mp4", ".webm", ".mkv", ".avi", ".mov", ".gif", ".m4v"})
+  for (const char* e : s.extensions)
     if (ext == e) return true;
   return false;
 }
@@ -34,37 +47,41 @@ std::string trim(std::string s) {
 
 }  // namespace
 
-// Videos of an entry: a directory's video files sorted by name (their captions are read by the
-// constructor), or the lines of a JSONL file.
+// Videos (or images) of an entry: a directory's files sorted by name (their captions are read by the constructor),
+// or the lines of a JSONL file.
 std::vector<VideoClips::Video> VideoClips::list(const DatasetEntry& e) const {
+  const Source src = source_of(e);
+  const std::string dir_key = cat(src.kind, "_directory"), jsonl_key = cat(src.kind, "_jsonl_file");
   std::vector<Video> out;
   std::error_code ec;
-  if (!e.video_directory.empty()) {
-    if (!fs::is_directory(e.video_directory, ec))
-      MS_FAIL("video_directory '", e.video_directory, "' (in ", name(), ") does not exist or is not a directory");
-    for (const auto& f : fs::directory_iterator(e.video_directory, ec))
-      if (is_video(f.path())) out.push_back({f.path().string(), "", {}});
-    if (ec) MS_FAIL("cannot list video_directory '", e.video_directory, "': ", ec.message());
+  if (!src.directory.empty()) {
+    if (!fs::is_directory(src.directory, ec))
+      MS_FAIL(dir_key, " '", src.directory, "' (in ", name(), ") does not exist or is not a directory");
+    for (const auto& f : fs::directory_iterator(src.directory, ec))
+      if (has_extension(f.path(), src)) out.push_back({f.path().string(), "", {}});
+    if (ec) MS_FAIL("cannot list ", dir_key, " '", src.directory, "': ", ec.message());
     std::sort(out.begin(), out.end(), [](const Video& a, const Video& b) { return a.path < b.path; });
-    if (out.empty())
-      MS_FAIL("video_directory '", e.video_directory, "' holds no video files (.mp4 .webm .mkv .avi .mov .gif .m4v)");
+    std::string extensions;
+    for (const char* x : src.extensions) extensions += cat(extensions.empty() ? "" : " ", x);
+    if (out.empty()) MS_FAIL(dir_key, " '", src.directory, "' holds no ", src.kind, " files (", extensions, ")");
     return out;
   }
-  std::ifstream in(e.video_jsonl_file);
-  if (!in) MS_FAIL("video_jsonl_file '", e.video_jsonl_file, "' (in ", name(), ") cannot be read");
-  const fs::path base = fs::path(e.video_jsonl_file).parent_path();
+  std::ifstream in(src.jsonl);
+  if (!in) MS_FAIL(jsonl_key, " '", src.jsonl, "' (in ", name(), ") cannot be read");
+  const fs::path base = fs::path(src.jsonl).parent_path();
+  const std::string path_key = cat(src.kind, "_path");
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (trim(line).empty()) continue;
     const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("video_path") || !j["video_path"].is_string() ||
+    if (j.is_discarded() || !j.is_object() || !j.contains(path_key) || !j[path_key].is_string() ||
         !j.contains("caption") || !j["caption"].is_string())
-      MS_FAIL("'", e.video_jsonl_file, "' line ", n,
-              ": expected {\"video_path\": \"...\", \"caption\": \"...\"} (two strings)");
-    const fs::path p = j["video_path"].get<std::string>();
+      MS_FAIL("'", src.jsonl, "' line ", n, ": expected {\"", path_key,
+              "\": \"...\", \"caption\": \"...\"} (two strings)");
+    const fs::path p = j[path_key].get<std::string>();
     out.push_back({(p.is_absolute() ? p : base / p).lexically_normal().string(), j["caption"].get<std::string>(), {}});
   }
-  if (out.empty()) MS_FAIL("video_jsonl_file '", e.video_jsonl_file, "' lists no videos");
+  if (out.empty()) MS_FAIL(jsonl_key, " '", src.jsonl, "' lists no ", src.kind, "s");
   return out;
 }
 
@@ -74,22 +91,26 @@ VideoClips::VideoClips(const DatasetFile& file, const std::vector<DatasetEntry>&
   const auto wanted = [](int64_t value, int64_t requested) { return requested == 0 || value == requested; };
   int64_t other = 0;  // clips of sizes the requested extents leave out
   for (const DatasetEntry& e : entries) {
-    const FrameExtraction extraction{e.frame_extraction, e.target_frames, e.frame_stride, e.frame_sample, e.max_frames};
+    const bool images = !e.image_directory.empty() || !e.image_jsonl_file.empty();  // one frame each
+    const FrameExtraction extraction =
+        images ? FrameExtraction{"head", {1}}
+               : FrameExtraction{e.frame_extraction, e.target_frames, e.frame_stride, e.frame_sample, e.max_frames};
     const int64_t batch = o.batch_size > 0 ? o.batch_size : e.batch_size;
     for (Video& v : list(e)) {
       try {
-        if (!e.video_directory.empty()) {
+        if (!e.video_directory.empty() || !e.image_directory.empty()) {
           const std::string cap = fs::path(v.path).replace_extension(e.caption_extension).string();
           if (!fs::is_regular_file(cap)) MS_FAIL("'", v.path, "' has no caption file '", cap, "'");
           v.caption = trim(read_file(cap));
         }
         const VideoInfo info = probe_video(v.path);
-        if (e.source_fps > 0) v.frames = resampled_frames(info.frames, e.source_fps, kModelFps);
-        const int64_t frames = e.source_fps > 0 ? int64_t(v.frames.size()) : info.frames;
+        const bool drop = e.source_fps > 0 && !images;
+        if (drop) v.frames = resampled_frames(info.frames, e.source_fps, kModelFps);
+        const int64_t frames = drop ? int64_t(v.frames.size()) : info.frames;
         const std::vector<ClipRange> ranges = clip_ranges(extraction, frames);
         if (ranges.empty())
-          MS_FAIL("'", v.path, "' is too short: ", frames, " frames", e.source_fps > 0 ? " at 16 fps" : "",
-                  ", its clips need ", extraction.target_frames.front(), " or more");
+          MS_FAIL("'", v.path, "' is too short: ", frames, " frames", drop ? " at 16 fps" : "", ", its clips need ",
+                  extraction.target_frames.front(), " or more");
         const Resolution r =
             bucket_resolution({info.width, info.height}, {e.width, e.height}, e.enable_bucket, e.bucket_no_upscale);
         videos_.push_back(std::move(v));

@@ -11,7 +11,8 @@ namespace {
 
 constexpr int64_t kMaxDecodedBytes = int64_t(8) << 30;  // one decode_video call's RGB output
 constexpr const char* kDemuxers =
-    "mov,matroska,avi,gif,mpegts,flv,mpeg,ogg,asf,ivf,h264,hevc,m4v,mjpeg,yuv4mpegpipe,wav";
+    "mov,matroska,avi,gif,mpegts,flv,mpeg,ogg,asf,ivf,h264,hevc,m4v,mjpeg,yuv4mpegpipe,wav,png_pipe,jpeg_pipe,"
+    "webp_pipe,bmp_pipe";
 
 double rate(AVRational r) { return r.num > 0 && r.den > 0 ? av_q2d(r) : 0.0; }
 
@@ -23,8 +24,8 @@ class Decoder {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) MS_FAIL("video '", path, "' does not exist");
     if (std::filesystem::is_directory(path, ec)) MS_FAIL("video '", path, "' is a directory, not a video file");
-    // Local files and plain containers only: playlist-style demuxers (hls, concat, image2) would
-    // open other files or URLs that a crafted "video" names.
+    // Local files and plain containers only (and single images through the png, jpeg, webp and bmp pipe demuxers):
+    // playlist-style demuxers (hls, concat, image2) would open other files or URLs that a crafted "video" names.
     AVDictionary* opts = nullptr;
     av_dict_set(&opts, "protocol_whitelist", "file", 0);
     av_dict_set(&opts, "format_whitelist", kDemuxers, 0);
