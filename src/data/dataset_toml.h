@@ -38,6 +38,9 @@ struct DatasetEntry {
   double source_fps = 0;   // the videos' frame rate, dropped to the model's 16 (0: used as they are)
   bool enable_bucket = false, bucket_no_upscale = false;
   std::vector<std::string> unsupported;  // musubi-tuner keys megaslide cannot apply to files (fine with a cache)
+
+  // Whether the entry's files are images (one-frame clips) rather than videos.
+  bool images() const { return !image_directory.empty() || !image_jsonl_file.empty(); }
 };
 
 struct DatasetFile {

@@ -25,8 +25,7 @@ struct Source {
 };
 
 Source source_of(const DatasetEntry& e) {
-  if (!e.image_directory.empty() || !e.image_jsonl_file.empty())
-    return {"image", e.image_directory, e.image_jsonl_file, {".png", ".jpg", ".jpeg", ".webp", ".bmp"}};
+  if (e.images()) return {"image", e.image_directory, e.image_jsonl_file, {".png", ".jpg", ".jpeg", ".webp", ".bmp"}};
   return {"video", e.video_directory, e.video_jsonl_file, {".mp4", ".webm", ".mkv", ".avi", ".mov", ".gif", ".m4v"}};
 }
 
@@ -91,7 +90,7 @@ VideoClips::VideoClips(const DatasetFile& file, const std::vector<DatasetEntry>&
   const auto wanted = [](int64_t value, int64_t requested) { return requested == 0 || value == requested; };
   int64_t other = 0;  // clips of sizes the requested extents leave out
   for (const DatasetEntry& e : entries) {
-    const bool images = !e.image_directory.empty() || !e.image_jsonl_file.empty();  // one frame each
+    const bool images = e.images();  // one frame each
     const FrameExtraction extraction =
         images ? FrameExtraction{"head", {1}}
                : FrameExtraction{e.frame_extraction, e.target_frames, e.frame_stride, e.frame_sample, e.max_frames};
