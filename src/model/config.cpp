@@ -1,14 +1,13 @@
 #include "model/config.h"
 
 #include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <type_traits>
 
 #include "core/check.h"
 #include "core/log.h"
 #include "core/text.h"
+#include "io/json_field.h"
 #include "model/name_map.h"
 
 namespace ms {
@@ -54,53 +53,15 @@ void ModelConfig::validate() const {
 
 namespace {
 
-template <class T>
-struct is_std_array : std::false_type {};
-template <class U, size_t N>
-struct is_std_array<std::array<U, N>> : std::true_type {};
-
-// Whether v holds a T exactly: integers must be JSON integers within int64 (a float such as 9.6e20 would
-// convert with undefined behaviour), arrays must have the right length.
-template <class T>
-bool representable(const nlohmann::json& v) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return v.is_boolean();
-  } else if constexpr (std::is_integral_v<T>) {
-    return v.is_number_integer() &&
-           (!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()));
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return v.is_number();
-  } else if constexpr (is_std_array<T>::value) {
-    if (!v.is_array() || v.size() != std::tuple_size_v<T>) return false;
-    for (const auto& e : v)
-      if (!representable<typename T::value_type>(e)) return false;
-    return true;
-  } else {
-    return v.is_string();
-  }
-}
-
-template <class T>
-T get(const nlohmann::json& j, const char* key, const std::string& source, T fallback) {
-  if (!j.contains(key)) return fallback;
-  if (!representable<T>(j.at(key)))
-    MS_FAIL(source, ": '", key, "' has the wrong type or size (", escape_text(j.at(key).dump()), ")");
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    MS_FAIL(source, ": '", key, "' has the wrong type (", escape_text(j.at(key).dump()), ")");
-  }
-}
-
 AttentionConfig attention_from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) MS_FAIL(source, ": 'attention' must be an object");
   AttentionConfig a;
-  a.type =
-      parse_name<AttentionType>(get(j, "type", source, std::string(name_of(a.type))), source + ": attention.type");
-  a.window = get(j, "window", source, a.window);
-  a.shift = get(j, "shift", source, a.shift);
-  a.offset_groups = get(j, "offset_groups", source, a.offset_groups);
-  a.offset_range = get(j, "offset_range", source, a.offset_range);
+  a.type = parse_name<AttentionType>(json_field(j, "type", source, std::string(name_of(a.type))),
+                                     source + ": attention.type");
+  a.window = json_field(j, "window", source, a.window);
+  a.shift = json_field(j, "shift", source, a.shift);
+  a.offset_groups = json_field(j, "offset_groups", source, a.offset_groups);
+  a.offset_range = json_field(j, "offset_range", source, a.offset_range);
   for (const auto& [k, v] : j.items())
     if (k != "type" && k != "window" && k != "shift" && k != "offset_groups" && k != "offset_range")
       log_warn(source, ": unknown key ", quote_text("attention." + k), " ignored");
@@ -112,24 +73,24 @@ AttentionConfig attention_from_json(const nlohmann::json& j, const std::string& 
 ModelConfig config_from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) MS_FAIL(source, ": a model config must be a JSON object");
   ModelConfig c;
-  c.model_type = get(j, "model_type", source, c.model_type);
-  c.dim = get(j, "dim", source, c.dim);
-  c.ffn_dim = get(j, "ffn_dim", source, c.ffn_dim);
-  c.num_heads = get(j, "num_heads", source, c.num_heads);
-  c.num_layers = get(j, "num_layers", source, c.num_layers);
-  c.in_dim = get(j, "in_dim", source, c.in_dim);
-  c.out_dim = get(j, "out_dim", source, c.out_dim);
-  c.text_len = get(j, "text_len", source, c.text_len);
-  c.text_dim = get(j, "text_dim", source, c.text_dim);
-  c.freq_dim = get(j, "freq_dim", source, c.freq_dim);
-  c.eps = get(j, "eps", source, c.eps);
-  c.patch_size = get(j, "patch_size", source, c.patch_size);
+  c.model_type = json_field(j, "model_type", source, c.model_type);
+  c.dim = json_field(j, "dim", source, c.dim);
+  c.ffn_dim = json_field(j, "ffn_dim", source, c.ffn_dim);
+  c.num_heads = json_field(j, "num_heads", source, c.num_heads);
+  c.num_layers = json_field(j, "num_layers", source, c.num_layers);
+  c.in_dim = json_field(j, "in_dim", source, c.in_dim);
+  c.out_dim = json_field(j, "out_dim", source, c.out_dim);
+  c.text_len = json_field(j, "text_len", source, c.text_len);
+  c.text_dim = json_field(j, "text_dim", source, c.text_dim);
+  c.freq_dim = json_field(j, "freq_dim", source, c.freq_dim);
+  c.eps = json_field(j, "eps", source, c.eps);
+  c.patch_size = json_field(j, "patch_size", source, c.patch_size);
   if (j.contains("attention")) c.attention = attention_from_json(j.at("attention"), source);
   // Wan's own switches: we implement the values every released Wan2.1 model uses.
-  if (!get(j, "qk_norm", source, true)) MS_FAIL(source, ": qk_norm=false is not supported (Wan2.1 uses true)");
-  if (!get(j, "cross_attn_norm", source, true))
+  if (!json_field(j, "qk_norm", source, true)) MS_FAIL(source, ": qk_norm=false is not supported (Wan2.1 uses true)");
+  if (!json_field(j, "cross_attn_norm", source, true))
     MS_FAIL(source, ": cross_attn_norm=false is not supported (Wan2.1 uses true)");
-  auto ws = get(j, "window_size", source, std::array<int64_t, 2>{-1, -1});
+  auto ws = json_field(j, "window_size", source, std::array<int64_t, 2>{-1, -1});
   if (ws[0] != -1 || ws[1] != -1)
     MS_FAIL(source,
             ": window_size other than [-1, -1] is not supported; use the 'attention' object for local attention");

@@ -1,0 +1,89 @@
+// The dense convolution's CPU forward (ops/conv3d.h): im2col of a band of output pixels, then one GEMM per band,
+// y[:, band] = w [co, K] x col [K, band]. The band is sized so that the unfolded buffer stays within kColBytes,
+// which bounds the extra memory whatever the frame size (docs/vae.md).
+#include "ops/conv3d.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "core/check.h"
+#include "core/parallel.h"
+
+namespace ms::cpu {
+namespace {
+
+constexpr int64_t kColBytes = int64_t(8) << 20;  // the unfolded band's budget
+constexpr int64_t kMinBand = 64;                 // pixels: below this a GEMM is too narrow to run well
+
+int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+// col [K, p1 - p0] = the kernel's taps over the output pixels [p0, p1), row r = ((c kt + a) kh + e) kw + f.
+template <class T>
+void unfold_band(const T* const* x, const ConvFrameDims& d, int64_t p0, int64_t p1, T* col) {
+  const int64_t n = p1 - p0, up_h = d.up * d.h, up_w = d.up * d.w, plane = d.h * d.w;
+  const int64_t taps = d.kt * d.kh * d.kw;
+  parallel_for(
+      d.k(),
+      [&](int64_t r) {
+        const int64_t c = r / taps, a = r / (d.kh * d.kw) % d.kt, e = r / d.kw % d.kh, f = r % d.kw;
+        T* dst = col + r * n;
+        const T* frame = x[a] ? x[a] + c * plane : nullptr;
+        // Columns j whose source column j s + f - pad_left lies in [0, up_w).
+        const int64_t j_lo = std::max<int64_t>(0, ceil_div(d.pad_left - f, d.stride));
+        const int64_t j_hi = std::min<int64_t>(d.out_w, ceil_div(up_w - f + d.pad_left, d.stride));
+        for (int64_t p = p0; p < p1;) {
+          const int64_t i = p / d.out_w, j0 = p % d.out_w, j1 = std::min(d.out_w, j0 + (p1 - p));
+          T* out = dst + (p - p0);
+          const int64_t src_r = i * d.stride + e - d.pad_top;
+          if (!frame || src_r < 0 || src_r >= up_h || j_lo >= j_hi) {
+            std::fill(out, out + (j1 - j0), T(0));
+          } else {
+            const T* row = frame + (src_r / d.up) * d.w;
+            const int64_t lo = std::clamp(j_lo, j0, j1), hi = std::clamp(j_hi, j0, j1);
+            std::fill(out, out + (lo - j0), T(0));
+            if (d.stride == 1 && d.up == 1) {
+              std::memcpy(out + (lo - j0), row + lo + f - d.pad_left, size_t(hi - lo) * sizeof(T));
+            } else {
+              for (int64_t j = lo; j < hi; ++j) out[j - j0] = row[(j * d.stride + f - d.pad_left) / d.up];
+            }
+            std::fill(out + (hi - j0), out + (j1 - j0), T(0));
+          }
+          p += j1 - j0;
+        }
+      },
+      min_parallel_for_work(d.k(), double(d.k()) * double(n)));
+}
+
+}  // namespace
+
+template <class T>
+void conv3d_frame_forward(const T* const* x, const T* w, const T* b, T* y, const ConvFrameDims& d) {
+  MS_CHECK(d.ci > 0 && d.co > 0 && d.kt > 0 && d.kh > 0 && d.kw > 0 && d.h > 0 && d.w > 0 && d.up > 0 && d.stride > 0 &&
+               d.out_h > 0 && d.out_w > 0,
+           "conv3d_frame_forward: bad dims");
+  const int64_t pixels = d.out_h * d.out_w, K = d.k();
+  for (int64_t o = 0; o < d.co; ++o) std::fill(y + o * pixels, y + (o + 1) * pixels, b ? b[o] : T(0));
+  const bool pointwise = d.kt == 1 && d.kh == 1 && d.kw == 1 && d.up == 1 && d.stride == 1 && d.pad_top == 0 &&
+                         d.pad_left == 0 && d.out_h == d.h && d.out_w == d.w;
+  if (pointwise) {
+    if (x[0]) gemm<T>(false, false, d.co, pixels, K, T(1), w, K, x[0], pixels, T(1), y, pixels);
+    return;
+  }
+  static thread_local std::vector<T> col;
+  const int64_t band = std::min(pixels, std::max(kMinBand, kColBytes / int64_t(sizeof(T)) / K));
+  col.resize(size_t(K * band));
+  for (int64_t p0 = 0; p0 < pixels; p0 += band) {
+    const int64_t p1 = std::min(pixels, p0 + band);
+    unfold_band(x, d, p0, p1, col.data());
+    gemm<T>(false, false, d.co, p1 - p0, K, T(1), w, K, col.data(), p1 - p0, T(1), y + p0, pixels);
+  }
+}
+
+template void conv3d_frame_forward<float>(const float* const*, const float*, const float*, float*,
+                                          const ConvFrameDims&);
+template void conv3d_frame_forward<double>(const double* const*, const double*, const double*, double*,
+                                           const ConvFrameDims&);
+
+}  // namespace ms::cpu

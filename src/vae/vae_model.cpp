@@ -1,0 +1,377 @@
+#include "vae/vae_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/softmax_row.h"
+#include "core/check.h"
+#include "core/parallel.h"
+#include "ops/channel_norm.h"
+#include "ops/conv3d.h"
+
+namespace ms {
+namespace {
+
+constexpr int64_t kCacheFrames = 2;   // a kernel-3 causal conv's left context, carried between chunks
+constexpr int64_t kWanChunk = 4;      // frames per encoder chunk after frame 0 (Wan's)
+constexpr int64_t kQueryBlock = 256;  // attention queries per block: the score block stays a few MiB
+
+// One chunk's frames, channels-first per frame: [t, c, h, w]. Without data in a dry pass (FLOPs only).
+struct Frames {
+  int64_t t = 0, c = 0, h = 0, w = 0;
+  std::vector<float> data;
+
+  int64_t plane() const { return h * w; }
+  int64_t frame_size() const { return c * h * w; }
+  float* frame(int64_t i) { return data.empty() ? nullptr : data.data() + i * frame_size(); }
+  const float* frame(int64_t i) const { return data.empty() ? nullptr : data.data() + i * frame_size(); }
+};
+
+// One encode or decode call: the weights (null: a dry pass that only counts FLOPs), the state carried from chunk to
+// chunk, the FLOPs done.
+class Pass {
+ public:
+  Pass(const VaeConfig& c, const VaeWeights* w) : config(c), weights_(w) {}
+
+  const VaeConfig& config;
+  std::map<std::string, Frames> tail;  // each causal conv's last <= 2 input frames; each time downsampler's last
+  std::set<std::string> started;       // the time upsamplers that have let the stream's frame 0 pass
+  double flops = 0;
+
+  bool dry() const { return !weights_; }
+  const float* param(const std::string& name) const { return weights_ ? weights_->get(name) : nullptr; }
+  Frames make(int64_t t, int64_t c, int64_t h, int64_t w) const {
+    Frames f{t, c, h, w, {}};
+    if (!dry()) f.data.resize(size_t(t * c * h * w));
+    return f;
+  }
+
+  // One output frame of a convolution (ops/conv3d.h) from d.kt input frames.
+  void conv(const float* const* in, const float* weight, const float* bias, float* out, const ConvFrameDims& d) {
+    flops += d.flops();
+    if (!dry()) cpu::conv3d_frame_forward(in, weight, bias, out, d);
+  }
+
+ private:
+  const VaeWeights* weights_;
+};
+
+// x through Wan's channel RMS norm (gamma = name) and, when silu, SiLU; into a new chunk.
+Frames norm(Pass& p, const Frames& x, const std::string& gamma, bool silu) {
+  Frames y = p.make(x.t, x.c, x.h, x.w);
+  if (!p.dry())
+    for (int64_t i = 0; i < x.t; ++i)
+      cpu::channel_rms_norm_forward(x.frame(i), p.param(gamma), y.frame(i), x.c, x.plane(), silu);
+  return y;
+}
+
+// A 3D conv of kernel (3, k, k), zero padding k/2 in space, causal in time: each output frame sees its own and the
+// two frames before it, taken from the tail carried since the previous chunk, or zeros at the stream's start.
+Frames causal_conv(Pass& p, const std::string& name, const Frames& x, int64_t co, int64_t k) {
+  Frames& tail = p.tail[name];
+  auto frame = [&](int64_t s) -> const float* {  // frame s of x, s < 0 reaching into the tail
+    return s >= 0 ? x.frame(s) : s >= -tail.t ? tail.frame(tail.t + s) : nullptr;
+  };
+  Frames y = p.make(x.t, co, x.h, x.w);
+  const ConvFrameDims d{.ci = x.c,
+                        .co = co,
+                        .kt = kCacheFrames + 1,
+                        .kh = k,
+                        .kw = k,
+                        .h = x.h,
+                        .w = x.w,
+                        .pad_top = k / 2,
+                        .pad_left = k / 2,
+                        .out_h = x.h,
+                        .out_w = x.w};
+  for (int64_t t = 0; t < x.t; ++t) {
+    const float* in[kCacheFrames + 1] = {frame(t - 2), frame(t - 1), frame(t)};
+    p.conv(in, p.param(name + ".weight"), p.param(name + ".bias"), y.frame(t), d);
+  }
+  Frames next = p.make(std::min(kCacheFrames, tail.t + x.t), x.c, x.h, x.w);
+  if (!p.dry())
+    for (int64_t i = 0; i < next.t; ++i)
+      std::memcpy(next.frame(i), frame(x.t - next.t + i), size_t(x.frame_size()) * sizeof(float));
+  tail = std::move(next);
+  return y;
+}
+
+// A 1x1x1 conv of every frame to co channels (the first co output rows of the weight when it has more).
+Frames pointwise(Pass& p, const float* weight, const float* bias, const Frames& x, int64_t co) {
+  Frames y = p.make(x.t, co, x.h, x.w);
+  const ConvFrameDims d{.ci = x.c, .co = co, .h = x.h, .w = x.w, .out_h = x.h, .out_w = x.w};
+  for (int64_t t = 0; t < x.t; ++t) {
+    const float* in = x.frame(t);
+    p.conv(&in, weight, bias, y.frame(t), d);
+  }
+  return y;
+}
+
+void add_into(Frames& y, const Frames& x) {
+  for (size_t i = 0; i < y.data.size(); ++i) y.data[i] += x.data[i];
+}
+
+// RMS, SiLU, causal conv, RMS, SiLU, causal conv, plus x (through a 1x1x1 conv when the width changes).
+Frames residual(Pass& p, const std::string& pre, const Frames& x, int64_t co) {
+  Frames h = causal_conv(p, pre + ".residual.2", norm(p, x, pre + ".residual.0.gamma", true), co, 3);
+  h = causal_conv(p, pre + ".residual.6", norm(p, h, pre + ".residual.3.gamma", true), co, 3);
+  if (x.c != co)
+    add_into(h, pointwise(p, p.param(pre + ".shortcut.weight"), p.param(pre + ".shortcut.bias"), x, co));
+  else
+    add_into(h, x);
+  return h;
+}
+
+// One-head attention among the pixels of each frame: q, k, v the channel thirds of a 1x1 conv of the RMS-normed
+// frame, scale 1/sqrt(C), then a 1x1 projection and the residual add. Queries go in blocks, so the scores held at
+// once are [kQueryBlock, pixels].
+Frames attention(Pass& p, const std::string& pre, const Frames& x) {
+  const int64_t C = x.c, n = x.plane();
+  Frames y = p.make(x.t, C, x.h, x.w);
+  p.flops += double(x.t) * (2.0 * 4 * C * C * n + 4.0 * C * n * n);
+  if (p.dry()) return y;
+  const Frames h = norm(p, x, pre + ".norm.gamma", false);
+  std::vector<float> qkv(size_t(3 * C * n)), o(size_t(C * n)), scores(size_t(std::min(n, kQueryBlock) * n));
+  const float* w_qkv = p.param(pre + ".to_qkv.weight");
+  const float* b_qkv = p.param(pre + ".to_qkv.bias");
+  const float scale = float(1.0 / std::sqrt(double(C)));
+  for (int64_t t = 0; t < x.t; ++t) {
+    for (int64_t r = 0; r < 3 * C; ++r) std::fill_n(qkv.data() + r * n, n, b_qkv[r]);
+    cpu::gemm<float>(false, false, 3 * C, n, C, 1.0f, w_qkv, C, h.frame(t), n, 1.0f, qkv.data(), n);
+    const float *q = qkv.data(), *k = q + C * n, *v = k + C * n;
+    for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
+      const int64_t nb = std::min(kQueryBlock, n - q0);
+      cpu::gemm<float>(true, false, nb, n, C, 1.0f, q + q0, n, k, n, 0.0f, scores.data(), n);  // [nb, n]
+      parallel_for(nb, [&](int64_t i) {
+        float* row = scores.data() + i * n;
+        const float m = cpu::row_max<float>(row, n, -INFINITY);
+        const float sum = cpu::exp_affine<float>(row, n, scale, -scale * m);
+        for (int64_t j = 0; j < n; ++j) row[j] /= sum;
+      });
+      cpu::gemm<float>(false, true, C, nb, n, 1.0f, v, n, scores.data(), n, 0.0f, o.data() + q0, n);  // [C, nb]
+    }
+    std::memcpy(y.frame(t), x.frame(t), size_t(C * n) * sizeof(float));
+    const float* bias = p.param(pre + ".proj.bias");
+    float* out = y.frame(t);
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < n; ++i) out[c * n + i] += bias[c];
+    cpu::gemm<float>(false, false, C, n, C, 1.0f, p.param(pre + ".proj.weight"), C, o.data(), n, 1.0f, out, n);
+  }
+  return y;
+}
+
+// Halves each frame (zero pad one column right and one row below, 3x3 conv, stride 2); the time downsampler then
+// halves the frames: frame 0 of the stream passes, afterwards out[j] = conv(y[2j - 2], y[2j - 1], y[2j]) over the
+// stream, stride 2 and no padding, the last frame of each chunk carried to the next.
+Frames downsample(Pass& p, const std::string& pre, const Frames& x, int64_t co, bool temporal) {
+  const ConvFrameDims d{.ci = x.c,
+                        .co = co,
+                        .kh = 3,
+                        .kw = 3,
+                        .h = x.h,
+                        .w = x.w,
+                        .stride = 2,
+                        .out_h = conv_out_size(x.h, 3, 2, 0, 1),
+                        .out_w = conv_out_size(x.w, 3, 2, 0, 1)};
+  Frames y = p.make(x.t, co, d.out_h, d.out_w);
+  for (int64_t t = 0; t < x.t; ++t) {
+    const float* in = x.frame(t);
+    p.conv(&in, p.param(pre + ".resample.1.weight"), p.param(pre + ".resample.1.bias"), y.frame(t), d);
+  }
+  if (!temporal) return y;
+  const std::string key = pre + ".time_conv";
+  Frames last = p.make(1, y.c, y.h, y.w);
+  if (!p.dry()) std::memcpy(last.frame(0), y.frame(y.t - 1), size_t(y.frame_size()) * sizeof(float));
+  Frames prev = std::move(p.tail[key]);
+  p.tail[key] = std::move(last);
+  if (prev.t == 0) return y;  // the stream's first chunk passes
+  MS_CHECK(y.t % 2 == 0, "time downsampler fed an odd chunk of ", y.t, " frames");
+  Frames z = p.make(y.t / 2, y.c, y.h, y.w);
+  const ConvFrameDims dt{.ci = y.c, .co = y.c, .kt = 3, .h = y.h, .w = y.w, .out_h = y.h, .out_w = y.w};
+  auto frame = [&](int64_t s) -> const float* { return s == 0 ? prev.frame(0) : y.frame(s - 1); };  // [prev, y]
+  for (int64_t j = 0; j < z.t; ++j) {
+    const float* in[3] = {frame(2 * j), frame(2 * j + 1), frame(2 * j + 2)};
+    p.conv(in, p.param(key + ".weight"), p.param(key + ".bias"), z.frame(j), dt);
+  }
+  return z;
+}
+
+// The time upsampler doubles the frames: frame 0 of the stream passes; the later frames form their own causal
+// stream through a (3, 1, 1) conv to 2C channels, channels [0, C) the earlier and [C, 2C) the later of the two
+// frames each yields. Then each frame is doubled (nearest) and convolved 3x3, padding 1, to co channels.
+Frames upsample(Pass& p, const std::string& pre, Frames x, int64_t co, bool temporal) {
+  const std::string key = pre + ".time_conv";
+  if (temporal && !p.started.insert(key).second) {
+    const Frames y = causal_conv(p, key, x, 2 * x.c, 1);
+    Frames z = p.make(2 * x.t, x.c, x.h, x.w);
+    if (!p.dry())
+      for (int64_t t = 0; t < x.t; ++t)
+        std::memcpy(z.frame(2 * t), y.frame(t), size_t(y.frame_size()) * sizeof(float));  // both halves in order
+    x = std::move(z);
+  }
+  const ConvFrameDims d{.ci = x.c,
+                        .co = co,
+                        .kh = 3,
+                        .kw = 3,
+                        .h = x.h,
+                        .w = x.w,
+                        .up = 2,
+                        .pad_top = 1,
+                        .pad_left = 1,
+                        .out_h = 2 * x.h,
+                        .out_w = 2 * x.w};
+  Frames y = p.make(x.t, co, d.out_h, d.out_w);
+  for (int64_t t = 0; t < x.t; ++t) {
+    const float* in = x.frame(t);
+    p.conv(&in, p.param(pre + ".resample.1.weight"), p.param(pre + ".resample.1.bias"), y.frame(t), d);
+  }
+  return y;
+}
+
+Frames run_layers(Pass& p, const std::vector<VaeLayer>& layers, Frames x) {
+  for (const auto& [kind, pre, ci, co] : layers) {
+    switch (kind) {
+      case VaeLayerKind::conv:
+        x = causal_conv(p, pre, x, co, 3);
+        break;
+      case VaeLayerKind::res:
+        x = residual(p, pre, x, co);
+        break;
+      case VaeLayerKind::attn:
+        x = attention(p, pre, x);
+        break;
+      case VaeLayerKind::down2d:
+      case VaeLayerKind::down3d:
+        x = downsample(p, pre, x, co, kind == VaeLayerKind::down3d);
+        break;
+      case VaeLayerKind::up2d:
+      case VaeLayerKind::up3d:
+        x = upsample(p, pre, std::move(x), co, kind == VaeLayerKind::up3d);
+        break;
+      case VaeLayerKind::head:
+        x = causal_conv(p, pre + ".2", norm(p, x, pre + ".0.gamma", true), co, 3);
+        break;
+    }
+  }
+  return x;
+}
+
+// The chunks [begin, end) of a stream of n frames: frame 0 alone, then `step` at a time.
+std::vector<std::pair<int64_t, int64_t>> chunks(int64_t n, int64_t step) {
+  std::vector<std::pair<int64_t, int64_t>> out{{0, 1}};
+  for (int64_t b = 1; b < n; b += step) out.emplace_back(b, std::min(n, b + step));
+  return out;
+}
+
+void check_chunking(const VaeChunking& ch) {
+  MS_CHECK(ch.encode_frames > 0 && ch.encode_frames % kWanChunk == 0 && ch.decode_latents > 0, "VAE chunks of ",
+           ch.encode_frames, " frames / ", ch.decode_latents, " latents");
+}
+
+// Encodes into latents (null in a dry pass); returns the FLOPs.
+double encode_pass(const VaeConfig& c, const VaeWeights* w, const float* video, int64_t F, int64_t H, int64_t W,
+                   float* latents, const VaeChunking& ch) {
+  check_chunking(ch);
+  Pass p(c, w);
+  const auto layers = vae_encoder_layers(c);
+  const int64_t z = c.z_dim, T = c.latent_frames(F), h = H / c.space_stride(), wd = W / c.space_stride();
+  int64_t t_out = 0;
+  for (auto [b, e] : chunks(F, ch.encode_frames)) {
+    Frames x = p.make(e - b, 3, H, W);
+    if (!p.dry())
+      for (int64_t t = b; t < e; ++t)
+        for (int64_t k = 0; k < 3; ++k)
+          std::memcpy(x.frame(t - b) + k * H * W, video + (k * F + t) * H * W, size_t(H * W) * sizeof(float));
+    Frames y = run_layers(p, layers, std::move(x));
+    MS_CHECK(y.h == h && y.w == wd && t_out + y.t <= T, "encoder chunk shape");
+    const Frames mu = pointwise(p, p.param("conv1.weight"), p.param("conv1.bias"), y, z);  // [z, 2z) log-var: unused
+    if (!p.dry())
+      for (int64_t k = 0; k < z; ++k) {
+        const float mean = c.latents_mean[size_t(k)], inv_std = 1.0f / c.latents_std[size_t(k)];
+        for (int64_t t = 0; t < mu.t; ++t) {
+          const float* src = mu.frame(t) + k * h * wd;
+          float* dst = latents + (k * T + t_out + t) * h * wd;
+          for (int64_t i = 0; i < h * wd; ++i) dst[i] = (src[i] - mean) * inv_std;
+        }
+      }
+    t_out += y.t;
+  }
+  MS_CHECK(t_out == T, "encoder produced ", t_out, " latent frames, expected ", T);
+  return p.flops;
+}
+
+double decode_pass(const VaeConfig& c, const VaeWeights* w, const float* latents, int64_t T, int64_t h, int64_t wd,
+                   float* video, const VaeChunking& ch) {
+  check_chunking(ch);
+  Pass p(c, w);
+  const auto layers = vae_decoder_layers(c);
+  const int64_t z = c.z_dim, F = c.video_frames(T), H = h * c.space_stride(), W = wd * c.space_stride();
+  int64_t f_out = 0;
+  for (auto [b, e] : chunks(T, ch.decode_latents)) {
+    Frames x = p.make(e - b, z, h, wd);
+    if (!p.dry())
+      for (int64_t k = 0; k < z; ++k) {
+        const float mean = c.latents_mean[size_t(k)], std_k = c.latents_std[size_t(k)];
+        for (int64_t t = b; t < e; ++t) {
+          const float* src = latents + (k * T + t) * h * wd;
+          float* dst = x.frame(t - b) + k * h * wd;
+          for (int64_t i = 0; i < h * wd; ++i) dst[i] = src[i] * std_k + mean;
+        }
+      }
+    Frames y = run_layers(p, layers, pointwise(p, p.param("conv2.weight"), p.param("conv2.bias"), x, z));
+    MS_CHECK(y.c == 3 && y.h == H && y.w == W && f_out + y.t <= F, "decoder chunk shape");
+    if (!p.dry())
+      for (int64_t k = 0; k < 3; ++k)
+        for (int64_t t = 0; t < y.t; ++t) {
+          const float* src = y.frame(t) + k * H * W;
+          float* dst = video + (k * F + f_out + t) * H * W;
+          for (int64_t i = 0; i < H * W; ++i) dst[i] = std::clamp(src[i], -1.0f, 1.0f);
+        }
+    f_out += y.t;
+  }
+  MS_CHECK(f_out == F, "decoder produced ", f_out, " frames, expected ", F);
+  return p.flops;
+}
+
+}  // namespace
+
+void check_vae_video_shape(const VaeConfig& c, int64_t frames, int64_t height, int64_t width, const std::string& what) {
+  if (frames < 1 || (frames - 1) % kWanChunk)
+    MS_FAIL(what, " has ", frames, " frames; the VAE takes 1 + 4k frames (e.g. ",
+            1 + kWanChunk * std::max<int64_t>(0, (frames - 1) / kWanChunk), " or ",
+            1 + kWanChunk * std::max<int64_t>(1, (frames - 1) / kWanChunk + 1), ")");
+  const int64_t s = c.space_stride();
+  for (auto [name, v] : {std::pair<const char*, int64_t>{"height", height}, {"width", width}})
+    if (v < s || v % s)
+      MS_FAIL(what, " has ", name, " ", v, "; the VAE takes multiples of ", s, " (e.g. ", std::max(s, v / s * s),
+              " or ", (v / s + 1) * s, ")");
+}
+
+void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
+                const VaeChunking& chunking) {
+  check_vae_video_shape(w.config(), frames, height, width, "video");
+  encode_pass(w.config(), &w, video, frames, height, width, latents, chunking);
+}
+
+void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames, int64_t height, int64_t width,
+                float* video, const VaeChunking& chunking) {
+  MS_CHECK(latent_frames > 0 && height > 0 && width > 0, "latents of ", latent_frames, " x ", height, " x ", width);
+  decode_pass(w.config(), &w, latents, latent_frames, height, width, video, chunking);
+}
+
+double vae_encode_flops(const VaeConfig& c, int64_t frames, int64_t height, int64_t width) {
+  return encode_pass(c, nullptr, nullptr, frames, height, width, nullptr, {});
+}
+
+double vae_decode_flops(const VaeConfig& c, int64_t frames, int64_t height, int64_t width) {
+  const int64_t s = c.space_stride();
+  return decode_pass(c, nullptr, nullptr, c.latent_frames(frames), height / s, width / s, nullptr, {});
+}
+
+}  // namespace ms

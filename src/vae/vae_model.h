@@ -1,0 +1,38 @@
+// Wan2.1's video VAE forward on the CPU: videos -> normalised latents and back, streamed in Wan's causal chunks
+// (frame 0 alone, then 4 frames at a time to encode; one latent frame at a time to decode), each causal convolution
+// carrying its last two input frames from chunk to chunk, so that memory is bounded by the chunk, not the clip, and
+// the result equals one causal pass over the whole clip (docs/vae.md).
+#pragma once
+#include <cstdint>
+
+#include "vae/vae_weights.h"
+
+namespace ms {
+
+// How a clip is cut. encode_frames: frames per chunk after frame 0 (a multiple of 4: the temporal downsamplers'
+// stride-2 alignment); decode_latents: latent frames per chunk after frame 0. Wan's own: 4 and 1. Any other valid
+// choice gives the same result up to float rounding; larger chunks hold more activations at once.
+struct VaeChunking {
+  int64_t encode_frames = 4;
+  int64_t decode_latents = 1;
+};
+
+// The frame sizes a clip of `frames` x `height` x `width` pixels may have: F = 1 + 4k, H and W multiples of the
+// spatial stride (8). Throws ms::Error naming the bad value and the nearest valid ones (what: "video", "--frames").
+void check_vae_video_shape(const VaeConfig& c, int64_t frames, int64_t height, int64_t width, const std::string& what);
+
+// video [3, F, H, W] in [-1, 1] (one clip, torch's layout) -> latents [z_dim, 1 + (F - 1) / 4, H / 8, W / 8]: the
+// latent mean, normalised with the config's latents_mean / latents_std, as Wan's WanVAE.encode returns it.
+void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
+                const VaeChunking& chunking = {});
+
+// latents [z_dim, T, h, w] -> video [3, 1 + 4 (T - 1), 8 h, 8 w], clamped to [-1, 1], as WanVAE.decode returns it.
+void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames, int64_t height, int64_t width,
+                float* video, const VaeChunking& chunking = {});
+
+// Multiply-adds x 2 of encoding / decoding one clip of that pixel size (every convolution and the attention's two
+// matrix products; norms and activations left out).
+double vae_encode_flops(const VaeConfig& c, int64_t frames, int64_t height, int64_t width);
+double vae_decode_flops(const VaeConfig& c, int64_t frames, int64_t height, int64_t width);
+
+}  // namespace ms

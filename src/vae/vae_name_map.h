@@ -1,0 +1,22 @@
+// diffusers' AutoencoderKLWan <-> Wan's WanVAE_: parameter names and config, read from diffusers' own
+// autoencoder_kl_wan.py and scripts/convert_wan_to_diffusers.py (convert_vae); docs/vae.md has the table. Every
+// tensor is a pure rename (same shape, no split or fusion).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "vae/vae_config.h"
+
+namespace ms {
+
+// Wan's name of a diffusers AutoencoderKLWan parameter of a VAE with this config (the decoder's grouped up_blocks
+// depend on num_res_blocks); "" for a name that is not a diffusers one (kept as it is).
+std::string wan_vae_name(const std::string& diffusers_name, const VaeConfig& c);
+
+// Whether j is a diffusers AutoencoderKLWan config.json (its _class_name, or a base_dim key); and its VaeConfig:
+// base_dim is Wan's dim, the other keys keep their names. Wan2.2's keys (is_residual, decoder_base_dim, patch_size)
+// are refused: that VAE is another model.
+bool is_diffusers_vae_config(const nlohmann::json& j);
+VaeConfig vae_config_from_diffusers(const nlohmann::json& j, const std::string& source);
+
+}  // namespace ms

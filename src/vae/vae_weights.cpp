@@ -1,0 +1,90 @@
+#include "vae/vae_weights.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/check.h"
+#include "core/rng.h"
+#include "core/text.h"
+#include "io/weight_files.h"
+#include "vae/vae_name_map.h"
+
+namespace ms {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Lays the config's tensors out in one pool, in state-dict order.
+void lay_out(const VaeConfig& c, std::vector<float>& pool, std::map<std::string, int64_t>& offset) {
+  int64_t total = 0;
+  for (const auto& [name, shape] : vae_param_shapes(c)) {
+    offset[name] = total;
+    total += numel(shape);
+  }
+  pool.assign(size_t(total), 0.0f);
+}
+
+}  // namespace
+
+const float* VaeWeights::get(const std::string& name) const {
+  auto it = offset_.find(name);
+  MS_CHECK(it != offset_.end(), "VAE tensor ", name, " is not in the layout");
+  return pool_.data() + it->second;
+}
+
+VaeWeights VaeWeights::random(const VaeConfig& config, uint64_t seed) {
+  check_vae_config(config, "VAE config");
+  VaeWeights v;
+  v.config_ = config;
+  v.source_ = cat("random weights (seed ", seed, ")");
+  lay_out(config, v.pool_, v.offset_);
+  Rng rng(seed);
+  for (const auto& [name, shape] : vae_param_shapes(config)) {
+    float* p = v.pool_.data() + v.offset_.at(name);
+    const int64_t n = numel(shape);
+    const bool gamma = name.ends_with(".gamma"), bias = name.ends_with(".bias");
+    const double fan_in = double(n / shape[0]);
+    const double gain = name == "decoder.head.2.weight" ? 0.5 : 1.0;  // most decoded pixels inside (-1, 1)
+    for (int64_t i = 0; i < n; ++i) {
+      const double r = rng.normal();
+      p[i] = float(gamma ? 1.0 + 0.1 * r : bias ? 0.05 * r : gain * r / std::sqrt(fan_in));
+    }
+  }
+  return v;
+}
+
+VaeWeights VaeWeights::load(const std::string& path, const std::string& config_path) {
+  std::string config_file = config_path;
+  if (config_file.empty() && fs::is_directory(path) && fs::exists(fs::path(path) / "config.json"))
+    config_file = (fs::path(path) / "config.json").string();
+  VaeWeights v;
+  v.config_ = config_file.empty() ? VaeConfig() : read_vae_config(config_file);
+  v.source_ = path;
+  WeightFiles files = WeightFiles::open(path);
+  files.rename([&](const std::string& n) { return wan_vae_name(n, v.config_); });
+  lay_out(v.config_, v.pool_, v.offset_);
+  std::vector<std::string> missing;
+  for (const auto& [name, shape] : vae_param_shapes(v.config_)) {
+    const TensorEntry* e = files.find(name);
+    if (!e) {
+      missing.push_back(name);
+      continue;
+    }
+    if (e->shape != shape)
+      MS_FAIL(path, ": VAE tensor ", name, " has shape ", shape_str(e->shape), ", expected ", shape_str(shape),
+              config_file.empty() ? " for Wan2.1's VAE; pass --vae-config if this VAE has another configuration"
+                                  : cat(" for the config in ", config_file));
+    files.read_f32(name, v.pool_.data() + v.offset_.at(name));
+  }
+  if (!missing.empty())
+    MS_FAIL(path, ": ",
+            missing.size() == 1 ? cat("the VAE tensor ", quote_text(missing.front()), " is missing")
+                                : cat(missing.size(), " VAE tensors are missing, e.g. ", quote_text(missing.front()),
+                                      " and ", quote_text(missing.back())),
+            "; pass Wan2.1_VAE.pth, a safetensors copy of it or diffusers' AutoencoderKLWan (docs/vae.md)");
+  for (size_t i = 0; i < v.pool_.size(); ++i)
+    if (!std::isfinite(v.pool_[i])) MS_FAIL(path, ": the VAE weights hold a non-finite value (inf or NaN)");
+  return v;
+}
+
+}  // namespace ms

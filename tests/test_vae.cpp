@@ -1,0 +1,253 @@
+// The video VAE against the float64 plain-loop reference of tests/vae_reference.h: its kernels, each layer kind
+// through encode and decode on tiny configs at the chunk boundaries (1, 5, 9, 13 frames), chunking invariance, and
+// bad input.
+#include <cmath>
+
+#include "ops/channel_norm.h"
+#include "ops/conv3d.h"
+#include "test_util.h"
+#include "vae/vae_model.h"
+#include "vae_reference.h"
+
+namespace ms::test {
+namespace {
+
+// Wan's tiny test config: every layer kind, two temporal and three spatial halvings.
+VaeConfig tiny_config() {
+  VaeConfig c;
+  c.dim = 8;
+  c.dim_mult = {1, 2, 2, 2};
+  c.num_res_blocks = 1;
+  return c;
+}
+
+// A random clip in [-1, 1], [3, F, H, W].
+Vid random_video(int64_t F, int64_t H, int64_t W, uint64_t seed) {
+  Vid v(3, F, H, W);
+  v.v = randn(v.v.size(), seed, 0.5);
+  for (double& x : v.v) x = std::clamp(x, -1.0, 1.0);
+  return v;
+}
+
+// The contract of ops/conv3d.h in plain loops.
+std::vector<double> naive_conv_frame(const std::vector<const double*>& x, const std::vector<double>& w,
+                                     const std::vector<double>& b, const ConvFrameDims& d) {
+  std::vector<double> y(size_t(d.co * d.out_h * d.out_w));
+  for (int64_t o = 0; o < d.co; ++o)
+    for (int64_t i = 0; i < d.out_h; ++i)
+      for (int64_t j = 0; j < d.out_w; ++j) {
+        double acc = b[size_t(o)];
+        for (int64_t c = 0; c < d.ci; ++c)
+          for (int64_t a = 0; a < d.kt; ++a)
+            for (int64_t e = 0; e < d.kh; ++e)
+              for (int64_t f = 0; f < d.kw; ++f) {
+                const int64_t r = i * d.stride + e - d.pad_top, s = j * d.stride + f - d.pad_left;
+                if (!x[size_t(a)] || r < 0 || s < 0 || r >= d.up * d.h || s >= d.up * d.w) continue;
+                acc += w[size_t((((o * d.ci + c) * d.kt + a) * d.kh + e) * d.kw + f)] *
+                       x[size_t(a)][(c * d.h + r / d.up) * d.w + s / d.up];
+              }
+        y[size_t((o * d.out_h + i) * d.out_w + j)] = acc;
+      }
+  return y;
+}
+
+}  // namespace
+
+// Odd sizes; a null (zero) frame; stride 2 with padding after only; nearest upsampling; a pointwise kernel; and
+// ci = 40 in double, whose unfolded frame outgrows the band budget, so it runs in several bands.
+TEST(VaeKernels, ConvFrameMatchesPlainLoops) {
+  const ConvFrameDims cases[] = {
+      {.ci = 5,
+       .co = 7,
+       .kt = 3,
+       .kh = 3,
+       .kw = 3,
+       .h = 9,
+       .w = 11,
+       .pad_top = 1,
+       .pad_left = 1,
+       .out_h = 9,
+       .out_w = 11},
+      {.ci = 3, .co = 4, .kh = 3, .kw = 3, .h = 10, .w = 7, .stride = 2, .out_h = 5, .out_w = 3},
+      {.ci = 6,
+       .co = 3,
+       .kh = 3,
+       .kw = 3,
+       .h = 5,
+       .w = 3,
+       .up = 2,
+       .pad_top = 1,
+       .pad_left = 1,
+       .out_h = 10,
+       .out_w = 6},
+      {.ci = 9, .co = 5, .h = 7, .w = 13, .out_h = 7, .out_w = 13},
+      {.ci = 4, .co = 6, .kt = 3, .h = 3, .w = 5, .out_h = 3, .out_w = 5},
+      {.ci = 40,
+       .co = 5,
+       .kt = 3,
+       .kh = 3,
+       .kw = 3,
+       .h = 41,
+       .w = 40,
+       .pad_top = 1,
+       .pad_left = 1,
+       .out_h = 41,
+       .out_w = 40},
+  };
+  uint64_t seed = 1;
+  for (const auto& d : cases) {
+    std::vector<std::vector<double>> frames;
+    for (int64_t a = 0; a < d.kt; ++a) frames.push_back(randn(size_t(d.ci * d.h * d.w), seed++));
+    std::vector<const double*> x;
+    for (int64_t a = 0; a < d.kt; ++a)
+      x.push_back(a == 0 && d.kt == 3 && d.ci == 5 ? nullptr : frames[size_t(a)].data());
+    const auto w = randn(size_t(d.co * d.k()), seed++), b = randn(size_t(d.co), seed++);
+    const auto want = naive_conv_frame(x, w, b, d);
+    std::vector<double> y(want.size());
+    cpu::conv3d_frame_forward(x.data(), w.data(), b.data(), y.data(), d);
+    EXPECT_LT(rel_l2(y, want), 1e-13) << "ci " << d.ci << " stride " << d.stride << " up " << d.up;
+    std::vector<std::vector<float>> ff;
+    std::vector<const float*> xf;
+    for (int64_t a = 0; a < d.kt; ++a) {
+      ff.push_back(to_f32(frames[size_t(a)]));
+      xf.push_back(x[size_t(a)] ? ff.back().data() : nullptr);
+    }
+    const auto wf = to_f32(w), bf = to_f32(b);
+    std::vector<float> yf(want.size());
+    cpu::conv3d_frame_forward(xf.data(), wf.data(), bf.data(), yf.data(), d);
+    EXPECT_LT(rel_l2(yf, want), 1e-5);
+  }
+}
+
+// Over 1000 pixels (two chunks and a partial vector), with and without SiLU, and a pixel of zeros (the 1e-12 floor).
+TEST(VaeKernels, ChannelRmsNormMatchesPlainLoops) {
+  const int64_t C = 7, N = 1003;
+  auto x = randn(size_t(C * N), 4, 3.0);
+  for (int64_t c = 0; c < C; ++c) x[size_t(c * N + 17)] = 0;
+  const auto g = randn(size_t(C), 5, 0.1);
+  std::vector<double> gamma(g.size());
+  for (size_t i = 0; i < g.size(); ++i) gamma[i] = 1 + g[i];
+  for (bool silu : {false, true}) {
+    std::vector<double> want(x.size()), y(x.size());
+    for (int64_t p = 0; p < N; ++p) {
+      double ss = 0;
+      for (int64_t c = 0; c < C; ++c) ss += x[size_t(c * N + p)] * x[size_t(c * N + p)];
+      for (int64_t c = 0; c < C; ++c) {
+        const double v =
+            x[size_t(c * N + p)] / std::max(std::sqrt(ss), 1e-12) * std::sqrt(double(C)) * gamma[size_t(c)];
+        want[size_t(c * N + p)] = silu ? v / (1 + std::exp(-v)) : v;
+      }
+    }
+    cpu::channel_rms_norm_forward(x.data(), gamma.data(), y.data(), C, N, silu);
+    EXPECT_LT(rel_l2(y, want), 1e-14);
+    EXPECT_EQ(y[17], 0.0);
+    auto xf = to_f32(x), gf = to_f32(gamma);
+    std::vector<float> yf(x.size());
+    cpu::channel_rms_norm_forward(xf.data(), gf.data(), yf.data(), C, N, silu);
+    EXPECT_LT(rel_l2(yf, want), 1e-6);
+  }
+}
+
+// 1, 5, 9 and 13 frames: frame 0 alone, then one, two and three 4-frame chunks, each carrying the caches on.
+TEST(Vae, EncodeAndDecodeMatchTheWholeClipReference) {
+  const VaeWeights w = VaeWeights::random(tiny_config(), 11);
+  const VaeReference ref(w);
+  const int64_t H = 16, W = 24;
+  for (int64_t F : {1, 5, 9, 13}) {
+    const Vid video = random_video(F, H, W, uint64_t(20 + F));
+    const Vid want = ref.encode(video);
+    ASSERT_EQ(want.t, 1 + (F - 1) / 4);
+    ASSERT_EQ(want.h * 8, H);
+    const auto vf = to_f32(video.v);
+    std::vector<float> lat(want.v.size());
+    vae_encode(w, vf.data(), F, H, W, lat.data());
+    EXPECT_LT(rel_l2(lat, want.v), 1e-4) << F << " frames";
+
+    const Vid raw = ref.decode(want, false), dec = ref.decode(want);
+    ASSERT_EQ(dec.t, F);
+    const auto lf = to_f32(want.v);
+    std::vector<float> video_out(dec.v.size());
+    vae_decode(w, lf.data(), want.t, want.h, want.w, video_out.data());
+    EXPECT_LT(rel_l2(video_out, dec.v), 1e-4) << F << " frames";
+    int64_t clamped = 0;
+    for (double v : raw.v) clamped += std::fabs(v) > 1;
+    EXPECT_LT(double(clamped), 0.2 * double(raw.v.size())) << "the clamp hides too much of the comparison";
+  }
+}
+
+// Temporal halving first, a 3-stage VAE (spatial stride 4), two residual blocks per stage.
+TEST(Vae, AnotherConfigMatchesTheReference) {
+  VaeConfig c;
+  c.dim = 6;
+  c.dim_mult = {1, 2, 3};
+  c.num_res_blocks = 2;
+  c.temperal_downsample = {true, false};
+  const VaeWeights w = VaeWeights::random(c, 12);
+  const VaeReference ref(w);
+  const int64_t F = 9, H = 12, W = 20;
+  const Vid video = random_video(F, H, W, 33);
+  const Vid want = ref.encode(video);
+  ASSERT_EQ(want.t, 5);  // one temporal halving: 4 frames -> 2 latents
+  const auto vf = to_f32(video.v);
+  std::vector<float> lat(want.v.size());
+  vae_encode(w, vf.data(), F, H, W, lat.data());
+  EXPECT_LT(rel_l2(lat, want.v), 1e-4);
+  const Vid dec = ref.decode(want);
+  ASSERT_EQ(dec.t, F);
+  const auto lf = to_f32(want.v);
+  std::vector<float> out(dec.v.size());
+  vae_decode(w, lf.data(), want.t, want.h, want.w, out.data());
+  EXPECT_LT(rel_l2(out, dec.v), 1e-4);
+}
+
+// Larger chunks hold more at once and give the same result up to float rounding.
+TEST(Vae, ChunkingIsAMemoryDeviceOnly) {
+  const VaeWeights w = VaeWeights::random(tiny_config(), 13);
+  const int64_t F = 13, H = 16, W = 8;
+  const auto video = to_f32(random_video(F, H, W, 44).v);
+  std::vector<float> a(size_t(16 * 4 * 2 * 1)), b(a.size());
+  vae_encode(w, video.data(), F, H, W, a.data());
+  vae_encode(w, video.data(), F, H, W, b.data(), {.encode_frames = 12});
+  EXPECT_LT(rel_l2(b, a), 1e-6);
+  std::vector<float> da(size_t(3 * F * H * W)), db(da.size());
+  vae_decode(w, a.data(), 4, 2, 1, da.data());
+  vae_decode(w, a.data(), 4, 2, 1, db.data(), {.decode_latents = 3});
+  EXPECT_LT(rel_l2(db, da), 1e-6);
+}
+
+TEST(Vae, FlopsCountWhatTheWalkDoes) {
+  // One frame at 8x8 through conv1 (3 -> 8, 3x3x3) alone would be 2 * 8 * 81 * 64; the whole count is the sum over
+  // every conv, so it must exceed that and grow linearly with the pixels.
+  const VaeConfig c = tiny_config();
+  const double f1 = vae_encode_flops(c, 1, 16, 16), f4 = vae_encode_flops(c, 1, 32, 32);
+  EXPECT_GT(f1, 2.0 * 8 * 81 * 256);
+  EXPECT_GT(f4, 3.9 * f1);  // attention's n^2 term makes it slightly superlinear
+  EXPECT_LT(f4, 4.5 * f1);
+  EXPECT_GT(vae_encode_flops(c, 5, 16, 16), 3 * f1);
+  EXPECT_GT(vae_decode_flops(c, 5, 16, 16), vae_decode_flops(c, 1, 16, 16));
+}
+
+TEST(Vae, BadShapesAndConfigsAreNamed) {
+  const VaeConfig c = tiny_config();
+  EXPECT_NE(error_of([&] { check_vae_video_shape(c, 6, 16, 16, "video"); }).find("6 frames; the VAE takes 1 + 4k"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              check_vae_video_shape(c, 5, 20, 16, "video");
+            }).find("height 20; the VAE takes multiples of 8 (e.g. 16 or 24)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { check_vae_video_shape(c, 5, 16, 4, "video"); }).find("width 4"), std::string::npos);
+  VaeConfig bad = c;
+  bad.attn_scales = {1.0};
+  EXPECT_NE(error_of([&] { check_vae_config(bad, "cfg"); }).find("attn_scales must be []"), std::string::npos);
+  bad = c;
+  bad.temperal_downsample = {true};
+  EXPECT_NE(error_of([&] { check_vae_config(bad, "cfg"); }).find("one per stage boundary, 3"), std::string::npos);
+  bad = c;
+  bad.temperal_downsample = {true, true, true};
+  EXPECT_NE(error_of([&] { check_vae_config(bad, "cfg"); }).find("at most 2"), std::string::npos);
+  bad = c;
+  bad.latents_std[3] = 0;
+  EXPECT_NE(error_of([&] { check_vae_config(bad, "cfg"); }).find("latents_std must be positive"), std::string::npos);
+}
+
+}  // namespace ms::test

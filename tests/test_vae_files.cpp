@@ -1,0 +1,154 @@
+// The VAE against files written by its owners' code (tests/data/vae/, tools/make_vae_fixtures.py): Wan's own
+// WanVAE_ module's float64 outputs, torch.save'd weights, diffusers' parameter names; and bad weight files.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "io/safetensors.h"
+#include "temp_dir.h"
+#include "test_util.h"
+#include "vae/vae_model.h"
+#include "vae/vae_name_map.h"
+
+namespace ms::test {
+namespace {
+
+const std::string kDir = std::string(MEGASLIDE_TEST_DATA) + "/vae/";
+
+std::vector<float> tensor(const SafetensorsFile& f, const std::string& name) {
+  const TensorEntry* e = f.find(name);
+  EXPECT_NE(e, nullptr) << name;
+  std::vector<float> v(size_t(numel(e->shape)));
+  read_as_f32(*e, v.data());
+  return v;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+
+// Expects f to throw an ms::Error whose message holds `part`.
+void expect_error(const std::function<void()>& f, const std::string& part) {
+  const std::string message = error_of(f);
+  EXPECT_NE(message.find(part), std::string::npos) << message;
+}
+
+}  // namespace
+
+// Wan's streaming encode and decode (its module, float64) at 1, 5 and 13 frames of a 16x24 clip.
+TEST(VaeFiles, MatchesWansOwnModule) {
+  const VaeWeights w = VaeWeights::load(kDir + "tiny_vae.pth", kDir + "tiny_config.json");
+  const auto clip = SafetensorsFile::open(kDir + "clip.safetensors");
+  const auto video = tensor(clip, "video");  // [1, 3, 13, 16, 24]
+  const int64_t H = 16, W = 24, plane = H * W;
+  for (auto [F, suffix] : {std::pair<int64_t, std::string>{1, "_f1"}, {5, "_f5"}, {13, ""}}) {
+    std::vector<float> part(size_t(3 * F * plane));  // the first F frames of each channel
+    for (int64_t c = 0; c < 3; ++c) std::copy_n(video.data() + c * 13 * plane, F * plane, part.data() + c * F * plane);
+    const auto want_lat = tensor(clip, "latents" + suffix), want_dec = tensor(clip, "decoded" + suffix);
+    std::vector<float> lat(want_lat.size()), dec(want_dec.size());
+    vae_encode(w, part.data(), F, H, W, lat.data());
+    EXPECT_LT(rel_l2(lat, want_lat), 1e-5) << F << " frames";
+    vae_decode(w, want_lat.data(), 1 + (F - 1) / 4, 2, 3, dec.data());
+    EXPECT_LT(rel_l2(dec, want_dec), 1e-5) << F << " frames";
+  }
+}
+
+// The same tensors from torch.save's zip and from safetensors give bit-identical results; bf16 weights are the
+// f32 ones rounded to nearest even.
+TEST(VaeFiles, PthAndSafetensorsGiveIdenticalResults) {
+  const std::string config = kDir + "tiny_config.json";
+  const VaeWeights pth = VaeWeights::load(kDir + "tiny_vae.pth", config);
+  const VaeWeights st = VaeWeights::load(kDir + "tiny_vae.safetensors", config);
+  const VaeWeights bf = VaeWeights::load(kDir + "tiny_vae_bf16.safetensors", config);
+  ASSERT_EQ(pth.count(), 61887);
+  for (const auto& [name, shape] : vae_param_shapes(pth.config()))
+    for (int64_t i = 0; i < numel(shape); ++i) {
+      ASSERT_EQ(pth.get(name)[i], st.get(name)[i]) << name;
+      ASSERT_EQ(bf.get(name)[i], bf16_to_f32(f32_to_bf16(pth.get(name)[i]))) << name;
+    }
+  const auto video = tensor(SafetensorsFile::open(kDir + "clip.safetensors"), "video");
+  std::vector<float> a(16 * 4 * 6), b(a.size());
+  vae_encode(pth, video.data(), 13, 16, 24, a.data());
+  vae_encode(st, video.data(), 13, 16, 24, b.data());
+  EXPECT_EQ(a, b);
+}
+
+// diffusers' convert_vae on Wan's full VAE (every row), and diffusers' own module at the tiny config: each name
+// maps to the Wan name of the same shape, one to one.
+TEST(VaeFiles, DiffusersNamesMapOntoWans) {
+  const VaeConfig wan21;
+  const auto rows = read_json(kDir + "diffusers_default_names.json");
+  ASSERT_EQ(rows.size(), 194u);
+  const auto shapes = vae_param_shapes(wan21);
+  ASSERT_EQ(shapes.size(), rows.size());
+  std::map<std::string, Shape> wan(shapes.begin(), shapes.end());
+  for (const auto& r : rows) {
+    EXPECT_EQ(wan_vae_name(r[0], wan21), r[1].get<std::string>()) << r[0];
+    EXPECT_EQ(wan.at(r[1]), r[2].get<Shape>()) << r[1];
+  }
+  const VaeConfig tiny = read_vae_config(kDir + "tiny_config.json");
+  const auto tiny_shapes = vae_param_shapes(tiny);
+  std::map<std::string, Shape> want(tiny_shapes.begin(), tiny_shapes.end()), got;
+  for (const auto& r : read_json(kDir + "diffusers_tiny_names.json")) got[wan_vae_name(r[0], tiny)] = r[1].get<Shape>();
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(wan_vae_name("encoder.conv1.weight", wan21), "");  // Wan's names stay
+}
+
+// A diffusers vae/ folder (config.json in its keys, diffusers' names) loads to the same weights.
+TEST(VaeFiles, DiffusersFolderLoads) {
+  TempDir dir;
+  const VaeWeights wan = VaeWeights::load(kDir + "tiny_vae.safetensors", kDir + "tiny_config.json");
+  auto cfg = read_json(kDir + "tiny_config.json");
+  cfg["base_dim"] = cfg["dim"];
+  cfg.erase("dim");
+  cfg["_class_name"] = "AutoencoderKLWan";
+  cfg["dropout"] = 0.0;
+  std::ofstream(dir.file("config.json")) << cfg.dump();
+  std::vector<TensorRef> refs;
+  std::vector<std::vector<float>> keep;
+  for (const auto& r : read_json(kDir + "diffusers_tiny_names.json")) {
+    const Shape s = r[1].get<Shape>();
+    const float* src = wan.get(wan_vae_name(r[0], wan.config()));
+    keep.emplace_back(src, src + numel(s));
+    refs.push_back({r[0], DType::f32, s, keep.back().data()});
+  }
+  write_safetensors(dir.file("diffusion_pytorch_model.safetensors"), refs);
+  const VaeWeights dif = VaeWeights::load(dir.path.string(), "");
+  EXPECT_EQ(dif.config().dim, 4);
+  for (const auto& [name, shape] : vae_param_shapes(wan.config()))
+    ASSERT_EQ(std::vector<float>(dif.get(name), dif.get(name) + numel(shape)),
+              std::vector<float>(wan.get(name), wan.get(name) + numel(shape)))
+        << name;
+}
+
+TEST(VaeFiles, BadWeightsAreNamed) {
+  TempDir dir;
+  const VaeWeights wan = VaeWeights::load(kDir + "tiny_vae.safetensors", kDir + "tiny_config.json");
+  const auto shapes = vae_param_shapes(wan.config());
+  auto write_without = [&](const std::string& path, const std::string& skip, const std::string& reshape) {
+    std::vector<TensorRef> refs;
+    for (const auto& [name, shape] : shapes) {
+      if (name == skip) continue;
+      Shape s = shape;
+      if (name == reshape) s = {numel(shape)};
+      refs.push_back({name, DType::f32, s, wan.get(name)});
+    }
+    write_safetensors(path, refs);
+  };
+  write_without(dir.file("missing.safetensors"), "decoder.middle.1.proj.bias", "");
+  expect_error([&] { VaeWeights::load(dir.file("missing.safetensors"), kDir + "tiny_config.json"); },
+               "the VAE tensor 'decoder.middle.1.proj.bias' is missing");
+  write_without(dir.file("shape.safetensors"), "", "encoder.head.2.weight");
+  expect_error([&] { VaeWeights::load(dir.file("shape.safetensors"), kDir + "tiny_config.json"); },
+               "encoder.head.2.weight has shape [6912], expected [32, 8, 3, 3, 3]");
+  // The tiny weights read as Wan2.1's VAE: the first tensor's shape is wrong, and the message says what to pass.
+  expect_error([&] { VaeWeights::load(kDir + "tiny_vae.pth", ""); }, "pass --vae-config");
+  std::ofstream(dir.file("bad.json")) << R"({"dim": 8, "attn_scales": [0.5]})";
+  expect_error([&] { read_vae_config(dir.file("bad.json")); }, "attn_scales must be []");
+  std::ofstream(dir.file("wan22.json")) << R"({"_class_name": "AutoencoderKLWan", "is_residual": true})";
+  expect_error([&] { read_vae_config(dir.file("wan22.json")); }, "Wan2.2's VAE");
+}
+
+}  // namespace ms::test
