@@ -251,3 +251,72 @@ TEST(Vae, BadShapesAndConfigsAreNamed) {
 }
 
 }  // namespace ms::test
+
+namespace ms::test {
+
+// Tiles as large as the frame change nothing; smaller ones give each tile's own result, blended by linear ramps
+// over the overlaps, recomputed here tile by tile. 32-pixel tiles on 48 x 64 frames: row tiles cover latent rows
+// 0-3 and 3-5, column tiles latent columns 0-3, 3-6 and 6-7 (tiles start every 24 pixels, 3 latents): each overlap
+// is one latent, or 8 pixels of decoded video.
+TEST(Vae, TilesBlendTheirOwnResults) {
+  const VaeWeights w = VaeWeights::random(tiny_config(), 15);
+  const int64_t F = 5, H = 48, W = 64, h = 6, wd = 8, T = 2;
+  const auto video = to_f32(random_video(F, H, W, 55).v);
+  std::vector<float> whole(size_t(16 * T * h * wd)), same(whole.size()), tiled(whole.size());
+  vae_encode(w, video.data(), F, H, W, whole.data());
+  vae_encode(w, video.data(), F, H, W, same.data(), {.tile_h = 48, .tile_w = 64});
+  EXPECT_EQ(same, whole);
+
+  struct Tile {
+    int64_t begin, size;  // latents
+  };
+  const std::vector<Tile> rows{{0, 4}, {3, 3}}, cols{{0, 4}, {3, 4}, {6, 2}};
+  // Position p of tile k's output, in units of `unit` per latent: ramps (p + 1/2) / overlap in and out of the
+  // neighbours' shared latent.
+  auto weight = [](const std::vector<Tile>& s, size_t k, int64_t p, int64_t unit) {
+    double g = 1;
+    if (k > 0 && p < unit) g *= (double(p) + 0.5) / double(unit);
+    const int64_t size = s[k].size * unit;
+    if (k + 1 < s.size() && p >= size - unit) g *= (double(size - p) - 0.5) / double(unit);
+    return g;
+  };
+  // Each tile run alone through `run(in, in_h, in_w, out)`, its output blended into want [C, out_h, out_w].
+  auto blend = [&](const std::vector<float>& in, int64_t ct_in, int64_t in_unit, int64_t ct_out, int64_t out_unit,
+                   const auto& run) {
+    const int64_t in_h = h * in_unit, in_w = wd * in_unit, out_h = h * out_unit, out_w = wd * out_unit;
+    std::vector<double> want(size_t(ct_out * out_h * out_w));
+    for (size_t r = 0; r < rows.size(); ++r)
+      for (size_t q = 0; q < cols.size(); ++q) {
+        const int64_t th = rows[r].size * in_unit, tw = cols[q].size * in_unit;
+        const int64_t oh = rows[r].size * out_unit, ow = cols[q].size * out_unit;
+        std::vector<float> sub(size_t(ct_in * th * tw)), out(size_t(ct_out * oh * ow));
+        for (int64_t ct = 0; ct < ct_in; ++ct)
+          for (int64_t i = 0; i < th; ++i)
+            for (int64_t j = 0; j < tw; ++j)
+              sub[size_t((ct * th + i) * tw + j)] =
+                  in[size_t((ct * in_h + rows[r].begin * in_unit + i) * in_w + cols[q].begin * in_unit + j)];
+        run(sub.data(), th, tw, out.data());
+        for (int64_t ct = 0; ct < ct_out; ++ct)
+          for (int64_t i = 0; i < oh; ++i)
+            for (int64_t j = 0; j < ow; ++j)
+              want[size_t((ct * out_h + rows[r].begin * out_unit + i) * out_w + cols[q].begin * out_unit + j)] +=
+                  weight(rows, r, i, out_unit) * weight(cols, q, j, out_unit) * out[size_t((ct * oh + i) * ow + j)];
+      }
+    return want;
+  };
+  vae_encode(w, video.data(), F, H, W, tiled.data(), {.tile_h = 32, .tile_w = 32});
+  const auto want = blend(video, 3 * F, 8, 16 * T, 1, [&](const float* in, int64_t th, int64_t tw, float* out) {
+    vae_encode(w, in, F, th, tw, out);
+  });
+  EXPECT_LT(rel_l2(tiled, want), 1e-6);
+  EXPECT_GT(rel_l2(tiled, whole), 1e-3);  // the seams do change the result
+
+  std::vector<float> dec_tiled(size_t(3 * F * H * W));
+  vae_decode(w, whole.data(), T, h, wd, dec_tiled.data(), {.tile_h = 32, .tile_w = 32});
+  const auto want_dec = blend(whole, 16 * T, 1, 3 * F, 8, [&](const float* in, int64_t th, int64_t tw, float* out) {
+    vae_decode(w, in, T, th, tw, out);
+  });
+  EXPECT_LT(rel_l2(dec_tiled, want_dec), 1e-6);
+}
+
+}  // namespace ms::test

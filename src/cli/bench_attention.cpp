@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "cli/ceilings.h"
 #include "cli/commands.h"
 #include "core/check.h"
+#include "core/memory_usage.h"
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "model/attention_core.h"
@@ -40,24 +40,6 @@ constexpr int64_t kGrids[][3] = {{4, 16, 16},  {8, 16, 16},  {8, 16, 32}, {8, 32
                                  {16, 32, 32}, {16, 32, 64}, {16, 64, 64}};
 constexpr std::array<int64_t, 3> kWindow{3, 3, 3};
 constexpr std::array<double, 3> kOffsetRange{1.0, 2.0, 2.0};
-
-// The process's resident set (VmRSS) or its peak since the last reset (VmHWM), bytes; -1 when unreadable.
-int64_t proc_status_bytes(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string k;
-  int64_t kb;
-  while (f >> k) {
-    if (k == key && f >> kb) return kb * 1024;
-    f.ignore(1 << 20, '\n');
-  }
-  return -1;
-}
-
-// Resets VmHWM to the current RSS (Linux >= 4.0); false where not allowed.
-bool reset_peak_rss() {
-  std::ofstream f("/proc/self/clear_refs");
-  return bool(f << "5");
-}
 
 struct Row {
   std::string type;
@@ -111,8 +93,8 @@ class Case {
   // One forward + backward: keeps the fastest of each and the largest extra memory. Returns its milliseconds.
   double run() {
     const float* offp = off_.empty() ? nullptr : off_.data();
-    const bool peak = reset_peak_rss();
-    const int64_t base = proc_status_bytes("VmRSS:");
+    const bool peak = reset_peak_resident();
+    const int64_t base = resident_bytes();
     CpuOps<float> ops;
     auto t0 = std::chrono::steady_clock::now();
     attention_forward(ops, spec_, q_.data(), k_.data(), v_.data(), offp, out_.data(), lse_.data());
@@ -121,7 +103,7 @@ class Case {
     attention_backward(ops, spec_, q_.data(), k_.data(), v_.data(), offp, out_.data(), lse_.data(), dout_.data(),
                        dq_.data(), dk_.data(), dv_.data(), offp ? doff_.data() : nullptr);
     const double b = ms_since(t0);
-    const int64_t hwm = proc_status_bytes("VmHWM:");
+    const int64_t hwm = peak_resident_bytes();
     if (peak && base >= 0 && hwm >= 0) row_.extra_bytes = std::max(row_.extra_bytes, std::max<int64_t>(0, hwm - base));
     row_.fwd_ms = std::min(row_.fwd_ms, f);
     row_.bwd_ms = std::min(row_.bwd_ms, b);

@@ -20,6 +20,7 @@ namespace {
 
 constexpr int64_t kCacheFrames = 2;   // a kernel-3 causal conv's left context, carried between chunks
 constexpr int64_t kWanChunk = 4;      // frames per encoder chunk after frame 0 (Wan's)
+constexpr int64_t kMinTile = 32;      // pixels: a quarter of it is the overlap, one latent at least
 constexpr int64_t kQueryBlock = 256;  // attention queries per block: the score block stays a few MiB
 
 // One chunk's frames, channels-first per frame: [t, c, h, w]. Without data in a dry pass (FLOPs only).
@@ -339,7 +340,76 @@ double decode_pass(const VaeConfig& c, const VaeWeights* w, const float* latents
   return p.flops;
 }
 
+// The tiles along an axis of n positions: `tile` long (the last one ending at n), starting every 3/4 tile rounded
+// down to `align`; one tile of n when tile is 0 or covers n.
+struct Span {
+  int64_t begin, size;
+};
+std::vector<Span> spans(int64_t n, int64_t tile, int64_t align) {
+  if (tile <= 0 || tile >= n) return {{0, n}};
+  const int64_t stride = std::max(align, tile * 3 / 4 / align * align);
+  std::vector<Span> out;
+  for (int64_t b = 0; b + tile < n; b += stride) out.push_back({b, tile});
+  out.push_back({out.back().begin + stride, n - out.back().begin - stride});
+  return out;
+}
+
+// The blend weight of output position p of span k of s (spans in input units, outputs up / down as large): a linear
+// ramp over each overlap with a neighbour, so that the two tiles' weights sum to 1 there.
+double ramp(const std::vector<Span>& s, size_t k, int64_t p, int64_t up, int64_t down) {
+  double w = 1;
+  if (k > 0) {
+    const int64_t overlap = (s[k - 1].begin + s[k - 1].size - s[k].begin) * up / down;
+    if (p < overlap) w *= (double(p) + 0.5) / double(overlap);
+  }
+  if (k + 1 < s.size()) {
+    const int64_t overlap = (s[k].begin + s[k].size - s[k + 1].begin) * up / down, size = s[k].size * up / down;
+    if (p >= size - overlap) w *= (double(size - p) - 0.5) / double(overlap);
+  }
+  return w;
+}
+
+// Runs `run(sub_in, h, w, sub_out)` on overlapping tiles of in [c_in, t_in, h_in, w_in] (tile extents in input
+// units, starts aligned to `align`) and blends the outputs [c_out, t_out, h * up / down, w * up / down] into out.
+template <class Run>
+void run_tiled(const float* in, int64_t c_in, int64_t t_in, int64_t h_in, int64_t w_in, int64_t tile_h, int64_t tile_w,
+               int64_t align, float* out, int64_t c_out, int64_t t_out, int64_t up, int64_t down, const Run& run) {
+  const auto rows = spans(h_in, tile_h, align), cols = spans(w_in, tile_w, align);
+  if (rows.size() == 1 && cols.size() == 1) return run(in, h_in, w_in, out);
+  const int64_t H = h_in * up / down, W = w_in * up / down;
+  std::vector<double> acc(size_t(c_out * t_out * H * W)), weight(size_t(H * W));
+  std::vector<float> sub_in, sub_out;
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (size_t q = 0; q < cols.size(); ++q) {
+      const Span a = rows[r], b = cols[q];
+      sub_in.resize(size_t(c_in * t_in * a.size * b.size));
+      for (int64_t ct = 0; ct < c_in * t_in; ++ct)
+        for (int64_t i = 0; i < a.size; ++i)
+          std::copy_n(in + (ct * h_in + a.begin + i) * w_in + b.begin, b.size,
+                      sub_in.data() + (ct * a.size + i) * b.size);
+      const int64_t h = a.size * up / down, w = b.size * up / down, i0 = a.begin * up / down, j0 = b.begin * up / down;
+      sub_out.resize(size_t(c_out * t_out * h * w));
+      run(sub_in.data(), a.size, b.size, sub_out.data());
+      for (int64_t i = 0; i < h; ++i)
+        for (int64_t j = 0; j < w; ++j) {
+          const double g = ramp(rows, r, i, up, down) * ramp(cols, q, j, up, down);
+          weight[size_t((i0 + i) * W + j0 + j)] += g;
+          for (int64_t ct = 0; ct < c_out * t_out; ++ct)
+            acc[size_t((ct * H + i0 + i) * W + j0 + j)] += g * sub_out[size_t((ct * h + i) * w + j)];
+        }
+    }
+  for (int64_t ct = 0; ct < c_out * t_out; ++ct)
+    for (int64_t p = 0; p < H * W; ++p) out[ct * H * W + p] = float(acc[size_t(ct * H * W + p)] / weight[size_t(p)]);
+}
+
 }  // namespace
+
+void check_vae_tile(const VaeChunking& ch, const std::string& what) {
+  for (int64_t side : {ch.tile_h, ch.tile_w})
+    if (side < 0 || side % 8 || (side && side < kMinTile))
+      MS_FAIL(what, " ", ch.tile_h, ",", ch.tile_w, ": tile sides are pixels, multiples of 8 and at least ", kMinTile,
+              " (e.g. 256,256), or 0 for the whole frame");
+}
 
 void check_vae_video_shape(const VaeConfig& c, int64_t frames, int64_t height, int64_t width, const std::string& what) {
   if (frames < 1 || (frames - 1) % kWanChunk)
@@ -355,14 +425,24 @@ void check_vae_video_shape(const VaeConfig& c, int64_t frames, int64_t height, i
 
 void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
                 const VaeChunking& chunking) {
-  check_vae_video_shape(w.config(), frames, height, width, "video");
-  encode_pass(w.config(), &w, video, frames, height, width, latents, chunking);
+  const VaeConfig& c = w.config();
+  check_vae_video_shape(c, frames, height, width, "video");
+  const int64_t s = c.space_stride();
+  run_tiled(video, 3, frames, height, width, chunking.tile_h, chunking.tile_w, s, latents, c.z_dim,
+            c.latent_frames(frames), 1, s, [&](const float* in, int64_t h, int64_t wd, float* out) {
+              encode_pass(c, &w, in, frames, h, wd, out, chunking);
+            });
 }
 
 void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames, int64_t height, int64_t width,
                 float* video, const VaeChunking& chunking) {
   MS_CHECK(latent_frames > 0 && height > 0 && width > 0, "latents of ", latent_frames, " x ", height, " x ", width);
-  decode_pass(w.config(), &w, latents, latent_frames, height, width, video, chunking);
+  const VaeConfig& c = w.config();
+  const int64_t s = c.space_stride();
+  run_tiled(latents, c.z_dim, latent_frames, height, width, chunking.tile_h / s, chunking.tile_w / s, 1, video, 3,
+            c.video_frames(latent_frames), s, 1, [&](const float* in, int64_t h, int64_t wd, float* out) {
+              decode_pass(c, &w, in, latent_frames, h, wd, out, chunking);
+            });
 }
 
 double vae_encode_flops(const VaeConfig& c, int64_t frames, int64_t height, int64_t width) {

@@ -12,10 +12,17 @@ namespace ms {
 // How a clip is cut. encode_frames: frames per chunk after frame 0 (a multiple of 4: the temporal downsamplers'
 // stride-2 alignment); decode_latents: latent frames per chunk after frame 0. Wan's own: 4 and 1. Any other valid
 // choice gives the same result up to float rounding; larger chunks hold more activations at once.
+// tile_h, tile_w: spatial tiles in pixels (multiples of 8; 0 = the whole frame): each tile is encoded or decoded as
+// a clip of its own, tiles overlap by a quarter and are blended linearly over the overlaps, as Wan's tools do for
+// large frames. That bounds memory by the tile; the result differs from the untiled one near the seams.
 struct VaeChunking {
   int64_t encode_frames = 4;
   int64_t decode_latents = 1;
+  int64_t tile_h = 0, tile_w = 0;
 };
+
+// Throws ms::Error unless tile_h and tile_w are 0 or multiples of 8 of at least 32 pixels (what: "--vae-tile").
+void check_vae_tile(const VaeChunking& chunking, const std::string& what);
 
 // The frame sizes a clip of `frames` x `height` x `width` pixels may have: F = 1 + 4k, H and W multiples of the
 // spatial stride (8). Throws ms::Error naming the bad value and the nearest valid ones (what: "video", "--frames").

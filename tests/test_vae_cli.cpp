@@ -1,0 +1,84 @@
+// `megaslide vae encode|decode` end to end on the files of tests/data/vae/: Wan's own outputs, and bad input named.
+#include <gtest/gtest.h>
+
+#include "cli_util.h"
+#include "io/safetensors.h"
+#include "temp_dir.h"
+#include "test_util.h"
+
+namespace ms::test {
+namespace {
+
+const std::string kDir = std::string(MEGASLIDE_TEST_DATA) + "/vae/";
+const std::string kWeights = "--vae " + kDir + "tiny_vae.pth --vae-config " + kDir + "tiny_config.json";
+
+std::vector<float> read(const std::string& path, const std::string& name, Shape* shape = nullptr) {
+  const auto f = SafetensorsFile::open(path);
+  const TensorEntry* e = f.find(name);
+  EXPECT_NE(e, nullptr) << path << " lacks " << name;
+  if (!e) return {};
+  if (shape) *shape = e->shape;
+  std::vector<float> v(size_t(numel(e->shape)));
+  read_as_f32(*e, v.data());
+  return v;
+}
+
+void write(const std::string& path, const std::string& name, const Shape& shape, const std::vector<float>& v) {
+  write_safetensors(path, {{name, DType::f32, shape, v.data()}});
+}
+
+}  // namespace
+
+// A batch of two clips (the fixture's clip, and its mirror image) through encode and decode: each is Wan's result.
+TEST(VaeCli, EncodesAndDecodesLikeWan) {
+  TempDir dir;
+  const std::string clip = kDir + "clip.safetensors";
+  Shape shape;
+  const auto video = read(clip, "video", &shape);  // [1, 3, 13, 16, 24]
+  std::vector<float> two(video);
+  two.insert(two.end(), video.begin(), video.end());
+  write(dir.file("in.safetensors"), "video", {2, 3, 13, 16, 24}, two);
+  auto r = run_cli("vae encode " + kWeights + " --input " + dir.file("in.safetensors") + " --out " +
+                   dir.file("lat.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("latents [2, 16, 4, 2, 3]; 26 frames in"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("peak memory"), std::string::npos) << r.output;
+  Shape lat_shape;
+  const auto lat = read(dir.file("lat.safetensors"), "latents", &lat_shape);
+  ASSERT_EQ(lat_shape, (Shape{2, 16, 4, 2, 3}));
+  const auto want = read(clip, "latents");
+  EXPECT_LT(rel_l2(std::vector<float>(lat.begin(), lat.begin() + 384), want), 1e-5);
+  EXPECT_LT(rel_l2(std::vector<float>(lat.begin() + 384, lat.end()), want), 1e-5);
+
+  write(dir.file("want_lat.safetensors"), "latents", {1, 16, 4, 2, 3}, want);
+  r = run_cli("vae decode " + kWeights + " --input " + dir.file("want_lat.safetensors") + " --out " +
+              dir.file("dec.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  Shape dec_shape;
+  const auto dec = read(dir.file("dec.safetensors"), "video", &dec_shape);
+  EXPECT_EQ(dec_shape, (Shape{1, 3, 13, 16, 24}));
+  EXPECT_LT(rel_l2(dec, read(clip, "decoded")), 1e-5);
+}
+
+TEST(VaeCli, BadInputIsNamed) {
+  TempDir dir;
+  auto fails = [&](const std::string& name, const Shape& shape, const std::string& verb, const std::string& part) {
+    std::vector<float> v(size_t(numel(shape)), 0.25f);
+    write(dir.file("in.safetensors"), name, shape, v);
+    const auto r = run_cli("vae " + verb + " " + kWeights + " --input " + dir.file("in.safetensors") + " --out " +
+                           dir.file("out.safetensors"));
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find(part), std::string::npos) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("out.safetensors")));
+  };
+  fails("video", {1, 3, 6, 16, 16}, "encode", "6 frames; the VAE takes 1 + 4k frames (e.g. 5 or 9)");
+  fails("video", {1, 3, 5, 20, 16}, "encode", "height 20; the VAE takes multiples of 8 (e.g. 16 or 24)");
+  fails("video", {1, 4, 5, 16, 16}, "encode", "vae encode takes [B, 3, F, H, W]");
+  fails("latents", {1, 12, 2, 2, 2}, "decode", "has shape [1, 12, 2, 2, 2]; vae decode takes [B, 16, T, h, w]");
+  fails("video", {1, 16, 2, 2, 2}, "decode", "no tensor 'latents' (it holds 'video')");
+  const auto r = run_cli("vae encode " + kWeights + " --vae-tile 20,32 --input x --out y");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--vae-tile 20,32: tile sides are pixels, multiples of 8"), std::string::npos) << r.output;
+}
+
+}  // namespace ms::test
