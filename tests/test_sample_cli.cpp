@@ -115,7 +115,7 @@ TEST_F(SampleCli, LatentModelWritesLatents) {
   const auto r = test::run_cli("sample --model " + file("latent_model") +
                                " --prompt x --steps 1 --frames 2 --height 4 --width 4 --out " + file("l.mp4"));
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("without a VAE decoder"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("become a video through the VAE (--vae"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(file("l.mp4")));
   EXPECT_EQ(SafetensorsFile::open(file("l.safetensors")).find("latents")->shape, (Shape{1, 4, 2, 4, 4}));
 }

@@ -5,6 +5,10 @@
 
 #include "runtime/backend.h"
 
+namespace ms {
+struct VaeChunking;
+}  // namespace ms
+
 namespace ms::cli {
 
 void add_train_command(CLI::App& app);
@@ -17,6 +21,7 @@ void add_eval_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_vae_command(CLI::App& app);
+void add_cache_command(CLI::App& app);
 
 // `megaslide bench <what>` sub-verbs, registered by add_bench_command.
 void add_bench_train(CLI::App& bench);
@@ -32,6 +37,9 @@ void add_op_adamw(CLI::App& op);
 
 // Adds `--backend auto|cpu|cuda` to a compute verb that runs on the CPU; checked when the verb runs (resolve_backend).
 void add_backend_option(CLI::App& cmd, BackendChoice& backend);
+// Adds `--vae-tile H,W` (vae/vae_model.h's spatial tiles) to a verb that runs the VAE; checked when it runs.
+void add_vae_tile_option(CLI::App& cmd, VaeChunking& chunking);
+
 // The CPU for auto and cpu; cuda throws a clear error (no GPU, or this verb has no GPU path).
 BackendKind resolve_backend(BackendChoice requested);
 

@@ -15,5 +15,6 @@ int main(int argc, char** argv) {
   ms::cli::add_plot_command(app);
   ms::cli::add_convert_command(app);
   ms::cli::add_vae_command(app);
+  ms::cli::add_cache_command(app);
   return ms::cli::run_app(app, argc, argv);
 }

@@ -13,6 +13,7 @@
 #include "model/loader.h"
 #include "sample/clip_output.h"
 #include "sample/generate.h"
+#include "vae/vae_model.h"
 
 namespace fs = std::filesystem;
 
@@ -20,7 +21,8 @@ namespace ms::cli {
 namespace {
 
 struct SampleArgs {
-  std::string model, config, prompt, context, out;
+  std::string model, config, prompt, context, out, vae, vae_config;
+  VaeChunking vae_chunking;
   BackendChoice backend = BackendChoice::automatic;
   DataShape shape;  // extents 0: from the checkpoint's trainer.json; channels: the model's in_dim
   SamplerConfig sampler;
@@ -59,6 +61,24 @@ void fill_shape(const std::string& model, DataShape& s) {
     if (*extents[i] <= 0) *extents[i] = known ? largest[size_t(i)].get<int64_t>() : o.value(keys[i], int64_t(0));
 }
 
+// With a VAE, --frames/--height/--width are pixels: the extents not given are the training data's (latents) in
+// pixels, and the whole is checked against the VAE's strides and turned into the latent shape s.
+void pixel_shape_to_latents(const std::string& model, const VaeConfig& v, const ModelConfig& c, DataShape& s) {
+  if (v.z_dim != c.in_dim)
+    MS_FAIL("--vae has ", v.z_dim, " latent channels, the model ", c.in_dim,
+            " (in_dim): pass the VAE whose latents the model is trained on");
+  if (s.frames <= 0 || s.height <= 0 || s.width <= 0) {
+    DataShape data;
+    fill_shape(model, data);
+    const int64_t stride = v.space_stride();
+    if (s.frames <= 0) s.frames = v.video_frames(data.frames);
+    if (s.height <= 0) s.height = data.height * stride;
+    if (s.width <= 0) s.width = data.width * stride;
+  }
+  check_vae_video_shape(v, s.frames, s.height, s.width, "--frames/--height/--width");
+  s = {c.in_dim, v.latent_frames(s.frames), s.height / v.space_stride(), s.width / v.space_stride()};
+}
+
 // context [rows, text_dim] from a safetensors file (a leading batch dim of 1 is accepted).
 std::vector<float> read_context(const std::string& path, const ModelConfig& c, int64_t* rows) {
   SafetensorsFile f = SafetensorsFile::open(path);
@@ -77,13 +97,21 @@ std::vector<float> read_context(const std::string& path, const ModelConfig& c, i
 
 void run_sample(SampleArgs a) {
   validate(a.sampler);
+  check_vae_tile(a.vae_chunking, "--vae-tile");
   if (!(a.fps > 0)) MS_FAIL("--fps must be positive, got ", a.fps);
   const std::string model = model_dir(a.model);
   ModelSource src = resolve_model(model, a.config);
   const ModelConfig& c = src.config;
-  fill_shape(model, a.shape);
+  std::unique_ptr<VaeWeights> vae;
+  if (!a.vae.empty() && c.in_dim == 3) log_warn("--vae is not used: the model works on pixels");
+  if (!a.vae.empty() && c.in_dim != 3) {
+    vae = std::make_unique<VaeWeights>(VaeWeights::load(a.vae, a.vae_config));
+    pixel_shape_to_latents(model, vae->config(), c, a.shape);
+  } else {
+    fill_shape(model, a.shape);
+  }
   a.shape.channels = c.in_dim;
-  const std::string out = clip_output_path(a.out, c.in_dim);  // checked before the slow part
+  const std::string out = clip_output_path(a.out, c.in_dim, vae != nullptr);  // checked before the slow part
   int64_t rows = c.text_len;
   std::vector<float> ctx = a.context.empty() ? prompt_context(c, a.prompt) : read_context(a.context, c, &rows);
   ParamTable table(c);
@@ -100,7 +128,7 @@ void run_sample(SampleArgs a) {
     last = now;
   };
   const std::vector<float> x = generate_clip(c, params.data(), ctx.data(), rows, a.shape, a.sampler, a.seed, progress);
-  write_clip(out, x.data(), a.shape, a.fps);
+  write_clip(out, x.data(), a.shape, a.fps, vae.get(), a.vae_chunking);
   log_info("wrote ", out);
 }
 
@@ -117,7 +145,8 @@ void add_sample_command(CLI::App& app) {
       cmd->add_option("--context", a->context, "safetensors with context [L, text_dim] (a text encoder's output)");
   prompt->excludes(context);
   cmd->add_option("--frames", a->shape.frames,
-                  "Frames (latent frames for latent models; default: the training data's largest clip shape)");
+                  "Frames (latent frames for latent models without --vae; default: the training data's largest clip "
+                  "shape)");
   cmd->add_option("--height", a->shape.height, "Height (default: as --frames)");
   cmd->add_option("--width", a->shape.width, "Width (default: as --frames)");
   cmd->add_option("--steps", a->sampler.steps, "Euler steps")->capture_default_str();
@@ -128,6 +157,11 @@ void add_sample_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--fps", a->fps, "Frame rate of the written video")->capture_default_str();
   cmd->add_option("--out", a->out, "video.mp4 | .webm | .gif | .mkv | .avi, or .safetensors (latents)")->required();
+  cmd->add_option("--vae", a->vae,
+                  "Latent models: the VAE that decodes the sample into a video (Wan2.1_VAE.pth, safetensors or "
+                  "diffusers' folder); --frames/--height/--width are then pixels (F = 1 + 4k, multiples of 8)");
+  cmd->add_option("--vae-config", a->vae_config, "The VAE's config JSON (default: Wan2.1's)");
+  add_vae_tile_option(*cmd, a->vae_chunking);
   add_backend_option(*cmd, a->backend);
   cmd->callback([a, prompt, context] {
     resolve_backend(a->backend);

@@ -105,22 +105,26 @@ void add_vae_verb(CLI::App& vae, bool encode) {
                   encode ? "safetensors file to write `latents` [B, 16, 1 + (F - 1) / 4, H / 8, W / 8] (f32) to"
                          : "safetensors file to write `video` [B, 3, 1 + 4 (T - 1), 8 h, 8 w] (f32) to")
       ->required();
-  cmd->add_option_function<std::vector<int64_t>>(
-         "--vae-tile",
-         [args](const std::vector<int64_t>& v) {
-           if (v.size() != 2) MS_FAIL("--vae-tile takes H,W (pixels), e.g. 256,256");
-           args->chunking.tile_h = v[0];
-           args->chunking.tile_w = v[1];
-         },
-         "H,W: encode / decode in spatial tiles of this many pixels (multiples of 8, at least 32), overlapping by "
-         "a quarter and blended linearly: bounds memory for large frames (default: whole frames)")
-      ->delimiter(',')
-      ->expected(2);
+  add_vae_tile_option(*cmd, args->chunking);
   add_backend_option(*cmd, args->backend);
   cmd->callback([args, encode] { run_vae(*args, encode); });
 }
 
 }  // namespace
+
+void add_vae_tile_option(CLI::App& cmd, VaeChunking& chunking) {
+  cmd.add_option_function<std::vector<int64_t>>(
+         "--vae-tile",
+         [&chunking](const std::vector<int64_t>& v) {
+           if (v.size() != 2) MS_FAIL("--vae-tile takes H,W (pixels), e.g. 256,256");
+           chunking.tile_h = v[0];
+           chunking.tile_w = v[1];
+         },
+         "H,W: run the VAE on spatial tiles of this many pixels (multiples of 8, at least 32), overlapping by a "
+         "quarter and blended linearly: bounds memory for large frames (default: whole frames; docs/vae.md)")
+      ->delimiter(',')
+      ->expected(2);
+}
 
 void add_vae_command(CLI::App& app) {
   CLI::App* vae = app.add_subcommand("vae", "Wan2.1's video VAE: encode videos to latents, decode latents to videos");

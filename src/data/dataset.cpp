@@ -32,12 +32,7 @@ std::unique_ptr<Dataset> open_toml(const DataOptions& o) {
   if (!videos.empty() && !caches.empty())
     MS_FAIL("'", file.path, "' mixes video and latent-cache entries; one run trains on one kind (split the file)");
   if (!caches.empty()) return std::make_unique<LatentCache>(file, caches, o);
-  for (const DatasetEntry& e : videos) {
-    if (e.target_frames.empty() && e.frame_extraction != "full" && !e.images())
-      MS_FAIL("'", file.path, "': a [[datasets]] entry sets no target_frames; add target_frames = [N, ...]");
-    if (e.width == 0 || e.height == 0)
-      MS_FAIL("'", file.path, "': a [[datasets]] entry sets no resolution; add resolution = [W, H]");
-  }
+  for (const DatasetEntry& e : videos) check_file_entry(file, e);
   return std::make_unique<VideoClips>(file, videos, o);
 }
 

@@ -198,4 +198,11 @@ DatasetFile read_dataset_toml(const std::string& path) {
   return parse_dataset_toml(read_file(path), path);
 }
 
+void check_file_entry(const DatasetFile& file, const DatasetEntry& e) {
+  if (e.target_frames.empty() && e.frame_extraction != "full" && !e.images())
+    MS_FAIL("'", file.path, "': a [[datasets]] entry sets no target_frames; add target_frames = [N, ...]");
+  if (e.width == 0 || e.height == 0)
+    MS_FAIL("'", file.path, "': a [[datasets]] entry sets no resolution; add resolution = [W, H]");
+}
+
 }  // namespace ms

@@ -41,6 +41,8 @@ struct DatasetEntry {
 
   // Whether the entry's files are images (one-frame clips) rather than videos.
   bool images() const { return !image_directory.empty() || !image_jsonl_file.empty(); }
+  // Whether it lists video or image files (it may name a cache_directory too: `megaslide cache` fills that).
+  bool has_files() const { return images() || !video_directory.empty() || !video_jsonl_file.empty(); }
 };
 
 struct DatasetFile {
@@ -50,6 +52,10 @@ struct DatasetFile {
 
 // Parses TOML text; `path` names the file in errors and anchors relative paths.
 DatasetFile parse_dataset_toml(const std::string& text, const std::string& path);
+// Throws ms::Error naming the file when an entry of video or image files cannot make clips: no target_frames
+// (videos, but for frame_extraction full) or no resolution.
+void check_file_entry(const DatasetFile& file, const DatasetEntry& e);
+
 // Reads and parses a dataset file.
 DatasetFile read_dataset_toml(const std::string& path);
 

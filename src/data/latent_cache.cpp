@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
 
 #include "core/check.h"
+#include "core/dtype.h"
 #include "core/log.h"
 #include "core/text.h"
 #include "io/safetensors.h"
@@ -301,6 +303,35 @@ DataSample LatentCache::load(int64_t item) {
             " is missing or of another shape");
   s.context = finite_f32(txt, *ctx);  // [L, text_dim]
   return s;
+}
+
+std::string musubi_latent_name(const std::string& file, bool image, int64_t start, int64_t frames, int64_t width,
+                               int64_t height) {
+  char tail[64];
+  if (image)
+    std::snprintf(tail, sizeof tail, "_%04lldx%04lld_wan.safetensors", (long long)width, (long long)height);
+  else
+    std::snprintf(tail, sizeof tail, "_%05lld-%03lld_%04lldx%04lld_wan.safetensors", (long long)start,
+                  (long long)frames, (long long)width, (long long)height);
+  return fs::path(file).stem().string() + tail;
+}
+
+void write_latent_cache(const std::string& path, const float* latents, const DataShape& shape, int64_t width,
+                        int64_t height, int64_t frame_count) {
+  const int64_t n = shape.channels * shape.frames * shape.height * shape.width;
+  std::vector<uint16_t> bf16(static_cast<size_t>(n));
+  convert_from_f32(DType::bf16, latents, bf16.data(), n);
+  std::map<std::string, std::string> meta{{"architecture", "wan"},
+                                          {"width", std::to_string(width)},
+                                          {"height", std::to_string(height)},
+                                          {"format_version", "1.0.1"}};
+  if (frame_count > 0) meta["frame_count"] = std::to_string(frame_count);
+  write_safetensors(path,
+                    {{cat("latents_", shape.frames, "x", shape.height, "x", shape.width, "_bfloat16"),
+                      DType::bf16,
+                      {shape.channels, shape.frames, shape.height, shape.width},
+                      bf16.data()}},
+                    meta);
 }
 
 }  // namespace ms

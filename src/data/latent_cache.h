@@ -47,6 +47,18 @@ class LatentCache : public ItemDataset {
   std::vector<CacheClip> clips_;  // good clips of the shapes asked for
 };
 
+// The latent file musubi-tuner's wan_cache_latents.py writes for a clip of the video or image `file`:
+// {stem}_{start:05d}-{frames:03d}_{W:04d}x{H:04d}_wan.safetensors (video clip) or
+// {stem}_{W:04d}x{H:04d}_wan.safetensors (image), W x H the file's own frame size.
+std::string musubi_latent_name(const std::string& file, bool image, int64_t start, int64_t frames, int64_t width,
+                               int64_t height);
+
+// Writes latents [C, F, H, W] (shape) as musubi-tuner does: bf16 under latents_{F}x{H}x{W}_bfloat16, metadata
+// architecture wan, width / height (the file's frame size), format_version 1.0.1 and, for video clips
+// (frame_count > 0), frame_count. Atomic (io/safetensors.h).
+void write_latent_cache(const std::string& path, const float* latents, const DataShape& shape, int64_t width,
+                        int64_t height, int64_t frame_count);
+
 // The embedding [L, text_dim] (1 <= L <= text_len) of a musubi-tuner text-encoder cache file
 // ({item}_wan_te.safetensors: varlen_t5_{dtype}), as f32. Throws ms::Error naming the file and the problem.
 std::vector<float> read_text_cache(const std::string& path, int64_t text_len, int64_t text_dim);

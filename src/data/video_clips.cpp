@@ -57,7 +57,7 @@ std::vector<VideoClips::Video> VideoClips::list(const DatasetEntry& e) const {
     if (!fs::is_directory(src.directory, ec))
       MS_FAIL(dir_key, " '", src.directory, "' (in ", name(), ") does not exist or is not a directory");
     for (const auto& f : fs::directory_iterator(src.directory, ec))
-      if (has_extension(f.path(), src)) out.push_back({f.path().string(), "", {}});
+      if (has_extension(f.path(), src)) out.push_back({f.path().string(), "", {}, 0, 0, "", false});
     if (ec) MS_FAIL("cannot list ", dir_key, " '", src.directory, "': ", ec.message());
     std::sort(out.begin(), out.end(), [](const Video& a, const Video& b) { return a.path < b.path; });
     std::string extensions;
@@ -78,7 +78,13 @@ std::vector<VideoClips::Video> VideoClips::list(const DatasetEntry& e) const {
       MS_FAIL("'", src.jsonl, "' line ", n, ": expected {\"", path_key,
               "\": \"...\", \"caption\": \"...\"} (two strings)");
     const fs::path p = j[path_key].get<std::string>();
-    out.push_back({(p.is_absolute() ? p : base / p).lexically_normal().string(), j["caption"].get<std::string>(), {}});
+    out.push_back({(p.is_absolute() ? p : base / p).lexically_normal().string(),
+                   j["caption"].get<std::string>(),
+                   {},
+                   0,
+                   0,
+                   "",
+                   false});
   }
   if (out.empty()) MS_FAIL(jsonl_key, " '", src.jsonl, "' lists no ", src.kind, "s");
   return out;
@@ -112,6 +118,9 @@ VideoClips::VideoClips(const DatasetFile& file, const std::vector<DatasetEntry>&
                   extraction.target_frames.front(), " or more");
         const Resolution r =
             bucket_resolution({info.width, info.height}, {e.width, e.height}, e.enable_bucket, e.bucket_no_upscale);
+        v.width = info.width, v.height = info.height;
+        v.cache_directory = e.cache_directory;
+        v.image = images;
         videos_.push_back(std::move(v));
         for (const ClipRange& c : ranges) {
           const DataShape shape{3, c.length, r.height, r.width};
@@ -134,6 +143,15 @@ VideoClips::VideoClips(const DatasetFile& file, const std::vector<DatasetEntry>&
     MS_FAIL(name(), ": no clip has the requested size (--frames ", o.frames, " --height ", o.height, " --width ",
             o.width, "; 0: any); drop them to train on every clip size the file makes");
   finish_listing();
+}
+
+std::vector<VideoClips::ClipSource> VideoClips::sources() const {
+  std::vector<ClipSource> out;
+  for (const Clip& c : clips_) {
+    const Video& v = videos_[size_t(c.video)];
+    out.push_back({v.path, v.cache_directory, v.image, c.start, v.width, v.height, c.shape});
+  }
+  return out;
 }
 
 DataSample VideoClips::load(int64_t item) {

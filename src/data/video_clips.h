@@ -17,13 +17,29 @@ class VideoClips : public ItemDataset {
   // clip size (nonzero extents keep only the clips that agree), batch size, bad-data policy and seed.
   VideoClips(const DatasetFile& file, const std::vector<DatasetEntry>& entries, const DataOptions& o);
 
+  // A listed clip and where it comes from (what `megaslide cache` names its latent file after).
+  struct ClipSource {
+    std::string path;             // the video or image file
+    std::string cache_directory;  // its entry's ("": none given)
+    bool image = false;
+    int64_t start = 0;                            // first frame, of the kept ones (source_fps)
+    int64_t source_width = 0, source_height = 0;  // the file's frame size, before resizing
+    DataShape shape;                              // [3, F, H, W] as loaded
+  };
+  // Every listed clip once (num_repeats aside), in listing order; clip(i) loads sources()[i].
+  std::vector<ClipSource> sources() const;
+  DataSample clip(int64_t i) { return load(i); }
+
  protected:
   DataSample load(int64_t item) override;
 
  private:
   struct Video {
     std::string path, caption;
-    std::vector<int64_t> frames;  // the source frames kept (source_fps), in order; empty: every frame
+    std::vector<int64_t> frames;    // the source frames kept (source_fps), in order; empty: every frame
+    int64_t width = 0, height = 0;  // the file's frame size
+    std::string cache_directory;
+    bool image = false;
   };
   struct Clip {
     int64_t video, start;  // index into videos_, first frame (of the kept ones)

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "vae/vae_model.h"
 
 namespace fs = std::filesystem;
 
@@ -28,16 +29,16 @@ bool is_video_extension(const std::string& ext) {
 
 }  // namespace
 
-std::string clip_output_path(const std::string& out, int64_t channels) {
+std::string clip_output_path(const std::string& out, int64_t channels, bool decodes) {
   const std::string ext = lower_extension(out);
   if (ext == ".safetensors") return out;
   if (!is_video_extension(ext))
     MS_FAIL("--out '", out, "' has extension '", ext, "'; use .mp4, .webm, .gif, .mkv or .avi for a video, or ",
             ".safetensors for the raw sample");
-  if (channels == 3) return out;
+  if (channels == 3 || decodes) return out;
   const std::string latents = fs::path(out).replace_extension(".safetensors").string();
   log_warn("the model works in a ", channels, "-channel latent space (in_dim ", channels,
-           "): its samples cannot become a video without a VAE decoder, which megaslide does not have; writing ",
+           "): its samples become a video through the VAE (--vae Wan2.1_VAE.pth); without one, writing ",
            "the latents to ", latents, " instead of ", out);
   return latents;
 }
@@ -59,12 +60,23 @@ RgbVideo clip_to_rgb(const float* x, const DataShape& shape, double fps) {
   return v;
 }
 
-void write_clip(const std::string& path, const float* x, const DataShape& shape, double fps) {
+void write_clip(const std::string& path, const float* x, const DataShape& shape, double fps, const VaeWeights* vae,
+                const VaeChunking& chunking) {
   if (lower_extension(path) == ".safetensors") {
     write_safetensors(path, {{"latents", DType::f32, {1, shape.channels, shape.frames, shape.height, shape.width}, x}});
     return;
   }
-  encode_video(path, clip_to_rgb(x, shape, fps));
+  if (shape.channels == 3) return encode_video(path, clip_to_rgb(x, shape, fps));
+  MS_CHECK(vae, "a ", shape.channels, "-channel clip needs a VAE to become a video (use clip_output_path)");
+  const VaeConfig& c = vae->config();
+  if (shape.channels != c.z_dim)
+    MS_FAIL("the model's latents have ", shape.channels, " channels, the VAE's ", c.z_dim,
+            "; pass the VAE the model was trained with");
+  const DataShape video{3, c.video_frames(shape.frames), shape.height * c.space_stride(),
+                        shape.width * c.space_stride()};
+  std::vector<float> pixels(size_t(3 * video.frames * video.height * video.width));  // [3, F, H, W]
+  vae_decode(*vae, x, shape.frames, shape.height, shape.width, pixels.data(), chunking);
+  encode_video(path, clip_to_rgb(pixels.data(), video, fps));
 }
 
 }  // namespace ms

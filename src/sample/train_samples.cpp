@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -11,6 +12,7 @@
 #include "core/text.h"
 #include "model/param_table.h"
 #include "sample/clip_output.h"
+#include "vae/vae_weights.h"
 
 namespace fs = std::filesystem;
 
@@ -24,8 +26,24 @@ void validate(const TrainSampleOptions& o) {
     MS_FAIL("--sample-prompts ", quote_text(o.prompts), " needs --sample-every N");
   if (o.steps <= 0) MS_FAIL("--sample-steps must be positive, got ", o.steps);
   if (o.format != "gif" && o.format != "mp4") MS_FAIL("--sample-format '", o.format, "' is unknown; use gif or mp4");
+  std::error_code ec;
+  if (!o.vae.empty() && !fs::exists(o.vae, ec))
+    MS_FAIL("--vae ", quote_text(o.vae), " does not exist; pass Wan2.1_VAE.pth (or leave --vae out)");
+  if (o.vae.empty() && !o.vae_config.empty()) MS_FAIL("--vae-config needs --vae");
   if (o.every > 0 && read_prompts(o.prompts).empty())
     MS_FAIL("--sample-prompts ", quote_text(o.prompts), " holds no prompts; write one prompt a line");
+}
+
+void check_sample_vae(const TrainSampleOptions& o, const ModelConfig& c) {
+  if (o.vae.empty() || o.every == 0) return;
+  if (c.in_dim == 3) {
+    log_warn("--vae ", quote_text(o.vae), " is not used: the model works on pixels, its samples are videos already");
+    return;
+  }
+  const VaeConfig v = VaeWeights::config_of(o.vae, o.vae_config);
+  if (v.z_dim != c.in_dim)
+    MS_FAIL("--vae ", quote_text(o.vae), " has ", v.z_dim, " latent channels, the model ", c.in_dim,
+            " (in_dim): pass the VAE whose latents the model is trained on");
 }
 
 std::vector<std::string> read_prompts(const std::string& path) {
@@ -52,12 +70,15 @@ void write_train_samples(const TrainSampleOptions& o, const std::string& run_dir
   fs::create_directories(dir, ec);
   if (ec) MS_FAIL("cannot create '", dir.string(), "': ", ec.message());
   const SamplerConfig sampler{o.steps, SamplerConfig{}.shift};
+  const bool decode = c.in_dim != 3 && !o.vae.empty();
+  const std::unique_ptr<VaeWeights> vae =
+      decode ? std::make_unique<VaeWeights>(VaeWeights::load(o.vae, o.vae_config)) : nullptr;
   std::string last;
   for (size_t k = 0; k < prompts.size(); ++k) {
     const std::vector<float> ctx = prompt_context(c, prompts[k]);
     const std::vector<float> x = generate_clip(c, params.data(), ctx.data(), c.text_len, shape, sampler, seed + k);
-    last = (dir / cat("step-", step, "-", k, ".", c.in_dim == 3 ? o.format : "safetensors")).string();
-    write_clip(last, x.data(), shape);
+    last = (dir / cat("step-", step, "-", k, ".", c.in_dim == 3 || decode ? o.format : "safetensors")).string();
+    write_clip(last, x.data(), shape, 8, vae.get());
   }
   log_info("step ", step, ": ", prompts.size(), " samples (", o.steps, " Euler steps each) in ",
            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s, last ", last);

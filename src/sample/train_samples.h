@@ -12,15 +12,20 @@
 namespace ms {
 
 struct TrainSampleOptions {
-  int64_t every = 0;           // sample every N optimizer steps (0: never)
-  std::string prompts;         // text file, one prompt per line (blank lines skipped)
-  int64_t steps = 20;          // Euler steps per clip
-  std::string format = "gif";  // gif | mp4 (latent models write .safetensors)
+  int64_t every = 0;            // sample every N optimizer steps (0: never)
+  std::string prompts;          // text file, one prompt per line (blank lines skipped)
+  int64_t steps = 20;           // Euler steps per clip
+  std::string format = "gif";   // gif | mp4 (latent models without a VAE write .safetensors)
+  std::string vae, vae_config;  // latent models: the VAE that decodes their samples into videos ("": none)
 };
 
 // Throws ms::Error naming the bad value: a prompts file without --sample-every or the reverse, a
-// missing or empty prompts file, a non-positive step count, an unknown format.
+// missing or empty prompts file, a non-positive step count, an unknown format, a VAE file that does not exist.
 void validate(const TrainSampleOptions& o);
+
+// Throws ms::Error when o's VAE cannot decode the samples of a model with config c (its z_dim is not the model's
+// in_dim); warns that a pixel model's samples need no VAE.
+void check_sample_vae(const TrainSampleOptions& o, const ModelConfig& c);
 
 // The non-blank lines of `path`, trimmed. Throws ms::Error when it cannot be read.
 std::vector<std::string> read_prompts(const std::string& path);

@@ -61,7 +61,9 @@ class Run {
         data_(std::move(data)),
         batch_maker_(cfg, shapes_, *data_, opts.flow, caption_dropout(opts, *data_, cfg), hooks),
         nonfinite_(cfg, hooks.inject_nan_activation),
-        schedule_(opts_, hooks_, cfg, shapes_, table_, host_, batch_maker_, nonfinite_) {}
+        schedule_(opts_, hooks_, cfg, shapes_, table_, host_, batch_maker_, nonfinite_) {
+    check_sample_vae(opts_.samples, cfg_);
+  }
 
   HostState& host() { return host_; }
   const ParamTable& table() const { return table_; }

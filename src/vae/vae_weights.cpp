@@ -53,12 +53,27 @@ VaeWeights VaeWeights::random(const VaeConfig& config, uint64_t seed) {
   return v;
 }
 
+namespace {
+
+// The config file load() reads: config_path, else a folder's config.json, else none ("": Wan2.1's).
+std::string config_file(const std::string& path, const std::string& config_path) {
+  std::error_code ec;
+  if (config_path.empty() && fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec))
+    return (fs::path(path) / "config.json").string();
+  return config_path;
+}
+
+}  // namespace
+
+VaeConfig VaeWeights::config_of(const std::string& path, const std::string& config_path) {
+  const std::string file = ms::config_file(path, config_path);
+  return file.empty() ? VaeConfig() : read_vae_config(file);
+}
+
 VaeWeights VaeWeights::load(const std::string& path, const std::string& config_path) {
-  std::string config_file = config_path;
-  if (config_file.empty() && fs::is_directory(path) && fs::exists(fs::path(path) / "config.json"))
-    config_file = (fs::path(path) / "config.json").string();
+  const std::string config_file = ms::config_file(path, config_path);
   VaeWeights v;
-  v.config_ = config_file.empty() ? VaeConfig() : read_vae_config(config_file);
+  v.config_ = config_of(path, config_path);
   v.source_ = path;
   WeightFiles files = WeightFiles::open(path);
   files.rename([&](const std::string& n) { return wan_vae_name(n, v.config_); });
