@@ -43,10 +43,15 @@ void unfold_band(const T* const* x, const ConvFrameDims& d, int64_t p0, int64_t 
             const T* row = frame + (src_r / d.up) * d.w;
             const int64_t lo = std::clamp(j_lo, j0, j1), hi = std::clamp(j_hi, j0, j1);
             std::fill(out, out + (lo - j0), T(0));
+            const int64_t shift = f - d.pad_left;  // source column of output column j: (j stride + shift) / up
             if (d.stride == 1 && d.up == 1) {
-              std::memcpy(out + (lo - j0), row + lo + f - d.pad_left, size_t(hi - lo) * sizeof(T));
+              std::memcpy(out + (lo - j0), row + lo + shift, size_t(hi - lo) * sizeof(T));
+            } else if (d.stride == 1 && d.up == 2) {  // the decoder's upsamplers: a constant shift, not a division
+              for (int64_t j = lo; j < hi; ++j) out[j - j0] = row[(j + shift) >> 1];
+            } else if (d.stride == 2 && d.up == 1) {  // the encoder's downsamplers
+              for (int64_t j = lo; j < hi; ++j) out[j - j0] = row[2 * j + shift];
             } else {
-              for (int64_t j = lo; j < hi; ++j) out[j - j0] = row[(j * d.stride + f - d.pad_left) / d.up];
+              for (int64_t j = lo; j < hi; ++j) out[j - j0] = row[(j * d.stride + shift) / d.up];
             }
             std::fill(out + (hi - j0), out + (j1 - j0), T(0));
           }
