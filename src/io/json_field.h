@@ -4,12 +4,14 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/check.h"
+#include "core/log.h"
 #include "core/text.h"
 
 namespace ms {
@@ -65,6 +67,15 @@ T json_field(const nlohmann::json& j, const char* key, const std::string& source
   } catch (const nlohmann::json::exception&) {
     MS_FAIL(source, ": '", key, "' has the wrong type (", escape_text(j.at(key).dump()), ")");
   }
+}
+
+// Warns "source: unknown <what> keys ignored: 'a', 'b'" for the keys of object j that are not in known.
+inline void warn_unknown_keys(const nlohmann::json& j, const std::set<std::string>& known, const std::string& source,
+                              const std::string& what) {
+  std::string unknown;
+  for (const auto& [k, v] : j.items())
+    if (!known.count(k)) unknown += (unknown.empty() ? "" : ", ") + quote_text(k);
+  if (!unknown.empty()) log_warn(source, ": unknown ", what, " keys ignored: ", unknown);
 }
 
 }  // namespace ms

@@ -99,10 +99,7 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
       "out_dim",      "text_len", "text_dim",        "freq_dim",    "eps",         "patch_size",
       "attention",    "qk_norm",  "cross_attn_norm", "window_size", "_class_name", "_diffusers_version",
       "_name_or_path"};
-  std::string unknown;
-  for (const auto& [k, v] : j.items())
-    if (!known.count(k)) unknown += (unknown.empty() ? "" : ", ") + quote_text(k);
-  if (!unknown.empty()) log_warn(source, ": unknown config keys ignored: ", unknown);
+  warn_unknown_keys(j, known, source, "config");
   c.validate();
   return c;
 }

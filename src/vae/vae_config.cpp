@@ -96,10 +96,7 @@ VaeConfig read_vae_config(const std::string& path) {
   static const std::set<std::string> known{
       "dim",          "z_dim",      "dim_mult", "num_res_blocks", "attn_scales", "temperal_downsample",
       "latents_mean", "latents_std"};
-  std::string unknown;
-  for (const auto& [k, v] : j.items())
-    if (!known.count(k)) unknown += (unknown.empty() ? "" : ", ") + quote_text(k);
-  if (!unknown.empty()) log_warn(path, ": unknown VAE config keys ignored: ", unknown);
+  warn_unknown_keys(j, known, path, "VAE config");
   check_vae_config(c, path);
   return c;
 }

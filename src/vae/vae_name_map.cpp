@@ -94,10 +94,7 @@ VaeConfig vae_config_from_diffusers(const nlohmann::json& j, const std::string& 
                                            "scale_factor_temporal",
                                            "scale_factor_spatial",
                                            "_name_or_path"};
-  std::string unknown;
-  for (const auto& [k, v] : j.items())
-    if (!known.count(k)) unknown += (unknown.empty() ? "" : ", ") + quote_text(k);
-  if (!unknown.empty()) log_warn(source, ": unknown AutoencoderKLWan config keys ignored: ", unknown);
+  warn_unknown_keys(j, known, source, "AutoencoderKLWan config");
   check_vae_config(c, source);
   return c;
 }
