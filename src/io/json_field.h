@@ -4,8 +4,8 @@
 #include <array>
 #include <cstdint>
 #include <limits>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
