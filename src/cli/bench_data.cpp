@@ -6,7 +6,6 @@
 // is not hidden behind the step (the trainer prepares the next batch while a step computes).
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cli/ceilings.h"
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/dtype.h"
@@ -46,13 +46,6 @@ std::vector<uint16_t> bf16_normal(int64_t n, uint64_t seed) {
   return v;
 }
 
-template <class F>
-double seconds(F&& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 void bench_data(const BenchDataArgs& a) {
   const int64_t F = a.latents[0], H = a.latents[1], W = a.latents[2], C = 16, D = 4096;
   const fs::path dir =  // a folder of its own, removed at the end
@@ -79,14 +72,14 @@ void bench_data(const BenchDataArgs& a) {
   int64_t produced = 0;
   for (int r = 0; r < a.reps; ++r) {
     DataSample s;
-    load = std::min(load, seconds([&] { s = data->get(r); }));
+    load = std::min(load, wall_seconds([&] { s = data->get(r); }));
     produced = int64_t(s.x0.size() + s.context.size()) * 4;
   }
   std::vector<float> src(size_t(produced / 4), 1.0f), dst(src.size());
   double copy = 1e30;
   for (int r = 0; r < a.reps; ++r) {
     src[size_t(r)] = float(r);  // a new value each time
-    copy = std::min(copy, seconds([&] { std::memcpy(dst.data(), src.data(), size_t(produced)); }));
+    copy = std::min(copy, wall_seconds([&] { std::memcpy(dst.data(), src.data(), size_t(produced)); }));
   }
   fs::remove_all(dir);
   const ModelConfig wan = preset_config("wan2.1-14b");

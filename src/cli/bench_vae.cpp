@@ -3,12 +3,11 @@
 // convolutions; and the plan-style arithmetic of a whole 81 x 480 x 832 clip here and on an H200. The PyTorch peer
 // is bench/vae_torch.py (docs/benchmarks.md).
 #include <algorithm>
-#include <chrono>
-#include <tuple>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli/ceilings.h"
@@ -32,13 +31,6 @@ struct BenchVaeArgs {
   bool json = false;
 };
 
-template <class F>
-double seconds(F&& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 std::vector<float> random_values(int64_t n, uint64_t seed, double scale) {
   Rng r(seed);
   std::vector<float> v(static_cast<size_t>(n));
@@ -55,7 +47,7 @@ double conv_rate(int64_t c, int64_t h, int64_t w) {
   const float* in[3] = {x.data(), x.data() + c * h * w, x.data() + 2 * c * h * w};
   double best = 1e30;
   for (int r = 0; r < 3; ++r)
-    best = std::min(best, seconds([&] { cpu::conv3d_frame_forward<float>(in, wt.data(), nullptr, y.data(), d); }));
+    best = std::min(best, wall_seconds([&] { cpu::conv3d_frame_forward<float>(in, wt.data(), nullptr, y.data(), d); }));
   return d.flops() / best;
 }
 
@@ -96,8 +88,8 @@ void bench_vae(const BenchVaeArgs& a) {
     const auto video = random_values(3 * a.frames * H * W, 3, 0.5);
     std::vector<float> latents(size_t(c.z_dim * T * (H / s) * (W / s))), decoded(video.size());
     reset_peak_resident();
-    const double enc = seconds([&] { vae_encode(w, video.data(), a.frames, H, W, latents.data()); });
-    const double dec = seconds([&] { vae_decode(w, latents.data(), T, H / s, W / s, decoded.data()); });
+    const double enc = wall_seconds([&] { vae_encode(w, video.data(), a.frames, H, W, latents.data()); });
+    const double dec = wall_seconds([&] { vae_decode(w, latents.data(), T, H / s, W / s, decoded.data()); });
     const double fe = vae_encode_flops(c, a.frames, H, W), fd = vae_decode_flops(c, a.frames, H, W);
     const int64_t peak = peak_resident_bytes();
     j["sizes"].push_back({{"height", H},

@@ -64,9 +64,7 @@ void fill_shape(const std::string& model, DataShape& s) {
 // With a VAE, --frames/--height/--width are pixels: the extents not given are the training data's (latents) in
 // pixels, and the whole is checked against the VAE's strides and turned into the latent shape s.
 void pixel_shape_to_latents(const std::string& model, const VaeConfig& v, const ModelConfig& c, DataShape& s) {
-  if (v.z_dim != c.in_dim)
-    MS_FAIL("--vae has ", v.z_dim, " latent channels, the model ", c.in_dim,
-            " (in_dim): pass the VAE whose latents the model is trained on");
+  check_vae_decodes(v, c.in_dim, "--vae");
   if (s.frames <= 0 || s.height <= 0 || s.width <= 0) {
     DataShape data;
     fill_shape(model, data);

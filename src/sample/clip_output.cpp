@@ -43,6 +43,12 @@ std::string clip_output_path(const std::string& out, int64_t channels, bool deco
   return latents;
 }
 
+void check_vae_decodes(const VaeConfig& vae, int64_t in_dim, const std::string& what) {
+  if (vae.z_dim != in_dim)
+    MS_FAIL(what, " has ", vae.z_dim, " latent channels, the model ", in_dim,
+            " (in_dim): pass the VAE whose latents the model is trained on");
+}
+
 RgbVideo clip_to_rgb(const float* x, const DataShape& shape, double fps) {
   MS_CHECK(shape.channels == 3, "a video needs 3 channels, got ", shape.channels, " (use clip_output_path)");
   RgbVideo v;
@@ -69,9 +75,7 @@ void write_clip(const std::string& path, const float* x, const DataShape& shape,
   if (shape.channels == 3) return encode_video(path, clip_to_rgb(x, shape, fps));
   MS_CHECK(vae, "a ", shape.channels, "-channel clip needs a VAE to become a video (use clip_output_path)");
   const VaeConfig& c = vae->config();
-  if (shape.channels != c.z_dim)
-    MS_FAIL("the model's latents have ", shape.channels, " channels, the VAE's ", c.z_dim,
-            "; pass the VAE the model was trained with");
+  check_vae_decodes(c, shape.channels, "the VAE");
   const DataShape video{3, c.video_frames(shape.frames), shape.height * c.space_stride(),
                         shape.width * c.space_stride()};
   std::vector<float> pixels(size_t(3 * video.frames * video.height * video.width));  // [3, F, H, W]

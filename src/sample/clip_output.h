@@ -16,6 +16,9 @@ namespace ms {
 // replaced by .safetensors, and a warning saying why.
 std::string clip_output_path(const std::string& out, int64_t channels, bool decodes = false);
 
+// Throws ms::Error when the VAE's latents (z_dim) are not the model's input (in_dim); what: "--vae 'FILE'".
+void check_vae_decodes(const VaeConfig& vae, int64_t in_dim, const std::string& what);
+
 // x [3, F, H, W] in [-1, 1] (shape.channels 3) -> 8-bit RGB frames: round((x + 1) * 127.5), clamped to [0, 255].
 RgbVideo clip_to_rgb(const float* x, const DataShape& shape, double fps);
 

@@ -34,16 +34,15 @@ void validate(const TrainSampleOptions& o) {
     MS_FAIL("--sample-prompts ", quote_text(o.prompts), " holds no prompts; write one prompt a line");
 }
 
-void check_sample_vae(const TrainSampleOptions& o, const ModelConfig& c) {
-  if (o.vae.empty() || o.every == 0) return;
+std::unique_ptr<VaeWeights> load_sample_vae(const TrainSampleOptions& o, const ModelConfig& c) {
+  if (o.vae.empty() || o.every == 0) return nullptr;
   if (c.in_dim == 3) {
     log_warn("--vae ", quote_text(o.vae), " is not used: the model works on pixels, its samples are videos already");
-    return;
+    return nullptr;
   }
-  const VaeConfig v = VaeWeights::config_of(o.vae, o.vae_config);
-  if (v.z_dim != c.in_dim)
-    MS_FAIL("--vae ", quote_text(o.vae), " has ", v.z_dim, " latent channels, the model ", c.in_dim,
-            " (in_dim): pass the VAE whose latents the model is trained on");
+  auto vae = std::make_unique<VaeWeights>(VaeWeights::load(o.vae, o.vae_config));
+  check_vae_decodes(vae->config(), c.in_dim, cat("--vae ", quote_text(o.vae)));
+  return vae;
 }
 
 std::vector<std::string> read_prompts(const std::string& path) {
@@ -60,7 +59,8 @@ std::vector<std::string> read_prompts(const std::string& path) {
 }
 
 void write_train_samples(const TrainSampleOptions& o, const std::string& run_dir, const ModelConfig& c,
-                         const uint16_t* weights, int64_t step, const DataShape& shape, uint64_t seed) {
+                         const uint16_t* weights, int64_t step, const DataShape& shape, uint64_t seed,
+                         const VaeWeights* vae) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<std::string> prompts = read_prompts(o.prompts);
   std::vector<float> params(size_t(ParamTable(c).total()));  // [P] f32 copy of the working weights
@@ -70,15 +70,12 @@ void write_train_samples(const TrainSampleOptions& o, const std::string& run_dir
   fs::create_directories(dir, ec);
   if (ec) MS_FAIL("cannot create '", dir.string(), "': ", ec.message());
   const SamplerConfig sampler{o.steps, SamplerConfig{}.shift};
-  const bool decode = c.in_dim != 3 && !o.vae.empty();
-  const std::unique_ptr<VaeWeights> vae =
-      decode ? std::make_unique<VaeWeights>(VaeWeights::load(o.vae, o.vae_config)) : nullptr;
   std::string last;
   for (size_t k = 0; k < prompts.size(); ++k) {
     const std::vector<float> ctx = prompt_context(c, prompts[k]);
     const std::vector<float> x = generate_clip(c, params.data(), ctx.data(), c.text_len, shape, sampler, seed + k);
-    last = (dir / cat("step-", step, "-", k, ".", c.in_dim == 3 || decode ? o.format : "safetensors")).string();
-    write_clip(last, x.data(), shape, 8, vae.get());
+    last = (dir / cat("step-", step, "-", k, ".", c.in_dim == 3 || vae ? o.format : "safetensors")).string();
+    write_clip(last, x.data(), shape, 8, vae);
   }
   log_info("step ", step, ": ", prompts.size(), " samples (", o.steps, " Euler steps each) in ",
            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s, last ", last);

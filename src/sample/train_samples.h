@@ -2,12 +2,14 @@
 // one clip per prompt from the current working weights, written to OUT/samples/step-N-K.<format>.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
 #include "sample/generate.h"
+#include "vae/vae_weights.h"
 
 namespace ms {
 
@@ -23,9 +25,10 @@ struct TrainSampleOptions {
 // missing or empty prompts file, a non-positive step count, an unknown format, a VAE file that does not exist.
 void validate(const TrainSampleOptions& o);
 
-// Throws ms::Error when o's VAE cannot decode the samples of a model with config c (its z_dim is not the model's
-// in_dim); warns that a pixel model's samples need no VAE.
-void check_sample_vae(const TrainSampleOptions& o, const ModelConfig& c);
+// The VAE that decodes the samples of a model with config c, loaded once when the run starts (null when there are
+// no samples, no --vae, or a pixel model, which is warned about). Throws ms::Error when it cannot be loaded or its
+// z_dim is not the model's in_dim.
+std::unique_ptr<VaeWeights> load_sample_vae(const TrainSampleOptions& o, const ModelConfig& c);
 
 // The non-blank lines of `path`, trimmed. Throws ms::Error when it cannot be read.
 std::vector<std::string> read_prompts(const std::string& path);
@@ -34,9 +37,10 @@ std::vector<std::string> read_prompts(const std::string& path);
 inline bool sample_due(const TrainSampleOptions& o, int64_t t) { return o.every > 0 && t % o.every == 0; }
 
 // Writes run_dir/samples/step-<step>-<K>.<format> for every prompt K from the bf16 working weights
-// [ParamTable(c).total()]; shape is the model input [in_dim, F, H, W]. Clip K's noise comes from seed + K, the same at
-// every step, so samples of one prompt are comparable across steps.
+// [ParamTable(c).total()], decoded by vae when given (load_sample_vae); shape is the model input [in_dim, F, H, W].
+// Clip K's noise comes from seed + K, the same at every step, so samples of one prompt are comparable across steps.
 void write_train_samples(const TrainSampleOptions& o, const std::string& run_dir, const ModelConfig& c,
-                         const uint16_t* weights, int64_t step, const DataShape& shape, uint64_t seed);
+                         const uint16_t* weights, int64_t step, const DataShape& shape, uint64_t seed,
+                         const VaeWeights* vae);
 
 }  // namespace ms

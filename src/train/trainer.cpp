@@ -61,9 +61,8 @@ class Run {
         data_(std::move(data)),
         batch_maker_(cfg, shapes_, *data_, opts.flow, caption_dropout(opts, *data_, cfg), hooks),
         nonfinite_(cfg, hooks.inject_nan_activation),
-        schedule_(opts_, hooks_, cfg, shapes_, table_, host_, batch_maker_, nonfinite_) {
-    check_sample_vae(opts_.samples, cfg_);
-  }
+        schedule_(opts_, hooks_, cfg, shapes_, table_, host_, batch_maker_, nonfinite_),
+        sample_vae_(load_sample_vae(opts_.samples, cfg_)) {}
 
   HostState& host() { return host_; }
   const ParamTable& table() const { return table_; }
@@ -188,7 +187,8 @@ class Run {
       }
       if (sample_due(opts_.samples, t)) {
         schedule_.apply_pending();
-        write_train_samples(opts_.samples, opts_.out, cfg_, host_.weights.data(), t, sample_shape_, opts_.seed);
+        write_train_samples(opts_.samples, opts_.out, cfg_, host_.weights.data(), t, sample_shape_, opts_.seed,
+                            sample_vae_.get());
       }
     }
     progress.finish();
@@ -258,6 +258,7 @@ class Run {
   BatchMaker batch_maker_;
   NonFiniteMonitor nonfinite_;
   StepSchedule schedule_;
+  std::unique_ptr<VaeWeights> sample_vae_;  // decodes latent samples (--vae); null: none
 };
 
 }  // namespace

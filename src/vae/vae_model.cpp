@@ -390,13 +390,15 @@ void run_tiled(const float* in, int64_t c_in, int64_t t_in, int64_t h_in, int64_
       const int64_t h = a.size * up / down, w = b.size * up / down, i0 = a.begin * up / down, j0 = b.begin * up / down;
       sub_out.resize(size_t(c_out * t_out * h * w));
       run(sub_in.data(), a.size, b.size, sub_out.data());
-      for (int64_t i = 0; i < h; ++i)
+      for (int64_t i = 0; i < h; ++i) {
+        const double g_row = ramp(rows, r, i, up, down);
         for (int64_t j = 0; j < w; ++j) {
-          const double g = ramp(rows, r, i, up, down) * ramp(cols, q, j, up, down);
+          const double g = g_row * ramp(cols, q, j, up, down);
           weight[size_t((i0 + i) * W + j0 + j)] += g;
           for (int64_t ct = 0; ct < c_out * t_out; ++ct)
             acc[size_t((ct * H + i0 + i) * W + j0 + j)] += g * sub_out[size_t((ct * h + i) * w + j)];
         }
+      }
     }
   for (int64_t ct = 0; ct < c_out * t_out; ++ct)
     for (int64_t p = 0; p < H * W; ++p) out[ct * H * W + p] = float(acc[size_t(ct * H * W + p)] / weight[size_t(p)]);

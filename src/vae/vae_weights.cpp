@@ -24,6 +24,14 @@ void lay_out(const VaeConfig& c, std::vector<float>& pool, std::map<std::string,
   pool.assign(size_t(total), 0.0f);
 }
 
+// The config file load() reads: config_path, else a folder's config.json, else none ("": Wan2.1's).
+std::string config_file(const std::string& path, const std::string& config_path) {
+  std::error_code ec;
+  if (config_path.empty() && fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec))
+    return (fs::path(path) / "config.json").string();
+  return config_path;
+}
+
 }  // namespace
 
 const float* VaeWeights::get(const std::string& name) const {
@@ -53,27 +61,10 @@ VaeWeights VaeWeights::random(const VaeConfig& config, uint64_t seed) {
   return v;
 }
 
-namespace {
-
-// The config file load() reads: config_path, else a folder's config.json, else none ("": Wan2.1's).
-std::string config_file(const std::string& path, const std::string& config_path) {
-  std::error_code ec;
-  if (config_path.empty() && fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec))
-    return (fs::path(path) / "config.json").string();
-  return config_path;
-}
-
-}  // namespace
-
-VaeConfig VaeWeights::config_of(const std::string& path, const std::string& config_path) {
-  const std::string file = ms::config_file(path, config_path);
-  return file.empty() ? VaeConfig() : read_vae_config(file);
-}
-
 VaeWeights VaeWeights::load(const std::string& path, const std::string& config_path) {
-  const std::string config_file = ms::config_file(path, config_path);
+  const std::string config = config_file(path, config_path);
   VaeWeights v;
-  v.config_ = config_of(path, config_path);
+  v.config_ = config.empty() ? VaeConfig() : read_vae_config(config);
   v.source_ = path;
   WeightFiles files = WeightFiles::open(path);
   files.rename([&](const std::string& n) { return wan_vae_name(n, v.config_); });
@@ -87,8 +78,8 @@ VaeWeights VaeWeights::load(const std::string& path, const std::string& config_p
     }
     if (e->shape != shape)
       MS_FAIL(path, ": VAE tensor ", name, " has shape ", shape_str(e->shape), ", expected ", shape_str(shape),
-              config_file.empty() ? " for Wan2.1's VAE; pass --vae-config if this VAE has another configuration"
-                                  : cat(" for the config in ", config_file));
+              config.empty() ? " for Wan2.1's VAE; pass --vae-config if this VAE has another configuration"
+                             : cat(" for the config in ", config));
     files.read_f32(name, v.pool_.data() + v.offset_.at(name));
   }
   if (!missing.empty())

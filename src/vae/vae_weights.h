@@ -18,9 +18,6 @@ class VaeWeights {
   // Throws ms::Error naming the file and the missing or mis-shaped tensor, or the bad config.
   static VaeWeights load(const std::string& path, const std::string& config_path);
 
-  // The config load(path, config_path) uses, without reading the weights.
-  static VaeConfig config_of(const std::string& path, const std::string& config_path);
-
   // Random weights for tests and benchmarks: convs N(0, 1/fan_in) (the decoder's last at half that scale, so that
   // few decoded pixels reach the clamp), biases N(0, 0.05^2), gains 1 + N(0, 0.1^2).
   static VaeWeights random(const VaeConfig& config, uint64_t seed);
