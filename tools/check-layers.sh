@@ -15,12 +15,13 @@ declare -A allowed=(
   [backend/cuda]="core io ops model runtime backend/cpu"
   [registry]="core io ops model runtime backend/cpu backend/cuda"
   [vae]="core io ops model runtime backend/cpu"
+  [t5]="core io ops model runtime backend/cpu"
   [data]="core io"
   [eval]="core io"
   [plan]="core io ops model runtime registry"
-  [sample]="core io ops model runtime backend/cpu vae data"
-  [train]="core io ops model runtime backend/cpu registry vae data plan sample"
-  [cli]="core io ops model runtime backend/cpu backend/cuda registry vae data eval plan sample train"
+  [sample]="core io ops model runtime backend/cpu vae t5 data"
+  [train]="core io ops model runtime backend/cpu registry vae t5 data plan sample"
+  [cli]="core io ops model runtime backend/cpu backend/cuda registry vae t5 data eval plan sample train"
 )
 status=0
 while IFS= read -r file; do

@@ -22,6 +22,7 @@ void add_plot_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_vae_command(CLI::App& app);
 void add_cache_command(CLI::App& app);
+void add_text_encode_command(CLI::App& app);
 
 // `megaslide bench <what>` sub-verbs, registered by add_bench_command.
 void add_bench_train(CLI::App& bench);

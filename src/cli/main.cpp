@@ -16,5 +16,6 @@ int main(int argc, char** argv) {
   ms::cli::add_convert_command(app);
   ms::cli::add_vae_command(app);
   ms::cli::add_cache_command(app);
+  ms::cli::add_text_encode_command(app);
   return ms::cli::run_app(app, argc, argv);
 }

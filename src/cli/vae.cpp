@@ -2,7 +2,6 @@
 // [-1, 1] <-> `latents` [B, 16, 1 + (F - 1) / 4, H / 8, W / 8], the normalised latent mean as Wan's WanVAE returns it.
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <memory>
 
 #include "cli/commands.h"
@@ -22,13 +21,7 @@ struct VaeArgs {
   BackendChoice backend = BackendChoice::automatic;
 };
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-// The one tensor `name` of a safetensors file as f32, with its shape checked by `check`.
+// The one tensor `name` of a safetensors file as f32, and its shape; non-finite values are an error.
 std::vector<float> read_input(const std::string& path, const std::string& name, Shape& shape) {
   const SafetensorsFile f = SafetensorsFile::open(path);
   const TensorEntry* e = f.find(name);
@@ -50,7 +43,7 @@ void run_vae(const VaeArgs& a, bool encode) {
   check_vae_tile(a.chunking, "--vae-tile");
   const VaeWeights w = VaeWeights::load(a.vae, a.config);
   const VaeConfig& c = w.config();
-  log_info("VAE from ", a.vae, ": ", fixed(double(w.count()) / 1e6, 1), " M parameters");
+  log_info("VAE from ", a.vae, ": ", format_fixed(double(w.count()) / 1e6, 1), " M parameters");
   Shape in_shape, out_shape;
   const std::vector<float> in = read_input(a.input, encode ? "video" : "latents", in_shape);
   const int64_t s = c.space_stride();
@@ -81,7 +74,7 @@ void run_vae(const VaeArgs& a, bool encode) {
   const int64_t frames = in_shape[0] * (encode ? in_shape[2] : out_shape[2]);
   write_safetensors(a.out, {{encode ? "latents" : "video", DType::f32, out_shape, out.data()}});
   log_info("wrote ", a.out, ": ", encode ? "latents " : "video ", shape_str(out_shape), "; ", frames, " frames in ",
-           fixed(seconds, 2), " s (", fixed(seconds > 0 ? double(frames) / seconds : 0.0, 2),
+           format_fixed(seconds, 2), " s (", format_fixed(seconds > 0 ? double(frames) / seconds : 0.0, 2),
            " frames/s), peak memory ", format_bytes(double(peak_resident_bytes())));
 }
 

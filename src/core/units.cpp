@@ -81,4 +81,10 @@ std::string format_bytes(double bytes) {
   return buf;
 }
 
+std::string format_fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
 }  // namespace ms

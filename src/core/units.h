@@ -1,4 +1,5 @@
-// Byte sizes as people write them on a command line ("80GiB", "1.5TB", "16MiB", "4096") and back.
+// Byte sizes as people write them on a command line ("80GiB", "1.5TB", "16MiB", "4096") and back; numbers for
+// log lines.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,5 +14,8 @@ int64_t parse_bytes(const std::string& text, const std::string& what);
 
 // Decimal, three significant digits: "1.47 TB", "141 GB", "12.6 MB", "512 B".
 std::string format_bytes(double bytes);
+
+// v with `digits` digits after the point ("%.*f"): times and rates in log lines.
+std::string format_fixed(double v, int digits);
 
 }  // namespace ms

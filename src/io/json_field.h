@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -66,6 +67,20 @@ T json_field(const nlohmann::json& j, const char* key, const std::string& source
     }
   } catch (const nlohmann::json::exception&) {
     MS_FAIL(source, ": '", key, "' has the wrong type (", escape_text(j.at(key).dump()), ")");
+  }
+}
+
+// The JSON document in the file at path; throws ms::Error "cannot open <what> 'path'; <hint>" or "path: not valid
+// JSON (...)".
+inline nlohmann::json read_json_file(const std::string& path, const std::string& what, const std::string& hint) {
+  std::ifstream f(path);
+  if (!f) MS_FAIL("cannot open ", what, " ", quote_text(path), "; ", hint);
+  try {
+    nlohmann::json j;
+    f >> j;
+    return j;
+  } catch (const nlohmann::json::exception& e) {
+    MS_FAIL(path, ": not valid JSON (", escape_text(e.what()), ")");
   }
 }
 

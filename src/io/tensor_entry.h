@@ -22,4 +22,7 @@ struct TensorEntry {
 // Converts e's numel(e.shape) elements to f32 into dst (every DType; fp8 widened exactly); handles unaligned data.
 void read_as_f32(const TensorEntry& e, float* dst);
 
+// Rows [row0, row0 + rows) of e along dim 0, as an entry of its own (a view into the same bytes).
+TensorEntry row_slice(const TensorEntry& e, int64_t row0, int64_t rows);
+
 }  // namespace ms

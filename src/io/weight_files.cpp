@@ -45,8 +45,9 @@ WeightFiles WeightFiles::open(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st))
-    MS_FAIL(path, ": no such file or directory; pass a .safetensors or .pth file, an index json or a directory "
-                  "holding them");
+    MS_FAIL(path,
+            ": no such file or directory; pass a .safetensors or .pth file, an index json or a directory "
+            "holding them");
   WeightFiles w;
   auto add_file = [&w](const std::string& file) {
     if (PthFile::is_pth(file)) {
@@ -71,8 +72,9 @@ WeightFiles WeightFiles::open(const std::string& path) {
       for (const std::string& f : files_ending(path, ".pt")) files.push_back(f);
     }
     if (files.empty())
-      MS_FAIL(path, ": the directory holds no *.safetensors or *.pth weight files; point at the directory or file "
-                    "that holds the weights");
+      MS_FAIL(path,
+              ": the directory holds no *.safetensors or *.pth weight files; point at the directory or file "
+              "that holds the weights");
     for (const std::string& f : files) add_file(f);
   }
   w.pair_scales();
@@ -118,8 +120,10 @@ void WeightFiles::pair_scales() {
     const Shape& ws = w->second.entry->shape;
     const int64_t n = numel(scale.shape);
     if (n != 1 && (ws.empty() || n != ws[0] || n == 0))
-      MS_FAIL(paths_[it->second.file], ": ", quote_text(name), " has shape ", shape_str(scale.shape), ", neither one "
-              "scale nor one per row of ", quote_text(weight), " ", shape_str(ws), "; megaslide cannot dequantise it");
+      MS_FAIL(paths_[it->second.file], ": ", quote_text(name), " has shape ", shape_str(scale.shape),
+              ", neither one "
+              "scale nor one per row of ",
+              quote_text(weight), " ", shape_str(ws), "; megaslide cannot dequantise it");
     w->second.scale = &scale;
     it = by_name_.erase(it);
   }
@@ -139,7 +143,8 @@ void WeightFiles::add_index(const std::string& index_path) {
 
   std::map<std::string, std::vector<std::string>> by_shard;  // shard file -> the tensors the index puts there
   for (const auto& [name, shard] : index["weight_map"].items()) {
-    if (!shard.is_string()) MS_FAIL(index_path, ": weight_map entry for ", quote_text(name), " is not a shard file name");
+    if (!shard.is_string())
+      MS_FAIL(index_path, ": weight_map entry for ", quote_text(name), " is not a shard file name");
     by_shard[shard.get<std::string>()].push_back(name);
   }
   if (by_shard.empty()) MS_FAIL(index_path, ": weight_map is empty; the index lists no tensors");
@@ -186,16 +191,27 @@ bool WeightFiles::scaled(const std::string& name) const {
 }
 
 void WeightFiles::read_f32(const std::string& name, float* dst) const {
+  const TensorEntry* e = find(name);
+  read_rows_f32(name, 0, e && !e->shape.empty() ? e->shape[0] : 1, dst);
+}
+
+void WeightFiles::read_rows_f32(const std::string& name, int64_t row0, int64_t rows, float* dst) const {
   auto it = by_name_.find(name);
   if (it == by_name_.end())
     MS_FAIL("no tensor ", quote_text(name), " in the weight files; check the checkpoint matches the model");
   const TensorEntry& e = *it->second.entry;
-  read_as_f32(e, dst);
+  if (e.shape.empty()) {  // a scalar: one "row"
+    MS_CHECK(row0 == 0 && rows == 1, "row ", row0, " of the scalar ", quote_text(name));
+    read_as_f32(e, dst);
+  } else {
+    read_as_f32(row_slice(e, row0, rows), dst);
+  }
   if (!it->second.scale) return;
   std::vector<float> scale(size_t(numel(it->second.scale->shape)));
   read_as_f32(*it->second.scale, scale.data());
-  const int64_t n = numel(e.shape), row = scale.size() == 1 ? n : n / int64_t(scale.size());
-  for (int64_t i = 0; i < n; ++i) dst[i] *= scale[size_t(row ? i / row : 0)];
+  // one scale for the whole tensor, or one per row of dim 0
+  const int64_t per_row = e.shape.empty() ? 1 : numel(e.shape) / e.shape[0], n = rows * per_row;
+  for (int64_t i = 0; i < n; ++i) dst[i] *= scale.size() == 1 ? scale[0] : scale[size_t(row0 + i / per_row)];
 }
 
 void WeightFiles::rename(const std::function<std::string(const std::string&)>& map) {
@@ -205,8 +221,9 @@ void WeightFiles::rename(const std::function<std::string(const std::string&)>& m
     if (to.empty()) to = name;
     auto [it, fresh] = renamed.emplace(to, slot);
     if (!fresh)
-      MS_FAIL(paths_[slot.file], ": tensors ", quote_text(it->second.entry->name), " and ", quote_text(slot.entry->name),
-              " both stand for ", quote_text(to), "; the checkpoint mixes two naming schemes");
+      MS_FAIL(paths_[slot.file], ": tensors ", quote_text(it->second.entry->name), " and ",
+              quote_text(slot.entry->name), " both stand for ", quote_text(to),
+              "; the checkpoint mixes two naming schemes");
   }
   by_name_ = std::move(renamed);
 }

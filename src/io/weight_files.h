@@ -39,6 +39,8 @@ class WeightFiles {
   // name's numel values as f32 into dst: the stored values widened (fp8 exactly), times its scale_weight when it
   // has one (one scale, or one per row of dim 0).
   void read_f32(const std::string& name, float* dst) const;
+  // The same for rows [row0, row0 + rows) along dim 0 (a layer's weight panel by panel, an embedding's used rows).
+  void read_rows_f32(const std::string& name, int64_t row0, int64_t rows, float* dst) const;
 
   // Renames every tensor to map(name); map returns "" to keep a name. Throws when two names map to one.
   void rename(const std::function<std::string(const std::string&)>& map);

@@ -1,6 +1,5 @@
 #include "model/config.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -105,14 +104,7 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
 }
 
 ModelConfig load_config(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) MS_FAIL("cannot open model config '", path, "'; pass a config.json or a preset name");
-  nlohmann::json j;
-  try {
-    f >> j;
-  } catch (const nlohmann::json::exception& e) {
-    MS_FAIL(path, ": not valid JSON (", escape_text(e.what()), ")");
-  }
+  const nlohmann::json j = read_json_file(path, "model config", "pass a config.json or a preset name");
   return is_diffusers_config(j) ? config_from_diffusers(j, path) : config_from_json(j, path);
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
 
 #include "core/check.h"
@@ -74,15 +73,8 @@ void check_vae_config(const VaeConfig& c, const std::string& what) {
 VaeConfig read_vae_config(const std::string& path) {
   VaeConfig c;
   if (path.empty()) return c;
-  std::ifstream f(path);
-  if (!f)
-    MS_FAIL("cannot open the VAE config ", quote_text(path), "; pass a JSON file (docs/vae.md) or omit --vae-config");
-  nlohmann::json j;
-  try {
-    f >> j;
-  } catch (const nlohmann::json::exception& e) {
-    MS_FAIL(path, ": not valid JSON (", escape_text(e.what()), ")");
-  }
+  const nlohmann::json j =
+      read_json_file(path, "the VAE config", "pass a JSON file (docs/vae.md) or omit --vae-config");
   if (!j.is_object()) MS_FAIL(path, ": a VAE config must be a JSON object");
   if (is_diffusers_vae_config(j)) return vae_config_from_diffusers(j, path);
   c.dim = json_field(j, "dim", path, c.dim);
