@@ -199,7 +199,7 @@ TEST(DataTrain, CaptionDropoutUsesTheEmptyPrompt) {
   const StepShapes shapes = step_shapes(*data, c);
   const CaptionDropout dropout = caption_dropout(o, *data, c);
   ASSERT_EQ(dropout.empty.size(), size_t(2 * 4096));  // wide's embedding: 2 rows
-  BatchMaker maker(c, shapes, *data, o.flow, dropout, {});
+  BatchMaker maker(c, shapes, *data, o.flow, dropout, {}, nullptr);
   Batch batch;
   maker.allocate(batch);
   Rng rng(5);

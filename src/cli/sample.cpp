@@ -1,6 +1,7 @@
 // `megaslide sample`: text-to-video with a trained model: Euler flow-matching sampling with Wan's
 // timestep shift, written as a video (pixel-space models) or as latents (safetensors).
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -8,11 +9,14 @@
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/text.h"
+#include "core/units.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/loader.h"
 #include "sample/clip_output.h"
 #include "sample/generate.h"
+#include "t5/text_encoder.h"
 #include "vae/vae_model.h"
 
 namespace fs = std::filesystem;
@@ -21,7 +25,9 @@ namespace ms::cli {
 namespace {
 
 struct SampleArgs {
-  std::string model, config, prompt, context, out, vae, vae_config;
+  std::string model, config, prompt, context, out, vae, vae_config, t5, tokenizer, t5_config;
+  std::string negative_prompt = kWanNegativePrompt;
+  double guidance = 0;  // 0: the default (5.0 with --t5, else 1.0)
   VaeChunking vae_chunking;
   BackendChoice backend = BackendChoice::automatic;
   DataShape shape;  // extents 0: from the checkpoint's trainer.json; channels: the model's in_dim
@@ -77,19 +83,25 @@ void pixel_shape_to_latents(const std::string& model, const VaeConfig& v, const 
   s = {c.in_dim, v.latent_frames(s.frames), s.height / v.space_stride(), s.width / v.space_stride()};
 }
 
-// context [rows, text_dim] from a safetensors file (a leading batch dim of 1 is accepted).
-std::vector<float> read_context(const std::string& path, const ModelConfig& c, int64_t* rows) {
+// context [text_len, text_dim] from a safetensors file: its `context` or `context.0` (text-encode's first prompt)
+// [L, text_dim] (a leading batch dim of 1 accepted), zero-padded to text_len as Wan pads it.
+std::vector<float> read_context(const std::string& path, const ModelConfig& c) {
   SafetensorsFile f = SafetensorsFile::open(path);
   const TensorEntry* e = f.find("context");
-  if (!e) MS_FAIL(path, ": no tensor 'context'; --context needs context [L, text_dim] (text encoder output)");
+  if (!e) e = f.find("context.0");
+  if (!e)
+    MS_FAIL(path,
+            ": no tensor 'context' or 'context.0'; --context needs a text encoder's output [L, text_dim] "
+            "(megaslide text-encode writes one)");
   Shape s = e->shape;
   if (s.size() == 3 && s[0] == 1) s.erase(s.begin());
   if (s.size() != 2 || s[1] != c.text_dim || s[0] < 1 || s[0] > c.text_len)
-    MS_FAIL(path, ": 'context' has shape ", shape_str(e->shape), "; this model needs [L, ", c.text_dim,
+    MS_FAIL(path, ": '", e->name, "' has shape ", shape_str(e->shape), "; this model needs [L, ", c.text_dim,
             "] with 1 <= L <= text_len = ", c.text_len, " (text_dim ", c.text_dim, " from its config)");
-  std::vector<float> ctx(size_t(numel(s)));
+  std::vector<float> ctx(size_t(c.text_len * c.text_dim), 0.0f);
   read_as_f32(*e, ctx.data());
-  *rows = s[0];
+  for (float v : ctx)
+    if (!std::isfinite(v)) MS_FAIL(path, ": '", e->name, "' holds a non-finite value (inf or NaN)");
   return ctx;
 }
 
@@ -110,14 +122,28 @@ void run_sample(SampleArgs a) {
   }
   a.shape.channels = c.in_dim;
   const std::string out = clip_output_path(a.out, c.in_dim, vae != nullptr);  // checked before the slow part
-  int64_t rows = c.text_len;
-  std::vector<float> ctx = a.context.empty() ? prompt_context(c, a.prompt) : read_context(a.context, c, &rows);
+  std::unique_ptr<TextEncoder> t5;
+  if (!a.t5.empty()) {
+    t5 = std::make_unique<TextEncoder>(a.t5, a.tokenizer, a.t5_config);
+    check_text_encoder_fits(c, *t5);
+  }
+  const double scale = a.guidance > 0 ? a.guidance : t5 ? 5.0 : 1.0;
+  if (scale != 1.0 && !a.context.empty() && !t5)
+    MS_FAIL("--guidance-scale ", scale, " with --context needs --t5 and --tokenizer to encode the negative prompt");
+  const auto t_text = std::chrono::steady_clock::now();
+  const std::vector<float> ctx = a.context.empty() ? prompt_context(c, a.prompt, t5.get()) : read_context(a.context, c);
+  const std::vector<float> negative =
+      scale != 1.0 ? prompt_context(c, a.negative_prompt, t5.get()) : std::vector<float>{};
+  if (t5)
+    log_info("encoded the prompt", scale != 1.0 ? " and the negative prompt" : "", " with ", a.t5, " in ",
+             format_fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_text).count(), 1), " s");
   ParamTable table(c);
   AlignedBuffer<float> params(size_t(table.total()));  // [P] f32
   load_params(src, table, a.seed, params.data());
   log_info("sampling ", a.shape.frames, "x", a.shape.height, "x", a.shape.width, " (",
            c.in_dim == 3 ? "pixels" : "latents", ") with ", src.description, ": ", a.sampler.steps,
-           " Euler steps, shift ", a.sampler.shift, ", seed ", a.seed);
+           " Euler steps, shift ", a.sampler.shift, ", seed ", a.seed,
+           scale != 1.0 ? cat(", guidance scale ", scale) : std::string(", no guidance"));
   auto last = std::chrono::steady_clock::now();
   const StepFn progress = [&](int64_t i, int64_t n, double t0, double t1) {
     const auto now = std::chrono::steady_clock::now();
@@ -125,7 +151,8 @@ void run_sample(SampleArgs a) {
              " s)");
     last = now;
   };
-  const std::vector<float> x = generate_clip(c, params.data(), ctx.data(), rows, a.shape, a.sampler, a.seed, progress);
+  const std::vector<float> x = generate_clip(c, params.data(), ctx.data(), c.text_len, a.shape, a.sampler, a.seed,
+                                             progress, {negative.empty() ? nullptr : negative.data(), scale});
   write_clip(out, x.data(), a.shape, a.fps, vae.get(), a.vae_chunking);
   log_info("wrote ", out);
 }
@@ -138,10 +165,26 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--model", a->model, "Checkpoint (RUN_DIR/latest, or a run directory), model directory or preset")
       ->required();
   cmd->add_option("--config", a->config, "config.json for a weights file");
-  auto* prompt = cmd->add_option("--prompt", a->prompt, "Caption, embedded by the built-in text embedding");
-  auto* context =
-      cmd->add_option("--context", a->context, "safetensors with context [L, text_dim] (a text encoder's output)");
+  auto* prompt = cmd->add_option("--prompt", a->prompt,
+                                 "Caption: embedded by the umT5 encoder with --t5, else by the built-in hash embedding "
+                                 "(a stand-in for toy models: it cannot steer a real Wan checkpoint)");
+  auto* context = cmd->add_option("--context", a->context,
+                                  "safetensors with `context` or `context.0` [L, text_dim] (megaslide text-encode's "
+                                  "output)");
   prompt->excludes(context);
+  auto* t5 = cmd->add_option("--t5", a->t5,
+                             "umT5 text encoder (models_t5_umt5-xxl-enc-bf16.pth or a UMT5EncoderModel safetensors "
+                             "file) for --prompt and --negative-prompt");
+  auto* tokenizer = cmd->add_option("--tokenizer", a->tokenizer, "umT5's spiece.model (with --t5)");
+  t5->needs(tokenizer);
+  tokenizer->needs(t5);
+  cmd->add_option("--t5-config", a->t5_config, "The text encoder's config JSON (default: umT5-XXL)");
+  cmd->add_option("--guidance-scale", a->guidance,
+                  "Classifier-free guidance: v = v(negative) + scale (v(prompt) - v(negative)); default 5.0 (Wan's) "
+                  "with --t5, else 1.0 (no guidance: one model call per step)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--negative-prompt", a->negative_prompt,
+                  "The negative prompt of guidance (default: Wan's own, wan/configs/shared_config.py)");
   cmd->add_option("--frames", a->shape.frames,
                   "Frames (latent frames for latent models without --vae; default: the training data's largest clip "
                   "shape)");

@@ -3,18 +3,34 @@
 #include "backend/cpu/resident_model.h"
 #include "core/check.h"
 #include "data/text_embed.h"
+#include "t5/text_encoder.h"
 
 namespace ms {
 
-std::vector<float> prompt_context(const ModelConfig& c, const std::string& prompt) {
-  std::vector<float> ctx(size_t(c.text_len * c.text_dim));  // [text_len, text_dim]
-  embed_caption(prompt, c.text_len, c.text_dim, ctx.data());
+void check_text_encoder_fits(const ModelConfig& c, const TextEncoder& t5) {
+  if (t5.config().dim != c.text_dim)
+    MS_FAIL("the text encoder ", t5.weights().source(), " gives rows of width ", t5.config().dim,
+            " but the model's text_dim is ", c.text_dim, "; pass the text encoder the model was trained with");
+  if (t5.config().text_len > c.text_len)
+    MS_FAIL("the text encoder keeps up to ", t5.config().text_len, " tokens but the model's text_len is ", c.text_len,
+            "; set the text encoder's text_len (--t5-config) to at most ", c.text_len);
+}
+
+std::vector<float> prompt_context(const ModelConfig& c, const std::string& prompt, const TextEncoder* t5) {
+  std::vector<float> ctx(size_t(c.text_len * c.text_dim), 0.0f);  // [text_len, text_dim]
+  if (!t5) {
+    embed_caption(prompt, c.text_len, c.text_dim, ctx.data());
+    return ctx;
+  }
+  check_text_encoder_fits(c, *t5);
+  const EncodedPrompt e = t5->encode(prompt);  // [L, text_dim], the rest stays zero
+  std::copy(e.context.begin(), e.context.end(), ctx.begin());
   return ctx;
 }
 
 std::vector<float> generate_clip(const ModelConfig& c, const float* params, const float* context, int64_t rows,
                                  const DataShape& shape, const SamplerConfig& sampler, uint64_t seed,
-                                 const StepFn& on_step) {
+                                 const StepFn& on_step, const Guidance& guidance) {
   if (c.out_dim != c.in_dim)
     MS_FAIL("the model has in_dim ", c.in_dim, " but out_dim ", c.out_dim,
             "; sampling needs a velocity in the input space (out_dim = in_dim)");
@@ -25,9 +41,15 @@ std::vector<float> generate_clip(const ModelConfig& c, const float* params, cons
   const int64_t n = c.in_dim * d.F * d.H * d.W;
   std::vector<float> x(static_cast<size_t>(n));  // [1, in_dim, F, H, W] noise at t = 1, the sample at t = 0
   fill_noise(seed, x.data(), n);
+  const bool guided = guidance.negative && guidance.scale != 1.0;
+  std::vector<float> unconditional(guided ? size_t(n) : 0);  // [1, in_dim, F, H, W]
   const VelocityFn velocity = [&](const float* xt, double t, float* v) {
     const float timestep = float(t * 1000.0);  // [1] the model's timestep scale (train/flow_matching.h)
     model.forward(params, xt, &timestep, context, v);
+    if (!guided) return;
+    model.forward(params, xt, &timestep, guidance.negative, unconditional.data());
+    const float s = float(guidance.scale);
+    for (int64_t i = 0; i < n; ++i) v[i] = unconditional[size_t(i)] + s * (v[i] - unconditional[size_t(i)]);
   };
   euler_sample(sampler, velocity, x.data(), n, on_step);
   return x;

@@ -11,16 +11,29 @@
 
 namespace ms {
 
-// The built-in caption embedding of `prompt` (data/text_embed.h): [text_len, text_dim].
-std::vector<float> prompt_context(const ModelConfig& c, const std::string& prompt);
+class TextEncoder;
 
-// params [ParamTable(c).total()] f32; context [rows, text_dim] with 1 <= rows <= text_len; shape is
+// The context of `prompt` for model c: [text_len, text_dim]. With a text encoder, its output rows zero-padded to
+// text_len as Wan pads them; without one, the built-in caption hash (data/text_embed.h, a stand-in for toy models).
+std::vector<float> prompt_context(const ModelConfig& c, const std::string& prompt, const TextEncoder* t5 = nullptr);
+
+// Throws ms::Error when t5's output does not fit model c: its width must be text_dim and its text_len at most c's.
+void check_text_encoder_fits(const ModelConfig& c, const TextEncoder& t5);
+
+// Classifier-free guidance (Wan's): v = v(negative) + scale (v(context) - v(negative)); scale 1 (or no negative
+// context) runs the conditional model alone.
+struct Guidance {
+  const float* negative = nullptr;  // [rows, text_dim] like the context
+  double scale = 1.0;
+};
+
+// params [ParamTable(c).total()] f32; context [rows, text_dim] with 1 <= rows <= text_len; guidance as above; shape is
 // the model's input [in_dim, F, H, W] (pixels for pixel-space models, latents otherwise).
 // Returns the sample x0 [in_dim, F, H, W] (model space: pixels in about [-1, 1], or latents).
 // Deterministic: the same inputs and seed give the same bytes. Throws ms::Error for a model whose
 // out_dim differs from in_dim (it predicts no velocity in its own input space) or bad extents.
 std::vector<float> generate_clip(const ModelConfig& c, const float* params, const float* context, int64_t rows,
                                  const DataShape& shape, const SamplerConfig& sampler, uint64_t seed,
-                                 const StepFn& on_step = {});
+                                 const StepFn& on_step = {}, const Guidance& guidance = {});
 
 }  // namespace ms

@@ -60,7 +60,7 @@ std::vector<std::string> read_prompts(const std::string& path) {
 
 void write_train_samples(const TrainSampleOptions& o, const std::string& run_dir, const ModelConfig& c,
                          const uint16_t* weights, int64_t step, const DataShape& shape, uint64_t seed,
-                         const VaeWeights* vae) {
+                         const VaeWeights* vae, const TextEncoder* t5) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<std::string> prompts = read_prompts(o.prompts);
   std::vector<float> params(size_t(ParamTable(c).total()));  // [P] f32 copy of the working weights
@@ -72,7 +72,7 @@ void write_train_samples(const TrainSampleOptions& o, const std::string& run_dir
   const SamplerConfig sampler{o.steps, SamplerConfig{}.shift};
   std::string last;
   for (size_t k = 0; k < prompts.size(); ++k) {
-    const std::vector<float> ctx = prompt_context(c, prompts[k]);
+    const std::vector<float> ctx = prompt_context(c, prompts[k], t5);
     const std::vector<float> x = generate_clip(c, params.data(), ctx.data(), c.text_len, shape, sampler, seed + k);
     last = (dir / cat("step-", step, "-", k, ".", c.in_dim == 3 || vae ? o.format : "safetensors")).string();
     write_clip(last, x.data(), shape, 8, vae);

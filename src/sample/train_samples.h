@@ -9,6 +9,7 @@
 
 #include "model/config.h"
 #include "sample/generate.h"
+#include "t5/text_encoder.h"
 #include "vae/vae_weights.h"
 
 namespace ms {
@@ -37,10 +38,11 @@ std::vector<std::string> read_prompts(const std::string& path);
 inline bool sample_due(const TrainSampleOptions& o, int64_t t) { return o.every > 0 && t % o.every == 0; }
 
 // Writes run_dir/samples/step-<step>-<K>.<format> for every prompt K from the bf16 working weights
-// [ParamTable(c).total()], decoded by vae when given (load_sample_vae); shape is the model input [in_dim, F, H, W].
+// [ParamTable(c).total()], decoded by vae when given (load_sample_vae), prompts embedded by t5 when given (else the
+// built-in hash), unguided; shape is the model input [in_dim, F, H, W].
 // Clip K's noise comes from seed + K, the same at every step, so samples of one prompt are comparable across steps.
 void write_train_samples(const TrainSampleOptions& o, const std::string& run_dir, const ModelConfig& c,
                          const uint16_t* weights, int64_t step, const DataShape& shape, uint64_t seed,
-                         const VaeWeights* vae);
+                         const VaeWeights* vae, const TextEncoder* t5);
 
 }  // namespace ms

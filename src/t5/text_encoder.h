@@ -11,6 +11,13 @@
 
 namespace ms {
 
+// Wan's default negative prompt (wan/configs/shared_config.py, sample_neg_prompt), used by its generate.py when none
+// is given.
+inline constexpr const char* kWanNegativePrompt =
+    "色调艳丽，过曝，静态，细节模糊不清，字幕，风格，作品，画作，画面，静止，整体发灰，最差质量，低质量，JPEG压缩残留，"
+    "丑陋的，残缺的，多余的手指，画得不好的手部，画得不好的脸部，畸形的，毁容的，形态畸形的肢体，手指融合，"
+    "静止不动的画面，杂乱的背景，三条腿，背景人很多，倒着走";
+
 struct EncodedPrompt {
   std::vector<int64_t> ids;    // [L] token ids, EOS last
   std::vector<float> context;  // [L, dim] the encoder's output rows

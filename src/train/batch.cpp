@@ -4,8 +4,10 @@
 #include <limits>
 
 #include "core/check.h"
+#include "core/log.h"
 #include "data/latent_cache.h"
 #include "data/text_embed.h"
+#include "sample/generate.h"
 #include "train/flow_matching.h"
 
 namespace ms {
@@ -67,9 +69,26 @@ CaptionDropout caption_dropout(const TrainOptions& opts, const Dataset& data, co
   }
 }
 
+std::unique_ptr<TextEncoder> load_text_encoder(const TrainOptions& opts, const Dataset& data, const ModelConfig& cfg) {
+  if (opts.t5.empty() != opts.tokenizer.empty())
+    MS_FAIL(opts.t5.empty() ? "--tokenizer needs --t5 (the umT5 encoder)"
+                            : "--t5 needs --tokenizer (umT5's spiece.model)");
+  if (opts.t5.empty()) {
+    if (!opts.t5_config.empty()) MS_FAIL("--t5-config needs --t5");
+    return nullptr;
+  }
+  if (data.cached_text() && opts.samples.every == 0)
+    log_warn("--t5 is not used: the data holds cached text embeddings and no samples are drawn");
+  auto t5 = std::make_unique<TextEncoder>(opts.t5, opts.tokenizer, opts.t5_config);
+  check_text_encoder_fits(cfg, *t5);
+  log_info("text encoder ", opts.t5, ": captions are embedded by umT5 (", t5->config().num_layers,
+           " layers), each once");
+  return t5;
+}
+
 BatchMaker::BatchMaker(const ModelConfig& c, const StepShapes& shapes, Dataset& data, const FlowConfig& flow,
-                       CaptionDropout dropout, const TrainHooks& hooks)
-    : cfg_(c), shapes_(shapes), data_(data), flow_(flow), dropout_(std::move(dropout)), hooks_(hooks) {
+                       CaptionDropout dropout, const TrainHooks& hooks, const TextEncoder* t5)
+    : cfg_(c), shapes_(shapes), data_(data), flow_(flow), dropout_(std::move(dropout)), hooks_(hooks), t5_(t5) {
   noise_.resize(size_t(shapes.most([&](const ModelDims& d) { return d.B * c.in_dim * d.F * d.H * d.W; })));
 }
 
@@ -100,6 +119,11 @@ int64_t BatchMaker::make(Batch& batch, int64_t position, Rng& rng) {
         s.context = dropout_.empty;
     }
     float* context = batch.context.data() + b * ctx;  // [text_len, text_dim]
+    if (s.context.empty() && t5_) {
+      auto it = encoded_.find(s.caption);
+      if (it == encoded_.end()) it = encoded_.emplace(s.caption, t5_->encode(s.caption).context).first;
+      s.context = it->second;
+    }
     if (s.context.empty()) {
       embed_caption(s.caption, cfg_.text_len, cfg_.text_dim, context);
     } else {  // cached embedding [L, text_dim], zero-padded to text_len as Wan does

@@ -4,12 +4,15 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/rng.h"
 #include "data/dataset.h"
 #include "model/config.h"
 #include "model/dims.h"
+#include "t5/text_encoder.h"
 #include "train/options.h"
 
 namespace ms {
@@ -48,11 +51,15 @@ struct CaptionDropout {
 // lack it, or captions are given one.
 CaptionDropout caption_dropout(const TrainOptions& opts, const Dataset& data, const ModelConfig& cfg);
 
+// The text encoder of --t5 (null without it); throws ms::Error for --t5 without --tokenizer or the reverse, files
+// that cannot be loaded, or an encoder whose width or text_len does not fit the model.
+std::unique_ptr<TextEncoder> load_text_encoder(const TrainOptions& opts, const Dataset& data, const ModelConfig& cfg);
+
 class BatchMaker {
  public:
-  // hooks: the data testing aids (a failing or an Inf sample).
+  // hooks: the data testing aids (a failing or an Inf sample); t5: embeds captions (each once), null: the hash.
   BatchMaker(const ModelConfig& c, const StepShapes& shapes, Dataset& data, const FlowConfig& flow,
-             CaptionDropout dropout, const TrainHooks& hooks);
+             CaptionDropout dropout, const TrainHooks& hooks, const TextEncoder* t5);
 
   // Sizes every buffer of a batch for the largest step shape.
   void allocate(Batch& batch) const;
@@ -69,6 +76,8 @@ class BatchMaker {
   CaptionDropout dropout_;
   TrainHooks hooks_;
   std::vector<float> noise_;  // [B, C, F, H, W] of the largest shape
+  const TextEncoder* t5_;
+  std::unordered_map<std::string, std::vector<float>> encoded_;  // caption -> its t5 rows [L, text_dim]
 };
 
 }  // namespace ms

@@ -221,6 +221,13 @@ std::vector<TrainOption> make_table() {
                           "The empty prompt's text-encoder cache file (musubi-tuner's {item}_wan_te.safetensors "
                           "format), for --caption-dropout on cached text embeddings",
                           FIELD(empty_prompt)),
+      option<std::string>("--t5",
+                          "umT5 text encoder (models_t5_umt5-xxl-enc-bf16.pth or a UMT5EncoderModel safetensors file) "
+                          "for captions and --sample-prompts, each caption encoded once; without it captions use the "
+                          "built-in hash embedding (a stand-in for toy models)",
+                          FIELD(t5)),
+      option<std::string>("--tokenizer", "umT5's spiece.model (with --t5)", FIELD(tokenizer)),
+      option<std::string>("--t5-config", "The text encoder's config JSON (default: umT5-XXL)", FIELD(t5_config)),
       option<SaveFormat>("--save-format",
                          "megaslide: model.safetensors; wan: also diffusion_pytorch_model.safetensors (Wan, ComfyUI); "
                          "diffusers: also transformer/ (diffusers' WanTransformer3DModel)",

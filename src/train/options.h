@@ -58,10 +58,11 @@ struct TrainOptions {
   uint64_t seed = 0;
   std::string out = "runs/default";
   int64_t save_every = 100, log_every = 10;
-  int64_t save_every_epochs = 0;  // also checkpoint at the end of every N-th epoch of the data (0: never)
-  int64_t keep_last = 0;          // keep only the N newest checkpoints (0: all)
-  double caption_dropout = 0;     // probability of training a clip on the empty prompt
-  std::string empty_prompt;       // the empty prompt's text-encoder cache file (cached text embeddings)
+  int64_t save_every_epochs = 0;         // also checkpoint at the end of every N-th epoch of the data (0: never)
+  int64_t keep_last = 0;                 // keep only the N newest checkpoints (0: all)
+  double caption_dropout = 0;            // probability of training a clip on the empty prompt
+  std::string empty_prompt;              // the empty prompt's text-encoder cache file (cached text embeddings)
+  std::string t5, tokenizer, t5_config;  // the umT5 encoder for captions and samples ("": the built-in hash)
   SaveFormat save_format = SaveFormat::megaslide;  // files beside model.safetensors (model/export.h)
   TrainSampleOptions samples;                      // OUT/samples/
   // runtime (docs/runtime.md)

@@ -59,7 +59,8 @@ class Run {
         shapes_(step_shapes(*data, cfg)),
         sample_shape_(largest_shape(*data)),
         data_(std::move(data)),
-        batch_maker_(cfg, shapes_, *data_, opts.flow, caption_dropout(opts, *data_, cfg), hooks),
+        text_encoder_(load_text_encoder(opts_, *data_, cfg_)),
+        batch_maker_(cfg, shapes_, *data_, opts.flow, caption_dropout(opts, *data_, cfg), hooks, text_encoder_.get()),
         nonfinite_(cfg, hooks.inject_nan_activation),
         schedule_(opts_, hooks_, cfg, shapes_, table_, host_, batch_maker_, nonfinite_),
         sample_vae_(load_sample_vae(opts_.samples, cfg_)) {}
@@ -188,7 +189,7 @@ class Run {
       if (sample_due(opts_.samples, t)) {
         schedule_.apply_pending();
         write_train_samples(opts_.samples, opts_.out, cfg_, host_.weights.data(), t, sample_shape_, opts_.seed,
-                            sample_vae_.get());
+                            sample_vae_.get(), text_encoder_.get());
       }
     }
     progress.finish();
@@ -255,6 +256,7 @@ class Run {
   StepShapes shapes_;       // the data's buckets at their largest batches
   DataShape sample_shape_;  // the largest bucket's clip shape: what samples are drawn at
   std::unique_ptr<Dataset> data_;
+  std::unique_ptr<TextEncoder> text_encoder_;  // --t5: captions and sample prompts; null: the built-in hash
   BatchMaker batch_maker_;
   NonFiniteMonitor nonfinite_;
   StepSchedule schedule_;
