@@ -2,6 +2,10 @@
 // sample / text-encode --t5 end to end on the tiny preset (text_dim 64, as the fixture encoder's width).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
 #include "cli_util.h"
 #include "core/rng.h"
 #include "io/atomic_file.h"
@@ -13,6 +17,7 @@
 #include "t5/text_encoder.h"
 #include "temp_dir.h"
 #include "test_util.h"
+#include "video_util.h"
 
 namespace ms::test {
 namespace {
@@ -110,6 +115,58 @@ TEST(T5Pipeline, TrainAndSampleWithTheTextEncoder) {
   r = run_cli("train --steps 1 --t5 " + kDir + "tiny_t5.pth --out " + dir.file("run2"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("--t5 needs --tokenizer"), std::string::npos) << r.output;
+}
+
+// cache --t5 writes one musubi-tuner text file per video (its key, bf16, metadata), each the encoder's output for the
+// file's caption; with --vae as well the cache trains a model of the encoder's width; a second run writes nothing.
+TEST(T5Pipeline, CacheWritesMusubisTextFiles) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("videos"));
+  const std::map<std::string, std::string> captions{{"a", "a red cat walks on the table"},
+                                                    {"b", "two dogs run  &amp; jump"}};
+  for (const auto& [name, caption] : captions) {
+    encode_video(dir.file("videos/" + name + ".mp4"), smooth_clip(9, 20, 36, name[0]));
+    write_file_atomic(dir.file("videos/" + name + ".txt"), caption);
+  }
+  write_file_atomic(dir.file("data.toml"),
+                    "[[datasets]]\nvideo_directory = \"videos\"\ncache_directory = \"cache\"\n"
+                    "resolution = [32, 16]\ntarget_frames = [5]\nframe_extraction = \"slide\"\n"
+                    "frame_stride = 4\n");
+  const std::string vae = " --vae " + std::string(MEGASLIDE_TEST_DATA) + "/vae/tiny_vae.pth --vae-config " +
+                          std::string(MEGASLIDE_TEST_DATA) + "/vae/tiny_config.json";
+  const std::string t5 =
+      " --t5 " + kDir + "tiny_t5.pth --tokenizer " + kDir + "tiny.model --t5-config " + kDir + "tiny_config.json";
+  auto r = run_cli("cache --data " + dir.file("data.toml") + vae + t5);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("text: cached 2 captions, 2 were cached already"), std::string::npos) << r.output;
+  const TextEncoder enc(kDir + "tiny_t5.pth", kDir + "tiny.model", kDir + "tiny_config.json");
+  for (const auto& [name, caption] : captions) {
+    const auto f = SafetensorsFile::open(dir.file("cache/" + name + "_wan_te.safetensors"));
+    const TensorEntry* e = f.find("varlen_t5_bfloat16");
+    ASSERT_NE(e, nullptr);
+    const EncodedPrompt want = enc.encode(caption);
+    EXPECT_EQ(e->dtype, DType::bf16);
+    EXPECT_EQ(e->shape, (Shape{int64_t(want.ids.size()), 64}));
+    std::vector<float> got(want.context.size());
+    read_as_f32(*e, got.data());
+    EXPECT_LT(rel_l2(got, want.context), 4e-3) << name;  // bf16
+    EXPECT_EQ(f.metadata(), (std::map<std::string, std::string>{
+                                {"architecture", "wan"}, {"caption1", caption}, {"format_version", "1.0.1"}}));
+  }
+  r = run_cli("cache --data " + dir.file("data.toml") + t5);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("text: cached 0 captions, 4 were cached already"), std::string::npos) << r.output;
+  ModelConfig c;
+  c.dim = 16, c.ffn_dim = 24, c.num_heads = 2, c.num_layers = 2, c.freq_dim = 8;
+  c.in_dim = c.out_dim = 16, c.text_dim = 64, c.text_len = 160;
+  c.patch_size = {1, 2, 2};
+  c.validate();
+  write_file_atomic(dir.file("config.json"), config_to_json(c).dump());
+  write_file_atomic(dir.file("cache.toml"), "[[datasets]]\ncache_directory = \"cache\"\n");
+  r = run_cli("train --data " + dir.file("cache.toml") + " --config " + dir.file("config.json") + " --steps 2 --out " +
+              dir.file("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(run_cli("cache --data " + dir.file("data.toml")).code, 1);
 }
 
 }  // namespace ms::test

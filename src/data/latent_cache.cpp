@@ -316,6 +316,16 @@ std::string musubi_latent_name(const std::string& file, bool image, int64_t star
   return fs::path(file).stem().string() + tail;
 }
 
+std::string musubi_text_name(const std::string& file) { return fs::path(file).stem().string() + kTextSuffix; }
+
+void write_text_cache(const std::string& path, const float* context, int64_t rows, int64_t dim,
+                      const std::string& caption) {
+  std::vector<uint16_t> bf16(static_cast<size_t>(rows * dim));
+  convert_from_f32(DType::bf16, context, bf16.data(), rows * dim);
+  write_safetensors(path, {{"varlen_t5_bfloat16", DType::bf16, {rows, dim}, bf16.data()}},
+                    {{"architecture", "wan"}, {"caption1", caption}, {"format_version", "1.0.1"}});
+}
+
 void write_latent_cache(const std::string& path, const float* latents, const DataShape& shape, int64_t width,
                         int64_t height, int64_t frame_count) {
   const int64_t n = shape.channels * shape.frames * shape.height * shape.width;

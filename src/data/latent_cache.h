@@ -59,6 +59,15 @@ std::string musubi_latent_name(const std::string& file, bool image, int64_t star
 void write_latent_cache(const std::string& path, const float* latents, const DataShape& shape, int64_t width,
                         int64_t height, int64_t frame_count);
 
+// The text-encoder file musubi-tuner's wan_cache_text_encoder_outputs.py writes for the video or image `file` (one per
+// file, whatever its clips): {stem}_wan_te.safetensors.
+std::string musubi_text_name(const std::string& file);
+
+// Writes a text embedding [rows, dim] as musubi-tuner does: bf16 under varlen_t5_bfloat16, metadata architecture wan,
+// caption1 (the caption) and format_version 1.0.1. Atomic (io/safetensors.h).
+void write_text_cache(const std::string& path, const float* context, int64_t rows, int64_t dim,
+                      const std::string& caption);
+
 // The embedding [L, text_dim] (1 <= L <= text_len) of a musubi-tuner text-encoder cache file
 // ({item}_wan_te.safetensors: varlen_t5_{dtype}), as f32. Throws ms::Error naming the file and the problem.
 std::vector<float> read_text_cache(const std::string& path, int64_t text_len, int64_t text_dim);

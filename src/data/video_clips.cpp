@@ -144,7 +144,7 @@ std::vector<VideoClips::ClipSource> VideoClips::sources() const {
   std::vector<ClipSource> out;
   for (const Clip& c : clips_) {
     const Video& v = videos_[size_t(c.video)];
-    out.push_back({v.path, v.cache_directory, v.image, c.start, v.width, v.height, c.shape});
+    out.push_back({v.path, v.cache_directory, v.image, c.start, v.width, v.height, c.shape, v.caption});
   }
   return out;
 }

@@ -25,6 +25,7 @@ class VideoClips : public ItemDataset {
     int64_t start = 0;                            // first frame, of the kept ones (source_fps)
     int64_t source_width = 0, source_height = 0;  // the file's frame size, before resizing
     DataShape shape;                              // [3, F, H, W] as loaded
+    std::string caption;                          // the file's
   };
   // Every listed clip once (num_repeats aside), in listing order; clip(i) loads sources()[i].
   std::vector<ClipSource> sources() const;
