@@ -93,6 +93,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_attention(bench[0]);
   add_bench_data(bench[0]);
   add_bench_vae(bench[0]);
+  add_bench_t5(bench[0]);
   add_bench_stream(bench[0]);
   add_bench_cuda(bench[0]);
 }

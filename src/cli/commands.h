@@ -30,6 +30,7 @@ void add_bench_adamw(CLI::App& bench);
 void add_bench_attention(CLI::App& bench);
 void add_bench_data(CLI::App& bench);
 void add_bench_vae(CLI::App& bench);
+void add_bench_t5(CLI::App& bench);
 void add_bench_stream(CLI::App& bench);
 void add_bench_cuda(CLI::App& bench);
 
