@@ -44,15 +44,6 @@ struct OpFiles {
   }
 };
 
-std::vector<float> read(const SafetensorsFile& f, const std::string& name) {
-  const TensorEntry* e = f.find(name);
-  EXPECT_NE(e, nullptr) << name;
-  if (!e) return {};
-  std::vector<float> v(size_t(numel(e->shape)));
-  read_as_f32(*e, v.data());
-  return v;
-}
-
 void expect_error(const CliResult& r, const std::string& phrase) {
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("megaslide: error:"), std::string::npos) << r.output;
@@ -75,11 +66,11 @@ TEST(OpCli, DsaOutputsAreTheKernelOutputs) {
                     dq.data(), dk.data(), dv.data(), doff.data(), kDims, a);
   const SafetensorsFile f = SafetensorsFile::open(t.file("out.safetensors"));
   EXPECT_EQ(f.find("grad_offsets")->shape, in.off_shape);
-  EXPECT_EQ(read(f, "out"), out);  // the kernels are deterministic for any thread count: bitwise
-  EXPECT_EQ(read(f, "grad_q"), dq);
-  EXPECT_EQ(read(f, "grad_k"), dk);
-  EXPECT_EQ(read(f, "grad_v"), dv);
-  EXPECT_EQ(read(f, "grad_offsets"), doff);
+  EXPECT_EQ(tensor_values(f, "out"), out);  // the kernels are deterministic for any thread count: bitwise
+  EXPECT_EQ(tensor_values(f, "grad_q"), dq);
+  EXPECT_EQ(tensor_values(f, "grad_k"), dk);
+  EXPECT_EQ(tensor_values(f, "grad_v"), dv);
+  EXPECT_EQ(tensor_values(f, "grad_offsets"), doff);
 }
 
 TEST(OpCli, WindowAndDenseOutputsAreTheKernelOutputs) {
@@ -99,14 +90,14 @@ TEST(OpCli, WindowAndDenseOutputsAreTheKernelOutputs) {
     cpu::window_attention_backward(in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), in.dout.data(),
                                    dq.data(), dk.data(), dv.data(), kDims, {2, 3, 2}, shift);
     const SafetensorsFile f = SafetensorsFile::open(t.file("out.safetensors"));
-    EXPECT_EQ(read(f, "out"), out) << "shift " << shift;
-    EXPECT_EQ(read(f, "grad_k"), dk) << "shift " << shift;
+    EXPECT_EQ(tensor_values(f, "out"), out) << "shift " << shift;
+    EXPECT_EQ(tensor_values(f, "grad_k"), dk) << "shift " << shift;
   }
   const CliResult r =
       run_cli("op dense --inputs " + t.file("in.safetensors") + " --out " + t.file("dense.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
   cpu::attention_forward(in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), {1, 60, 60, 4, 6});
-  EXPECT_EQ(read(SafetensorsFile::open(t.file("dense.safetensors")), "out"), out);
+  EXPECT_EQ(tensor_values(SafetensorsFile::open(t.file("dense.safetensors")), "out"), out);
 }
 
 TEST(OpCli, BadInputIsAClearErrorNamingTheValue) {
@@ -177,7 +168,7 @@ TEST(ForwardCli, BackwardRunsEveryAttentionTypeFromADenseCheckpoint) {
       EXPECT_EQ(f.find(name) != nullptr, dsa) << type << " " << name;
     if (dsa) {  // offset_proj starts at zero, its gradient does not
       float mx = 0;
-      for (float v : read(f, "grad.blocks.1.self_attn.offset_proj.weight")) mx = std::max(mx, std::fabs(v));
+      for (float v : tensor_values(f, "grad.blocks.1.self_attn.offset_proj.weight")) mx = std::max(mx, std::fabs(v));
       EXPECT_GT(mx, 0.0f);
     }
   }

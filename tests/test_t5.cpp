@@ -33,15 +33,6 @@ std::vector<int64_t> read_ids(const SafetensorsFile& f, const std::string& name)
   return v;
 }
 
-std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name) {
-  const TensorEntry* e = f.find(name);
-  EXPECT_NE(e, nullptr) << name;
-  if (!e) return {};
-  std::vector<float> v(size_t(numel(e->shape)));
-  read_as_f32(*e, v.data());
-  return v;
-}
-
 double max_rel(const std::vector<float>& a, const std::vector<double>& b) {
   double m = 0, scale = 0;
   for (size_t i = 0; i < b.size(); ++i)
@@ -185,7 +176,7 @@ TEST(T5Encoder, MatchesWansT5EncoderOnTheFixture) {
   const auto want = SafetensorsFile::open(kDir + "expected.safetensors");
   for (size_t k = 0; k < prompts.size(); ++k) {
     const auto e = enc.encode(prompts[k]);
-    const auto ctx = read_f32(want, "context." + std::to_string(k));
+    const auto ctx = tensor_values(want, "context." + std::to_string(k));
     ASSERT_EQ(e.context.size(), ctx.size()) << k;
     EXPECT_LT(max_rel(e.context, std::vector<double>(ctx.begin(), ctx.end())), 2e-5) << k;
   }

@@ -11,8 +11,19 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "io/safetensors.h"
 
 namespace ms::test {
+
+// The tensor `name` of f as f32 (a failed expectation, and nothing, when f lacks it).
+inline std::vector<float> tensor_values(const SafetensorsFile& f, const std::string& name) {
+  const TensorEntry* e = f.find(name);
+  EXPECT_NE(e, nullptr) << f.path() << " lacks " << name;
+  if (!e) return {};
+  std::vector<float> v(size_t(numel(e->shape)));
+  read_as_f32(*e, v.data());
+  return v;
+}
 
 inline std::vector<double> randn(size_t n, uint64_t seed, double scale = 1.0) {
   Rng r(seed);
@@ -50,7 +61,8 @@ inline double fd_error(std::vector<double>& x, const std::vector<double>& analyt
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   if (idx.size() > size_t(max_coords)) {  // spread the checked coordinates over the whole tensor
     Rng r(x.size());
-    for (size_t i = 0; i < size_t(max_coords); ++i) std::swap(idx[i], idx[i + size_t(r.below(int64_t(idx.size() - i)))]);
+    for (size_t i = 0; i < size_t(max_coords); ++i)
+      std::swap(idx[i], idx[i + size_t(r.below(int64_t(idx.size() - i)))]);
     idx.resize(size_t(max_coords));
   }
   double max_err = 0, max_num = 1e-12;

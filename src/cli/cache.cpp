@@ -25,7 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CacheArgs {
-  std::string data, vae, vae_config, t5, tokenizer, t5_config, out;
+  std::string data, vae, vae_config, out;
+  T5Paths t5;
   VaeChunking chunking;
   BadDataPolicy on_bad_data = BadDataPolicy::skip;
 };
@@ -66,7 +67,7 @@ bool cache_file(const fs::path& path, BadDataPolicy policy, Counts& n,
 }
 
 void run_cache(const CacheArgs& a) {
-  if (a.vae.empty() && a.t5.empty()) MS_FAIL("cache needs --vae (latent files), --t5 (text files) or both");
+  if (a.vae.empty() && a.t5.t5.empty()) MS_FAIL("cache needs --vae (latent files), --t5 (text files) or both");
   check_vae_tile(a.chunking, "--vae-tile");
   const DatasetFile file = read_dataset_toml(a.data);
   std::vector<DatasetEntry> entries;
@@ -84,14 +85,14 @@ void run_cache(const CacheArgs& a) {
   std::unique_ptr<VaeWeights> vae;
   if (!a.vae.empty()) vae = std::make_unique<VaeWeights>(VaeWeights::load(a.vae, a.vae_config));
   std::unique_ptr<TextEncoder> t5;
-  if (!a.t5.empty()) t5 = std::make_unique<TextEncoder>(a.t5, a.tokenizer, a.t5_config);
+  if (!a.t5.t5.empty()) t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
   DataOptions o;
   o.source = a.data;
   o.on_bad_data = a.on_bad_data;
   VideoClips clips(file, entries, o);
   const std::vector<VideoClips::ClipSource> sources = clips.sources();
   log_info(file.path, ": ", sources.size(), " clips to cache", vae ? cat(" with the VAE from ", a.vae) : "",
-           vae && t5 ? " and" : "", t5 ? cat(" with the text encoder from ", a.t5) : "");
+           vae && t5 ? " and" : "", t5 ? cat(" with the text encoder from ", a.t5.t5) : "");
   Counts latents, texts;
   double busy = 0;
   int64_t done = 0;
@@ -152,13 +153,7 @@ void add_cache_command(CLI::App& app) {
   cmd->add_option("--vae", a->vae,
                   "Wan2.1_VAE.pth, a safetensors copy or diffusers' AutoencoderKLWan: writes the latent files");
   cmd->add_option("--vae-config", a->vae_config, "The VAE's config JSON (default: Wan2.1's)");
-  auto* t5 = cmd->add_option("--t5", a->t5,
-                             "umT5 text encoder (models_t5_umt5-xxl-enc-bf16.pth or UMT5EncoderModel safetensors): "
-                             "writes the text files {item}_wan_te.safetensors from the captions");
-  auto* tokenizer = cmd->add_option("--tokenizer", a->tokenizer, "umT5's spiece.model (with --t5)");
-  t5->needs(tokenizer);
-  tokenizer->needs(t5);
-  cmd->add_option("--t5-config", a->t5_config, "The text encoder's config JSON (default: umT5-XXL)");
+  add_t5_options(*cmd, a->t5, false, ": writes the text files {item}_wan_te.safetensors from the captions");
   cmd->add_option("--out", a->out, "Write every cache file here (default: each entry's cache_directory)");
   add_vae_tile_option(*cmd, a->chunking);
   cmd->add_option_function<std::string>(

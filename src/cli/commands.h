@@ -42,6 +42,13 @@ void add_backend_option(CLI::App& cmd, BackendChoice& backend);
 // Adds `--vae-tile H,W` (vae/vae_model.h's spatial tiles) to a verb that runs the VAE; checked when it runs.
 void add_vae_tile_option(CLI::App& cmd, VaeChunking& chunking);
 
+// Adds `--t5`, `--tokenizer` and `--t5-config` (the umT5 encoder, docs/text_encoder.md) to a verb: required, or
+// optional with each of --t5 and --tokenizer needing the other. `use` says what the encoder is for, in --t5's help.
+struct T5Paths {
+  std::string t5, tokenizer, config;
+};
+void add_t5_options(CLI::App& cmd, T5Paths& paths, bool required, const std::string& use);
+
 // The CPU for auto and cpu; cuda throws a clear error (no GPU, or this verb has no GPU path).
 BackendKind resolve_backend(BackendChoice requested);
 

@@ -25,7 +25,8 @@ namespace ms::cli {
 namespace {
 
 struct SampleArgs {
-  std::string model, config, prompt, context, out, vae, vae_config, t5, tokenizer, t5_config;
+  std::string model, config, prompt, context, out, vae, vae_config;
+  T5Paths t5;
   std::string negative_prompt = kWanNegativePrompt;
   double guidance = 0;  // 0: the default (5.0 with --t5, else 1.0)
   VaeChunking vae_chunking;
@@ -123,8 +124,8 @@ void run_sample(SampleArgs a) {
   a.shape.channels = c.in_dim;
   const std::string out = clip_output_path(a.out, c.in_dim, vae != nullptr);  // checked before the slow part
   std::unique_ptr<TextEncoder> t5;
-  if (!a.t5.empty()) {
-    t5 = std::make_unique<TextEncoder>(a.t5, a.tokenizer, a.t5_config);
+  if (!a.t5.t5.empty()) {
+    t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
     check_text_encoder_fits(c, *t5);
   }
   const double scale = a.guidance > 0 ? a.guidance : t5 ? 5.0 : 1.0;
@@ -135,7 +136,7 @@ void run_sample(SampleArgs a) {
   const std::vector<float> negative =
       scale != 1.0 ? prompt_context(c, a.negative_prompt, t5.get()) : std::vector<float>{};
   if (t5)
-    log_info("encoded the prompt", scale != 1.0 ? " and the negative prompt" : "", " with ", a.t5, " in ",
+    log_info("encoded the prompt", scale != 1.0 ? " and the negative prompt" : "", " with ", a.t5.t5, " in ",
              format_fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_text).count(), 1), " s");
   ParamTable table(c);
   AlignedBuffer<float> params(size_t(table.total()));  // [P] f32
@@ -172,13 +173,7 @@ void add_sample_command(CLI::App& app) {
                                   "safetensors with `context` or `context.0` [L, text_dim] (megaslide text-encode's "
                                   "output)");
   prompt->excludes(context);
-  auto* t5 = cmd->add_option("--t5", a->t5,
-                             "umT5 text encoder (models_t5_umt5-xxl-enc-bf16.pth or a UMT5EncoderModel safetensors "
-                             "file) for --prompt and --negative-prompt");
-  auto* tokenizer = cmd->add_option("--tokenizer", a->tokenizer, "umT5's spiece.model (with --t5)");
-  t5->needs(tokenizer);
-  tokenizer->needs(t5);
-  cmd->add_option("--t5-config", a->t5_config, "The text encoder's config JSON (default: umT5-XXL)");
+  add_t5_options(*cmd, a->t5, false, ", for --prompt and --negative-prompt");
   cmd->add_option("--guidance-scale", a->guidance,
                   "Classifier-free guidance: v = v(negative) + scale (v(prompt) - v(negative)); default 5.0 (Wan's) "
                   "with --t5, else 1.0 (no guidance: one model call per step)")

@@ -16,7 +16,8 @@ namespace ms::cli {
 namespace {
 
 struct TextEncodeArgs {
-  std::string t5, tokenizer, config, prompt, prompts, out;
+  T5Paths paths;
+  std::string prompt, prompts, out;
   BackendChoice backend = BackendChoice::automatic;
 };
 
@@ -24,11 +25,11 @@ void run_text_encode(const TextEncodeArgs& a) {
   resolve_backend(a.backend);
   const std::vector<std::string> prompts =
       a.prompts.empty() ? std::vector<std::string>{a.prompt} : read_prompt_lines(a.prompts);
-  const TextEncoder encoder(a.t5, a.tokenizer, a.config);
+  const TextEncoder encoder(a.paths.t5, a.paths.tokenizer, a.paths.config);
   const T5Config& c = encoder.config();
-  log_info("text encoder from ", a.t5, ": ", format_fixed(double(t5_param_count(c)) / 1e9, 2), " B parameters, ",
-           c.num_layers, " layers of width ", c.dim, "; tokenizer ", a.tokenizer, " (", encoder.tokenizer().size(),
-           " pieces)");
+  log_info("text encoder from ", a.paths.t5, ": ", format_fixed(double(t5_param_count(c)) / 1e9, 2), " B parameters, ",
+           c.num_layers, " layers of width ", c.dim, "; tokenizer ", a.paths.tokenizer, " (",
+           encoder.tokenizer().size(), " pieces)");
   std::vector<EncodedPrompt> out;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t k = 0; k < prompts.size(); ++k) {
@@ -53,22 +54,32 @@ void run_text_encode(const TextEncodeArgs& a) {
 
 }  // namespace
 
+void add_t5_options(CLI::App& cmd, T5Paths& paths, bool required, const std::string& use) {
+  auto* t5 = cmd.add_option("--t5", paths.t5,
+                            "the umT5 text encoder: Wan's models_t5_umt5-xxl-enc-bf16.pth, or a safetensors file under "
+                            "Wan's or Hugging Face UMT5EncoderModel names (ComfyUI's umt5_xxl_*, bf16/fp16/fp8)" +
+                                use);
+  auto* tokenizer = cmd.add_option("--tokenizer", paths.tokenizer,
+                                   "umT5's sentencepiece model (spiece.model of google/umt5-xxl, also in Wan's "
+                                   "google/umt5-xxl/ folder)");
+  cmd.add_option("--t5-config", paths.config,
+                 "the text encoder's JSON config (vocab, dim, dim_attn, dim_ffn, num_heads, num_layers, num_buckets, "
+                 "shared_pos, text_len); default umT5-XXL as Wan builds it");
+  if (required) {
+    t5->required();
+    tokenizer->required();
+  } else {
+    t5->needs(tokenizer);
+    tokenizer->needs(t5);
+  }
+}
+
 void add_text_encode_command(CLI::App& app) {
   auto args = std::make_shared<TextEncodeArgs>();
   CLI::App* cmd = app.add_subcommand(
       "text-encode",
       "Prompts -> Wan2.1's umT5-XXL text embeddings (ids.K, context.K [L_K, 4096]) in a safetensors file");
-  cmd->add_option("--t5", args->t5,
-                  "the text encoder: Wan's models_t5_umt5-xxl-enc-bf16.pth, or a safetensors file under Wan's or "
-                  "Hugging Face UMT5EncoderModel names (ComfyUI's umt5_xxl_*.safetensors, bf16/fp16/fp8)")
-      ->required();
-  cmd->add_option("--tokenizer", args->tokenizer,
-                  "umT5's sentencepiece model (spiece.model from google/umt5-xxl, also in Wan's google/umt5-xxl/ "
-                  "folder)")
-      ->required();
-  cmd->add_option("--t5-config", args->config,
-                  "JSON config (vocab, dim, dim_attn, dim_ffn, num_heads, num_layers, num_buckets, shared_pos, "
-                  "text_len); default umT5-XXL as Wan builds it");
+  add_t5_options(*cmd, args->paths, true, "");
   auto* one = cmd->add_option("--prompt", args->prompt, "one prompt (K = 0)");
   auto* many = cmd->add_option("--prompts", args->prompts,
                                "UTF-8 text file, one prompt per line (split on \\n only; an empty line is an empty "
