@@ -29,7 +29,7 @@ std::vector<int64_t> read_ids(const SafetensorsFile& f, const std::string& name)
   if (!e) return {};
   EXPECT_EQ(e->dtype, DType::i64);
   std::vector<int64_t> v(size_t(numel(e->shape)));
-  std::memcpy(v.data(), e->data, v.size() * 8);
+  if (!v.empty()) std::memcpy(v.data(), e->data, v.size() * 8);
   return v;
 }
 

@@ -57,7 +57,7 @@ std::vector<VideoClips::Video> VideoClips::list(const DatasetEntry& e) const {
     if (!fs::is_directory(src.directory, ec))
       MS_FAIL(dir_key, " '", src.directory, "' (in ", name(), ") does not exist or is not a directory");
     for (const auto& f : fs::directory_iterator(src.directory, ec))
-      if (has_extension(f.path(), src)) out.push_back({.path = f.path().string()});
+      if (has_extension(f.path(), src)) out.emplace_back().path = f.path().string();
     if (ec) MS_FAIL("cannot list ", dir_key, " '", src.directory, "': ", ec.message());
     std::sort(out.begin(), out.end(), [](const Video& a, const Video& b) { return a.path < b.path; });
     std::string extensions;
@@ -78,8 +78,9 @@ std::vector<VideoClips::Video> VideoClips::list(const DatasetEntry& e) const {
       MS_FAIL("'", src.jsonl, "' line ", n, ": expected {\"", path_key,
               "\": \"...\", \"caption\": \"...\"} (two strings)");
     const fs::path p = j[path_key].get<std::string>();
-    out.push_back({.path = (p.is_absolute() ? p : base / p).lexically_normal().string(),
-                   .caption = j["caption"].get<std::string>()});
+    Video& v = out.emplace_back();
+    v.path = (p.is_absolute() ? p : base / p).lexically_normal().string();
+    v.caption = j["caption"].get<std::string>();
   }
   if (out.empty()) MS_FAIL(jsonl_key, " '", src.jsonl, "' lists no ", src.kind, "s");
   return out;

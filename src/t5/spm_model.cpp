@@ -91,7 +91,10 @@ SpmModel SpmModel::load(const std::string& path) {
     MS_FAIL("tokenizer ", quote_text(path),
             " is not a file; pass umT5's spiece.model (google/umt5-xxl, also in "
             "Wan's google/umt5-xxl/ folder) with --tokenizer");
-  const std::string data = read_file(path);
+  return parse(read_file(path), path);
+}
+
+SpmModel SpmModel::parse(std::string_view data, const std::string& path) {
   SpmModel m;
   m.path_ = path;
   std::string eos_piece = "</s>", charsmap;
@@ -176,7 +179,7 @@ SpmModel SpmModel::load(const std::string& path) {
     if (charsmap.size() <= 4 || trie_bytes % 4 || trie_bytes >= charsmap.size() - 4)
       refuse("has a broken normalization table");
     m.charsmap_trie_.resize(trie_bytes / 4);
-    std::memcpy(m.charsmap_trie_.data(), charsmap.data() + 4, trie_bytes);
+    if (trie_bytes) std::memcpy(m.charsmap_trie_.data(), charsmap.data() + 4, trie_bytes);
     m.charsmap_strings_ = charsmap.substr(4 + trie_bytes);
   }
   return m;

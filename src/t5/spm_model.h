@@ -20,6 +20,8 @@ class SpmModel {
   // Reads a ModelProto; throws ms::Error naming path when it is missing, is not a sentencepiece model, or is one this
   // reader cannot run (not unigram, whitespace as suffix, no <unk>).
   static SpmModel load(const std::string& path);
+  // The same from the file's bytes; path names it in messages.
+  static SpmModel parse(std::string_view data, const std::string& path);
 
   // The ids of text (valid UTF-8): normalized (the precompiled charsmap, user-defined pieces kept, a dummy prefix,
   // extra whitespace removed, spaces as U+2581), then the best-scoring segmentation into pieces; characters without
