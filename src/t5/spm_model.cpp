@@ -232,20 +232,25 @@ std::string SpmModel::normalize(std::string_view input) const {
     }
   if (input.empty()) return out;
   const std::string_view space = escape_whitespaces_ ? kSpaceSymbol : " ";
-  if (add_dummy_prefix_) out += space;
+  if (add_dummy_prefix_) out.append(space.data(), space.size());
   bool prev_space = remove_extra_whitespaces_;
   while (!input.empty()) {
     auto [r, n] = normalize_prefix(input);
     while (prev_space && r.starts_with(' ')) r.remove_prefix(1);
     if (!r.empty()) {
-      for (char c : r) c == ' ' ? out += space : out += c;
+      for (char c : r) {
+        if (c == ' ')
+          out.append(space.data(), space.size());
+        else
+          out.push_back(c);
+      }
       prev_space = r.ends_with(' ');
     }
     input.remove_prefix(n);
     if (!remove_extra_whitespaces_) prev_space = false;
   }
   if (remove_extra_whitespaces_)
-    while (out.ends_with(space)) out.resize(out.size() - space.size());
+    while (out.ends_with(space)) out.erase(out.size() - space.size());
   return out;
 }
 
