@@ -32,16 +32,15 @@ void stored_linear(const T5Weights& w, const std::string& name, const float* x, 
 }
 
 // x [L, dim] += Attn(h) for h = RMSNorm(x): heads in parallel, each with its own [L, L] scores.
-void attention(const T5Weights& w, const std::string& p, const std::vector<float>& table, const float* h, int64_t L,
-               float* x) {
+// bucket [2L - 1]: the bucket of offset r = key - query at index r + L - 1; table [buckets, heads].
+void attention(const T5Weights& w, const std::string& p, const std::vector<int64_t>& bucket,
+               const std::vector<float>& table, const float* h, int64_t L, float* x) {
   const T5Config& c = w.config();
   const int64_t da = c.dim_attn, hd = c.head_dim(), H = c.num_heads;
   std::vector<float> q(size_t(L * da)), k(q.size()), v(q.size()), y(q.size());  // [L, da] each
   stored_linear(w, p + "attn.q.weight", h, L, c.dim, da, 0.0f, q.data());
   stored_linear(w, p + "attn.k.weight", h, L, c.dim, da, 0.0f, k.data());
   stored_linear(w, p + "attn.v.weight", h, L, c.dim, da, 0.0f, v.data());
-  std::vector<int64_t> bucket(size_t(2 * L - 1));  // bucket of offset r = key - query, at index r + L - 1
-  for (int64_t r = 1 - L; r < L; ++r) bucket[size_t(r + L - 1)] = t5_bucket(r, c.num_buckets);
   parallel_for(H, [&](int64_t head) {
     std::vector<float> s(size_t(L * L));  // [L query, L key]
     cpu::gemm<float>(false, true, L, L, hd, 1.0f, q.data() + head * hd, da, k.data() + head * hd, da, 0.0f, s.data(),
@@ -90,13 +89,15 @@ std::vector<float> t5_encode(const T5Weights& w, const std::vector<int64_t>& ids
               "; the tokenizer does not belong to these weights (check --tokenizer and --t5-config)");
     w.read_rows("token_embedding.weight", ids[size_t(i)], 1, x.data() + i * d);  // no sqrt(dim) scale
   }
+  std::vector<int64_t> bucket(size_t(2 * L - 1));  // bucket of offset r = key - query, at index r + L - 1
+  for (int64_t r = 1 - L; r < L; ++r) bucket[size_t(r + L - 1)] = t5_bucket(r, c.num_buckets);
   std::vector<float> table(size_t(c.num_buckets * c.num_heads));  // [buckets, heads]
   if (c.shared_pos) w.read("pos_embedding.embedding.weight", table.data());
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const std::string p = cat("blocks.", layer, ".");
     if (!c.shared_pos) w.read(p + "pos_embedding.embedding.weight", table.data());
     rms_norm(w, p + "norm1.weight", x.data(), L, h.data());
-    attention(w, p, table, h.data(), L, x.data());
+    attention(w, p, bucket, table, h.data(), L, x.data());
     rms_norm(w, p + "norm2.weight", x.data(), L, h.data());
     ffn(w, p, h.data(), L, x.data());
   }

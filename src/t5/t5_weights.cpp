@@ -128,10 +128,10 @@ void T5Weights::read_rows(const std::string& name, int64_t row0, int64_t rows, f
 }
 
 void T5Weights::read(const std::string& name, float* dst) const {
-  const TensorEntry* e = files_ ? files_->find(name) : nullptr;
+  // every tensor of the layout has rows (load() checked the shapes); an unknown name fails in read_rows
   auto it = random_.find(name);
-  const Shape& shape = e ? e->shape : it != random_.end() ? it->second.shape : Shape{1};
-  read_rows(name, 0, shape[0], dst);
+  const TensorEntry* e = files_ ? files_->find(name) : it != random_.end() ? &it->second : nullptr;
+  read_rows(name, 0, e && !e->shape.empty() ? e->shape[0] : 1, dst);
 }
 
 }  // namespace ms

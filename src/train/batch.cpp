@@ -119,16 +119,17 @@ int64_t BatchMaker::make(Batch& batch, int64_t position, Rng& rng) {
         s.context = dropout_.empty;
     }
     float* context = batch.context.data() + b * ctx;  // [text_len, text_dim]
-    if (s.context.empty() && t5_) {
+    const std::vector<float>* rows = &s.context;      // [L, text_dim]: a cache's, or the caption's through t5
+    if (rows->empty() && t5_) {
       auto it = encoded_.find(s.caption);
       if (it == encoded_.end()) it = encoded_.emplace(s.caption, t5_->encode(s.caption).context).first;
-      s.context = it->second;
+      rows = &it->second;
     }
-    if (s.context.empty()) {
+    if (rows->empty()) {
       embed_caption(s.caption, cfg_.text_len, cfg_.text_dim, context);
-    } else {  // cached embedding [L, text_dim], zero-padded to text_len as Wan does
-      std::copy(s.context.begin(), s.context.end(), context);
-      std::fill(context + s.context.size(), context + ctx, 0.0f);
+    } else {  // zero-padded to text_len as Wan does
+      std::copy(rows->begin(), rows->end(), context);
+      std::fill(context + rows->size(), context + ctx, 0.0f);
     }
     const double t = sample_timestep(flow_, d.H, d.W, rng);
     batch.timesteps[size_t(b)] = float(t * 1000.0);
