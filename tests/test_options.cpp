@@ -52,9 +52,10 @@ TrainOptions unusual_options() {
   o.t5 = "/t5.pth", o.tokenizer = "/spiece.model", o.t5_config = "/t5.json";
   o.save_format = SaveFormat::diffusers;
   o.samples = {.every = 6, .prompts = "/p.txt", .steps = 9, .format = "mp4", .vae = "/v.pth", .vae_config = "/v.json"};
-  o.offload = Offload::stream, o.optimizer_schedule = OptimizerSchedule::immediate, o.prefetch = 4;
+  o.offload = Offload::stream, o.optimizer_schedule = ScheduleChoice::immediate, o.prefetch = 4;
   o.device_memory = 3 << 20, o.offload_activations = true, o.backend = BackendChoice::cpu, o.link_gbps = 12.5;
   o.trace = "/t.json", o.on_nonfinite = NonFinitePolicy::stop;
+  o.host_memory = int64_t(20) << 30;
   return o;
 }
 
@@ -62,14 +63,22 @@ TEST(TrainOptions, EveryOptionIsSavedAndReadBack) {
   const TrainOptions o = unusual_options();
   const nlohmann::json saved = options_to_json(o), defaults = options_to_json(TrainOptions{});
   std::set<std::string> keys;
+  size_t unsaved = 0;
   for (const TrainOption& t : train_option_table()) {
     keys.insert(t.key());
+    if (!t.saved) {  // this machine's, not the run's: a run resumed elsewhere detects its own
+      ++unsaved;
+      EXPECT_FALSE(saved.contains(t.key())) << t.key();
+      continue;
+    }
     ASSERT_TRUE(saved.contains(t.key())) << t.key();
     EXPECT_NE(saved[t.key()], defaults[t.key()]) << t.key() << ": the field it saves is not the one set";
   }
   EXPECT_EQ(keys.size(), train_option_table().size()) << "two options share a key";
-  EXPECT_EQ(saved.size(), keys.size());
+  EXPECT_EQ(unsaved, 1u);  // --host-memory
+  EXPECT_EQ(saved.size(), keys.size() - unsaved);
   EXPECT_EQ(options_to_json(options_from_json(saved)), saved);
+  EXPECT_EQ(options_from_json(saved).host_memory, 0);
   EXPECT_EQ(saved["lr"], 3.5e-4);
   EXPECT_EQ(saved["offload"], "stream");
   EXPECT_EQ(saved["backend"], "cpu");
@@ -93,7 +102,7 @@ TEST(TrainOptions, RunsSavedBeforeTheTableResume) {
   EXPECT_EQ(o.on_bad_data, BadDataPolicy::fatal);
   EXPECT_EQ(o.save_format, SaveFormat::wan);
   EXPECT_EQ(o.offload, Offload::stream);
-  EXPECT_EQ(o.optimizer_schedule, OptimizerSchedule::immediate);
+  EXPECT_EQ(o.optimizer_schedule, ScheduleChoice::immediate);
   EXPECT_EQ(o.on_nonfinite, NonFinitePolicy::stop);
   EXPECT_EQ(o.flow.sampling, TimestepSampling::uniform_shift);  // the formula it was trained with
   EXPECT_EQ(o.flow.shift, 2.5);
@@ -153,7 +162,9 @@ TEST(TrainOptions, CommandLineTakesEveryFlagAndRefusesBadValues) {
                                {"--steps 2x", "--steps expects an integer, got '2x'"},
                                {"--offload disk", "--offload 'disk' is unknown; use none or stream"},
                                {"--device-memory 0", "--device-memory '0' leaves no room for the arena"},
-                               {"--resume /nonexistent/run --lr 1", "only --steps may be given, not --lr, --out"},
+                               {"--resume /nonexistent/run --lr 1", "only --steps and --host-memory may be given, not --lr, --out"},
+                               {"--host-memory 0", "--host-memory must be positive, got '0'"},
+                               {"--host-memory lots", "--host-memory 'lots' is not a byte size"},
                                {"--timestep-sampling beta",
                                 "--timestep-sampling 'beta' is unknown; use uniform, sigmoid, logit_normal, shift, "
                                 "flux_shift or uniform_shift"},

@@ -131,7 +131,7 @@ TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
   auto run = [&](const std::string& name, const std::string& schedule) {
     TrainOptions o = small_run(dir.file(name + "-" + schedule), 4);
     o.model = dir.file("model");
-    o.optimizer_schedule = parse_name<OptimizerSchedule>(schedule, "test");
+    o.optimizer_schedule = parse_name<ScheduleChoice>(schedule, "test");
     o.grad_clip = 0.05;  // small enough to clip: the clipping path is part of the comparison
     return o;
   };
@@ -175,7 +175,7 @@ TEST(Streaming, ResumeOfAStreamedRunIsBitIdentical) {
     TrainOptions b = small_run(dir.file(std::string("b-") + schedule), 2);
     a.offload = b.offload = Offload::stream;
     a.link_gbps = b.link_gbps = 50;
-    a.optimizer_schedule = b.optimizer_schedule = parse_name<OptimizerSchedule>(schedule, "test");
+    a.optimizer_schedule = b.optimizer_schedule = parse_name<ScheduleChoice>(schedule, "test");
     a.grad_clip = b.grad_clip = 0.05;
     train(a);
     train(b);

@@ -41,13 +41,13 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--inject-data-error", hooks->inject_data_error, "Testing aid: loading this data sample fails")
       ->group("");
   cmd->callback([opts, hooks, resume_dir, cmd] {
-    if (!resume_dir->empty()) {  // the run's saved options hold; only its length may change
+    if (!resume_dir->empty()) {  // the run's saved options hold; only its length and this machine's may change
       std::string given;
       for (const TrainOption& o : train_option_table())
-        if (o.flag != "--steps" && cmd->count(o.flag)) given += (given.empty() ? "" : ", ") + o.flag;
+        if (o.flag != "--steps" && o.saved && cmd->count(o.flag)) given += (given.empty() ? "" : ", ") + o.flag;
       if (!given.empty())
-        MS_FAIL("--resume continues a run with the options saved in its trainer.json; only --steps may be given, ",
-                "not ", given, ". Start a new run (--out) to change them");
+        MS_FAIL("--resume continues a run with the options saved in its trainer.json; only --steps and ",
+                "--host-memory may be given, not ", given, ". Start a new run (--out) to change them");
     }
     if (opts->data != "synthetic") {  // sizes not given come from the data (TrainOptions: 0)
       for (auto [flag, value] : {std::pair{"--frames", &opts->frames},
@@ -57,7 +57,8 @@ void add_train_command(CLI::App& app) {
         if (!cmd->count(flag)) *value = 0;
     }
     const TrainSummary s = resume_dir->empty() ? train(*opts, *hooks)
-                                               : resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0, *hooks);
+                                               : resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0, *hooks,
+                                                        opts->host_memory);
     if (s.interrupted) throw CLI::RuntimeError(130);
   });
 }

@@ -1,4 +1,5 @@
-// Page-aligned, zero-initialised host allocations: one per pool, views by offset.
+// Page-aligned, zero-initialised host allocations: one per pool, views by offset. Each is an anonymous mapping,
+// so its pages are zero and cost no memory until they are written (docs/runtime.md: "Host memory").
 #pragma once
 #include <cstddef>
 #include <cstdlib>
@@ -8,7 +9,7 @@
 
 namespace ms {
 
-void* page_alloc(size_t bytes);  // zero-filled, 4096-aligned; throws ms::Error when memory is short
+void* page_alloc(size_t bytes);  // zero pages, 4096-aligned; throws ms::Error when the mapping fails
 void page_free(void* p);
 
 template <class T>

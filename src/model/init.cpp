@@ -57,13 +57,16 @@ void init_one(const ParamInfo& p, int64_t dim, int64_t patch_fan_in, uint64_t se
 
 }  // namespace
 
-void init_params(const ParamTable& table, int64_t dim, uint64_t seed, float* params) {
+void init_params(const ParamTable& table, int64_t dim, uint64_t seed, float* params,
+                 const std::function<bool(const ParamInfo&)>& which, WorkProgress* progress) {
   const auto& ps = table.params();
   const ParamInfo* patch = table.find("patch_embedding.weight");
   const int64_t patch_fan_in = patch->numel / patch->shape[0];
   parallel_for(int64_t(ps.size()), [&](int64_t i) {
     const ParamInfo& p = ps[size_t(i)];
+    if (which && !which(p)) return;
     init_one(p, dim, patch_fan_in, seed, params + p.offset);
+    if (progress) progress->advance(p.numel);
   });
 }
 

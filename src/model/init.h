@@ -1,7 +1,9 @@
 // Wan2.1's initialisation (WanModel.init_weights) for a model trained from scratch.
 #pragma once
 #include <cstdint>
+#include <functional>
 
+#include "core/work_progress.h"
 #include "model/param_table.h"
 
 namespace ms {
@@ -12,7 +14,9 @@ namespace ms {
 // RMSNorm/LayerNorm weights one, biases zero. DSA's offset network: offset_conv weight and bias U(+-1/sqrt(27))
 // (Conv3d's default, depthwise 3x3x3), offset_proj zero, so that a fresh DSA layer is exactly dsa_fixed. Each parameter
 // draws from its own stream seeded by (seed, name), so the result does not depend on the order of parameters or on
-// threads.
-void init_params(const ParamTable& table, int64_t dim, uint64_t seed, float* params);
+// threads. `which`, when given, picks the parameters to initialise (the others are left as they are); `progress`
+// advances by each one's numel.
+void init_params(const ParamTable& table, int64_t dim, uint64_t seed, float* params,
+                 const std::function<bool(const ParamInfo&)>& which = {}, WorkProgress* progress = nullptr);
 
 }  // namespace ms

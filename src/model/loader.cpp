@@ -110,9 +110,11 @@ ModelSource resolve_model(const std::string& model, const std::string& config) {
 }
 
 void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed, float* params) {
-  init_params(table, src.config.dim, seed, params);
+  const int64_t dim = src.config.dim;
   if (src.weights.empty()) {
     log_info("model ", src.description, ": no weights given, Wan initialisation with seed ", seed);
+    WorkProgress progress("initialising " + src.description, table.total(), sizeof(float));
+    init_params(table, dim, seed, params, {}, &progress);
     return;
   }
   const WeightFiles files = open_model_weights(src.weights);
@@ -126,11 +128,20 @@ void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed,
     if (e->shape != p.shape)
       MS_FAIL(files.file_of(p.name), ": parameter '", p.name, "' has shape ", shape_str(e->shape), " but the config (",
               src.description, ") needs ", shape_str(p.shape), "; the checkpoint does not match its config");
-    files.read_f32(p.name, params + p.offset);
   }
   if (!missing.empty())
     MS_FAIL(src.weights, ": ", missing.size(), " parameters missing (", list_names(missing),
             "); the checkpoint does not match the config");
+  {
+    WorkProgress progress("loading " + fs::path(src.weights).filename().string(), table.total(), sizeof(float));
+    for (const auto& p : table.params()) {
+      if (!files.find(p.name)) continue;
+      files.read_f32(p.name, params + p.offset);
+      progress.advance(p.numel);
+    }
+    // What the checkpoint lacks keeps Wan's initialisation.
+    init_params(table, dim, seed, params, [&](const ParamInfo& p) { return !files.find(p.name); }, &progress);
+  }
   if (!added.empty())
     log_info("model ", src.description, ": added ", added.size(),
              " DSA offset parameters absent from the checkpoint (offset_proj zero: starts as dsa_fixed): ",

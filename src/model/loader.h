@@ -28,10 +28,11 @@ WeightFiles open_model_weights(const std::string& path);
 // The config of the Wan2.1 T2V preset (1.3B, 14B) whose shapes the weights have; throws when they match none.
 ModelConfig infer_config(const std::string& weights);
 
-// Fills params [table.total()] (f32): Wan initialisation from `seed`, then every parameter the
-// weights hold (Wan or diffusers names; fp8 widened, ComfyUI scaled fp8 dequantised). A parameter with the wrong shape is an error; missing parameters are an error,
-// except the DSA offset network (`self_attn.offset_*`), which keeps its initialisation (offset_proj
-// zero: the layer starts as dsa_fixed) and is reported. Unused checkpoint tensors draw a warning.
+// Fills params [table.total()] (f32) with every parameter the weights hold (Wan or diffusers names; fp8 widened,
+// ComfyUI scaled fp8 dequantised), the rest with Wan's initialisation from `seed`. A parameter with the wrong shape
+// is an error; missing parameters are an error, except the DSA offset network (`self_attn.offset_*`), which keeps
+// its initialisation (offset_proj zero: the layer starts as dsa_fixed) and is reported. Unused checkpoint tensors
+// draw a warning. A model of 1 GB or more (f32) shows its progress (core/work_progress.h).
 void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed, float* params);
 
 }  // namespace ms

@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "core/check.h"
+#include "core/memory_usage.h"
 #include "core/text.h"
 #include "runtime/arena.h"
 
@@ -36,13 +39,15 @@ HardwareProfile gpu(const char* name, int64_t hbm, double flops, const char* sou
 HardwareProfile cpu() {
   HardwareProfile p;
   p.name = "cpu";
-  p.host_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE));
-  p.device_bytes = p.host_bytes;
+  p.device_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE));
+  p.host_bytes = std::min(p.device_bytes, host_limit().bytes);  // what this process can get (core/memory_usage.h)
   p.flops_per_s = 1e12;
   p.host_mem_bytes_per_s = 100e9;
   p.weight_bytes = p.act_bytes = 4;
   p.grad_slots = 0;
-  p.source = "nominal: 1 TFLOP/s f32 sgemm, 100 GB/s DRAM; RAM from sysconf (this machine)";
+  p.source =
+      "nominal: 1 TFLOP/s f32 sgemm, 100 GB/s DRAM; RAM from sysconf, host memory what this process can get (this "
+      "machine)";
   return p;
 }
 

@@ -10,16 +10,6 @@
 namespace ms {
 namespace {
 
-HostPools host_pools(const ParamTable& t, const DevicePlan& dev, bool deferred) {
-  const int64_t P = t.total();
-  HostPools h;
-  h.weights = 2 * P;
-  h.master = h.exp_avg = h.exp_avg_sq = 4 * P;
-  h.grads = deferred ? 4 * P : kImmediateStaging * t.max_stage_numel() * 4;
-  h.activations = dev.checkpoints_host;
-  return h;
-}
-
 // Everything but the suggestion.
 Plan evaluate(const PlanInputs& in) {
   Plan p;
@@ -47,10 +37,13 @@ Plan evaluate(const PlanInputs& in) {
   p.device_budget = in.device_memory ? in.device_memory : hw.device_bytes - hw.reserve_bytes;
   p.host_budget = in.host_budget ? in.host_budget : hw.host_bytes;
   const int64_t arena_in_host = hw.unified() ? p.device.peak() : 0;
-  const bool deferred = in.schedule ? *in.schedule == OptimizerSchedule::deferred
-                                    : host_pools(table, p.device, true).total() + arena_in_host <= p.host_budget;
+  const bool streamed = !in.arena.resident;
+  const bool deferred =
+      in.schedule ? *in.schedule == OptimizerSchedule::deferred
+                  : host_pools(table, p.device, OptimizerSchedule::deferred, streamed).total() + arena_in_host <=
+                        p.host_budget;
   p.schedule = deferred ? OptimizerSchedule::deferred : OptimizerSchedule::immediate;
-  p.host = host_pools(table, p.device, deferred);
+  p.host = host_pools(table, p.device, p.schedule, streamed);
   p.host_needed = p.host.total() + arena_in_host;
 
   p.traffic = step_traffic(table, p.device, in.arena);
@@ -170,6 +163,17 @@ std::string suggest(const PlanInputs& in, const Plan& p) {
 }
 
 }  // namespace
+
+HostPools host_pools(const ParamTable& t, const DevicePlan& dev, OptimizerSchedule schedule, bool streamed,
+                     int64_t grad_accum) {
+  const int64_t P = t.total();
+  HostPools h;
+  h.weights = 2 * P;
+  h.master = h.exp_avg = h.exp_avg_sq = 4 * P;
+  h.grads = 4 * gradient_floats(t, schedule, streamed, grad_accum).total();
+  h.activations = dev.checkpoints_host;
+  return h;
+}
 
 Traffic step_traffic(const ParamTable& t, const DevicePlan& dev, const ArenaOptions& o) {
   Traffic tr;

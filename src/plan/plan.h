@@ -12,6 +12,7 @@
 #include "model/param_table.h"
 #include "plan/hardware.h"
 #include "plan/video_shape.h"
+#include "runtime/host_state.h"
 #include "runtime/arena.h"
 
 namespace ms {
@@ -30,11 +31,17 @@ struct PlanInputs {
 // --offload-activations, the block-input checkpoints.
 struct HostPools {
   int64_t weights = 0, master = 0, exp_avg = 0, exp_avg_sq = 0;
-  int64_t grads = 0;        // deferred: every parameter, fp32; immediate: kImmediateStaging largest-stage buffers
+  int64_t grads = 0;        // fp32 (GradientFloats): deferred, every parameter; immediate and streamed,
+                            // kImmediateStaging largest-stage buffers; immediate and resident, every parameter
   int64_t activations = 0;  // checkpoints offloaded to host memory
   int64_t persistent() const { return weights + master + exp_avg + exp_avg_sq; }
   int64_t total() const { return persistent() + grads + activations; }
 };
+
+// The host pools of a run with `schedule`, streamed or resident (--offload none), by the rule the runtime allocates
+// them with (runtime/host_state.h: gradient_floats): what `plan` reports and `train` checks before it allocates.
+HostPools host_pools(const ParamTable& t, const DevicePlan& dev, OptimizerSchedule schedule, bool streamed,
+                     int64_t grad_accum = 1);
 
 // Host DRAM bytes AdamW moves per parameter: reads grad, master, exp_avg, exp_avg_sq (16), writes master,
 // exp_avg, exp_avg_sq (12) and the bf16 working weight (2).

@@ -145,9 +145,9 @@ std::string plan_to_table(const Plan& p) {
   s += cat("host    ", bytes(p.host_needed), " of ", bytes(p.host_budget), ", ", p.schedule, " optimizer schedule\n");
   line("persistent", cat(bytes(h.persistent()), ": weights ", bytes(h.weights), ", master ", bytes(h.master),
                          ", moments ", bytes(h.exp_avg + h.exp_avg_sq)));
-  line("grads", cat(bytes(h.grads), p.schedule == OptimizerSchedule::deferred
-                                        ? " (full fp32 pool)"
-                                        : cat(" (", kImmediateStaging, " stage buffers)")));
+  line("grads", cat(bytes(h.grads), p.schedule == OptimizerSchedule::deferred ? " (full fp32 pool)"
+                                    : p.in.arena.resident ? " (the resident backward's fp32 pool)"
+                                                          : cat(" (", kImmediateStaging, " stage buffers)")));
   if (h.activations) line("activations", bytes(h.activations) + " (offloaded checkpoints)");
   s += cat("device  ", bytes(v.peak()), " of ", bytes(p.device_budget), " (", hw.name, ")\n");
   line("weight slots", bytes(v.weight_slots) +

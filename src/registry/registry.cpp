@@ -42,6 +42,14 @@ std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const Mod
   MS_FAIL("the streamed model has no stage runner for the '", backend.kind(), "' backend in this build");
 }
 
+DevicePlan backend_arena(BackendKind kind, const ModelConfig& c, const StepShapes& shapes, const StreamOptions& o) {
+  if (kind == BackendKind::cpu) return streamed_arena(c, shapes, kCpuComputeBytes, kCpuComputeBytes, o);
+#ifdef MEGASLIDE_HAVE_CUDA
+  if (kind == BackendKind::cuda) return streamed_arena(c, shapes, cuda::kComputeBytes, cuda::kComputeBytes, o);
+#endif
+  MS_FAIL("no '", kind, "' backend in this build");
+}
+
 std::string stage_runner_refuses(BackendKind backend, const ModelConfig& c) {
 #ifdef MEGASLIDE_HAVE_CUDA
   if (backend == BackendKind::cuda) return cuda::CudaStageRunner::refuses(c);

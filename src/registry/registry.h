@@ -6,6 +6,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/stage_runner.h"
+#include "runtime/streamed_model.h"
 #include "runtime/trace.h"
 
 namespace ms {
@@ -18,6 +19,9 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, double link_gbps, Trace*
 
 // The runner for `backend` (by its kind); throws ms::Error for one this build cannot run.
 std::unique_ptr<StageRunner> make_stage_runner(const Backend& backend, const ModelConfig& c, const StepShapes& shapes);
+
+// The arena a streamed model carves on backend `kind` (runtime/streamed_model.h): in host memory on the CPU backend.
+DevicePlan backend_arena(BackendKind kind, const ModelConfig& c, const StepShapes& shapes, const StreamOptions& o);
 
 // Why the `backend` runner's kernels cannot run model c (a head dim or window over their limits), in words; empty
 // when they can.

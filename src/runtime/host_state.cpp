@@ -14,11 +14,15 @@ HostState::HostState(const ParamTable& table, int64_t grad_numel)
       exp_avg_sq(size_t(table.total())),
       grads(size_t(grad_numel)) {}
 
-void HostState::set_master(const float* params) {
-  std::copy(params, params + numel(), master.data());
-  exp_avg.zero();
-  exp_avg_sq.zero();
-  refresh_weights();
+GradientFloats gradient_floats(const ParamTable& table, OptimizerSchedule schedule, bool streamed, int64_t grad_accum) {
+  const int64_t P = table.total(), staging = kImmediateStaging * table.max_stage_numel();
+  GradientFloats g;
+  if (schedule == OptimizerSchedule::deferred)
+    g.pool = P + (streamed && grad_accum > 1 ? staging : 0);
+  else if (streamed)
+    g.pool = staging;
+  if (!streamed && (schedule == OptimizerSchedule::immediate || grad_accum > 1)) g.backward = P;
+  return g;
 }
 
 void HostState::refresh_weights() {

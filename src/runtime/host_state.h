@@ -1,13 +1,25 @@
 // Host-resident training state (docs/runtime.md): one page-aligned allocation per pool, laid out by the
 // parameter table, so a stage is one span of every pool. 14 bytes per parameter (bf16 working
-// weights, fp32 master, exp_avg, exp_avg_sq) plus the fp32 gradient pool.
+// weights, fp32 master, exp_avg, exp_avg_sq) plus the fp32 gradient pool. Every pool starts zero (moments
+// included) and is resident only as far as it has been written.
 #pragma once
 #include <cstdint>
 
 #include "core/aligned.h"
 #include "model/param_table.h"
+#include "runtime/arena.h"
 
 namespace ms {
+
+// The fp32 gradient buffers a run's schedule keeps in host memory (docs/runtime.md), in floats.
+struct GradientFloats {
+  int64_t pool = 0;      // HostState::grads: every parameter (deferred; streamed with --grad-accum > 1 also
+                        // kImmediateStaging stage-sized buffers a later micro-batch's gradients land in before
+                        // they are added), kImmediateStaging stage-sized buffers (immediate, streamed), or none
+  int64_t backward = 0;  // resident (--offload none), immediate or --grad-accum > 1: the backward's own pool
+  int64_t total() const { return pool + backward; }
+};
+GradientFloats gradient_floats(const ParamTable& table, OptimizerSchedule schedule, bool streamed, int64_t grad_accum);
 
 struct HostState {
   // grad_numel: the gradient pool (every parameter under the deferred schedule; a few stage-sized
@@ -22,8 +34,6 @@ struct HostState {
 
   int64_t numel() const { return int64_t(master.size()); }
   int64_t bytes() const { return numel() * (2 + 3 * 4) + int64_t(grads.size()) * 4; }
-  // master = params, working weights = bf16(master), moments zero.
-  void set_master(const float* params);
   // Rounds master to the bf16 working weights.
   void refresh_weights();
 };

@@ -36,15 +36,29 @@ std::vector<SlotUse> slot_schedule(int stages, int K) {
   return out;
 }
 
+namespace {
+
+ArenaOptions arena_options(int weight_bytes, int act_bytes, const StreamOptions& o) {
+  ArenaOptions ao;
+  ao.prefetch = o.prefetch;
+  ao.weight_bytes = weight_bytes;
+  ao.act_bytes = act_bytes;
+  ao.grad_slots = 2;
+  ao.offload_activations = o.offload_activations;
+  return ao;
+}
+
+}  // namespace
+
+DevicePlan streamed_arena(const ModelConfig& c, const StepShapes& shapes, int weight_bytes, int act_bytes,
+                          const StreamOptions& o) {
+  return plan_device(c, shapes, arena_options(weight_bytes, act_bytes, o));
+}
+
 StreamedModel::StreamedModel(const ModelConfig& c, const StepShapes& shapes, Backend& backend, const StreamOptions& o,
                              std::unique_ptr<StageRunner> runner)
     : cfg_(c), shapes_(shapes), table_(c), be_(backend), opts_(o), runner_(std::move(runner)) {
-  ArenaOptions ao;
-  ao.prefetch = o.prefetch;
-  ao.weight_bytes = backend.weight_bytes();
-  ao.act_bytes = runner_->act_bytes();
-  ao.grad_slots = 2;
-  ao.offload_activations = o.offload_activations;
+  const ArenaOptions ao = arena_options(backend.weight_bytes(), runner_->act_bytes(), o);
   plan_ = plan_device(c, shapes, ao);
   budget_ = o.device_memory > 0 ? o.device_memory : backend.default_device_memory();
   if (budget_ > 0 && plan_.peak() > budget_)

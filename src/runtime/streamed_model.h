@@ -24,6 +24,10 @@ struct StreamOptions {
   bool offload_activations = false;  // block-input checkpoints in host memory, 3 staging slots on the device
 };
 
+// The arena StreamedModel carves on a backend computing with `weight_bytes` weights and `act_bytes` activations.
+DevicePlan streamed_arena(const ModelConfig& c, const StepShapes& shapes, int weight_bytes, int act_bytes,
+                          const StreamOptions& o);
+
 // Where each backward use's gradients go on the host. Use j (0 = the head, then blocks L-1 .. 0, then
 // the stem) of stage s is copied into buffer(j, s) after the event free(j); landed(j, s, host, e) is
 // called once that copy is enqueued, e being its completion.

@@ -140,6 +140,18 @@ std::vector<TrainOption> make_table() {
   device_memory.value_name = "BYTES";
   device_memory.show_default = false;
   device_memory.parse = [](TrainOptions& t, const std::string& text) { t.device_memory = parse_device_memory(text); };
+  TrainOption host_memory =
+      option<int64_t>("--host-memory",
+                      "Host memory this run may use, e.g. 20GB (absent: what this process can get: MemAvailable, the "
+                      "memory cgroup's limit, ulimit -v); checked before anything large is allocated",
+                      FIELD(host_memory), kNonNegative<int64_t>);
+  host_memory.value_name = "BYTES";
+  host_memory.show_default = false;
+  host_memory.saved = false;
+  host_memory.parse = [](TrainOptions& t, const std::string& text) {
+    t.host_memory = parse_bytes(text, "--host-memory");
+    if (t.host_memory <= 0) MS_FAIL("--host-memory must be positive, got ", quote_text(text));
+  };
   return {
       required(option<std::string>("--model", "Preset name, model directory (config.json + weights) or weights file",
                                    FIELD(model))),
@@ -251,11 +263,13 @@ std::vector<TrainOption> make_table() {
                                kPositive<int64_t>)),
       required(option<Offload>("--offload", "none: every stage resident (the reference); stream: layer streaming",
                                FIELD(offload))),
-      required(option<OptimizerSchedule>(
+      required(option<ScheduleChoice>(
           "--optimizer-schedule",
           "deferred: exact global-norm clipping, full gradient pool; immediate: update each stage as its gradients "
-          "land, clip by the previous step's norm, a few stage-sized gradient buffers",
+          "land, clip by the previous step's norm, a few stage-sized gradient buffers; auto: deferred where it fits "
+          "in host memory (the run stores the one picked)",
           FIELD(optimizer_schedule))),
+      host_memory,
       required(option<int>(
           "--prefetch", "--offload stream: K weight slots (>= 2)", FIELD(prefetch),
           {[](const int& v) { return v >= 2; }, "is below 2: one weight slot computes while another loads"})),
@@ -304,7 +318,8 @@ const std::vector<TrainOption>& train_option_table() {
 
 nlohmann::json options_to_json(const TrainOptions& o) {
   nlohmann::json j = nlohmann::json::object();
-  for (const TrainOption& option : train_option_table()) j[option.key()] = option.save(o);
+  for (const TrainOption& option : train_option_table())
+    if (option.saved) j[option.key()] = option.save(o);
   return j;
 }
 
@@ -314,6 +329,7 @@ TrainOptions options_from_json(const nlohmann::json& j) {
   // A run saved before megaslide's shift followed musubi-tuner's (sigmoid_scale came with it) keeps its formula.
   const bool before_sigmoid_scale = !j.contains("sigmoid_scale");
   for (const TrainOption& option : train_option_table()) {
+    if (!option.saved) continue;
     const std::string key = option.key();
     const nlohmann::json* v = find_path(j, key);
     if (!v && !option.legacy_key.empty()) v = find_path(j, option.legacy_key);

@@ -20,6 +20,8 @@ struct TrainOption {
   bool show_default = true;  // --help shows the default value
   bool is_switch = false;    // a flag without a value (--offload-activations): given means true
   bool required = false;     // in every trainer.json ever written: its absence means a damaged file
+  bool saved = true;         // false: describes this machine, not the run (--host-memory): never in trainer.json,
+                             // and may be given again with --resume
   std::string legacy_key;    // the key runs saved before a rename carry ("" none)
   std::function<void(TrainOptions&, const std::string&)> parse;  // the command line's text; throws naming the flag
   std::function<void(const TrainOptions&)> check;                // throws naming the flag and the value
@@ -31,7 +33,7 @@ struct TrainOption {
 
 const std::vector<TrainOption>& train_option_table();
 
-// trainer.json's "options": every key of the table.
+// trainer.json's "options": every saved key of the table.
 nlohmann::json options_to_json(const TrainOptions& o);
 // Reads what options_to_json wrote, and what earlier versions wrote: a key absent there keeps its default, a
 // renamed one is read under its old name, keys of options that no longer exist (testing aids) are ignored. Throws

@@ -21,7 +21,7 @@ void TrainOptions::make_paths_absolute() {
 
 void TrainOptions::validate() const {
   for (const TrainOption& option : train_option_table()) option.check(*this);
-  if (grad_accum > 1 && optimizer_schedule == OptimizerSchedule::immediate)
+  if (grad_accum > 1 && optimizer_schedule == ScheduleChoice::immediate)
     MS_FAIL("--grad-accum ", grad_accum,
             " needs --optimizer-schedule deferred: the immediate schedule updates each "
             "stage as soon as one batch's gradients land");
@@ -32,6 +32,11 @@ void TrainOptions::validate() const {
     MS_FAIL("--backend cuda: ", gpu, "; or use --backend cpu");
   ms::validate(samples);
   ms::validate(flow);
+}
+
+OptimizerSchedule TrainOptions::schedule() const {
+  MS_CHECK(optimizer_schedule != ScheduleChoice::automatic, "--optimizer-schedule auto is resolved before a run");
+  return optimizer_schedule == ScheduleChoice::deferred ? OptimizerSchedule::deferred : OptimizerSchedule::immediate;
 }
 
 BackendKind resolve_backend(const TrainOptions& o, const TrainHooks& hooks, const ModelConfig& c) {

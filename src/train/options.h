@@ -38,6 +38,16 @@ struct EnumNames<LrScheduler> {
        {LrScheduler::cosine_with_restarts, "cosine_with_restarts"}}};
 };
 
+// --optimizer-schedule: auto is deferred where its full gradient pool fits in host memory, else immediate
+// (train/memory_fit.h); a run stores the schedule it picked, so that --resume continues it anywhere.
+enum class ScheduleChoice { automatic, deferred, immediate };
+template <>
+struct EnumNames<ScheduleChoice> {
+  static constexpr std::array<EnumName<ScheduleChoice>, 3> values{{{ScheduleChoice::automatic, "auto"},
+                                                                   {ScheduleChoice::deferred, "deferred"},
+                                                                   {ScheduleChoice::immediate, "immediate"}}};
+};
+
 struct TrainOptions {
   std::string model = "tiny";      // preset | model directory | weights file (with config)
   std::string config;              // config.json (with a weights file, or to override)
@@ -67,7 +77,7 @@ struct TrainOptions {
   TrainSampleOptions samples;                      // OUT/samples/
   // runtime (docs/runtime.md)
   Offload offload = Offload::none;
-  OptimizerSchedule optimizer_schedule = OptimizerSchedule::deferred;
+  ScheduleChoice optimizer_schedule = ScheduleChoice::automatic;
   int prefetch = 2;                  // stream: K weight slots
   int64_t device_memory = 0;         // stream: arena budget in bytes (0: absent, the backend's default_device_memory)
   bool offload_activations = false;  // stream: block-input checkpoints in host memory
@@ -75,12 +85,15 @@ struct TrainOptions {
   double link_gbps = 0;  // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
   std::string trace;     // Chrome trace JSON path ("" : none)
   NonFinitePolicy on_nonfinite = NonFinitePolicy::skip;
+  int64_t host_memory = 0;  // bytes this run may use in host memory (0: detected; this machine's, never saved)
 
   // Throws ms::Error naming the bad value: each option's own check (the option table), then the combinations.
   void validate() const;
   // Makes the file and folder options absolute against the working directory, so that the options a run
   // stores for --resume mean the same from any directory (the model is read from the checkpoint then).
   void make_paths_absolute();
+  // The optimizer schedule of a run whose --optimizer-schedule is resolved (fit_host_memory): deferred or immediate.
+  OptimizerSchedule schedule() const;
   // Learning rate at 1-based step t of `steps`: lr times the schedule's factor (docs/training.md).
   double lr_at(int64_t t) const;
 };

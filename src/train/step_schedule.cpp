@@ -16,13 +16,6 @@
 
 namespace ms {
 
-int64_t host_gradient_floats(const TrainOptions& opts, const ParamTable& table) {
-  if (opts.optimizer_schedule == OptimizerSchedule::deferred)
-    return table.total() +
-           (opts.offload == Offload::stream && opts.grad_accum > 1 ? kImmediateStaging * table.max_stage_numel() : 0);
-  return opts.offload == Offload::stream ? kImmediateStaging * table.max_stage_numel() : 0;
-}
-
 StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg,
                            const StepShapes& shapes, const ParamTable& table, HostState& host, const BatchMaker& maker,
                            NonFiniteMonitor& nonfinite)
@@ -45,8 +38,8 @@ StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, co
   } else {
     resident_ = std::make_unique<ResidentModel<float>>(cfg, shapes);
     params_ = AlignedBuffer<float>(size_t(table_.total()));
-    if (opts.optimizer_schedule == OptimizerSchedule::immediate || opts.grad_accum > 1)
-      resident_grads_ = AlignedBuffer<float>(size_t(table_.total()));
+    resident_grads_ =
+        AlignedBuffer<float>(size_t(gradient_floats(table_, opts.schedule(), false, opts.grad_accum).backward));
   }
   auto probe = [&nonfinite](int64_t s, float* out, int64_t n) { nonfinite.probe(s, out, n); };
   if (resident_)
@@ -80,7 +73,7 @@ void StepSchedule::enqueue_inputs(const Batch& b) {
 double StepSchedule::step(const Batch& batch, const Update& u, const std::function<void()>& during,
                           const Micro& micro) {
   stage_sumsq_.assign(table_.stages().size(), 0.0);
-  if (opts_.optimizer_schedule == OptimizerSchedule::immediate) {
+  if (opts_.schedule() == OptimizerSchedule::immediate) {
     MS_CHECK(micro.count == 1, "the immediate schedule takes one micro-batch per step");
     return step_immediate(batch, u, during);
   }

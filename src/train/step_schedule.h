@@ -36,12 +36,6 @@ struct Micro {
   int64_t index = 0, count = 1;
 };
 
-// Host pools sized for a schedule: the full fp32 gradient pool (deferred; streamed with --grad-accum, and
-// kImmediateStaging stage-sized buffers the later micro-batches' gradients land in before they are added),
-// kImmediateStaging stage-sized buffers (immediate, streamed) or none (immediate, resident: the backward writes a
-// private f32 pool).
-int64_t host_gradient_floats(const TrainOptions& opts, const ParamTable& table);
-
 class StepSchedule {
  public:
   // Chooses the backend (resolve_backend), builds the model and allocates the batches with `maker`.

@@ -20,6 +20,7 @@
 #include "sample/train_samples.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
+#include "train/memory_fit.h"
 #include "train/nonfinite.h"
 #include "train/option_table.h"
 #include "train/progress.h"
@@ -47,15 +48,22 @@ struct SigintGuard {
   ~SigintGuard() { sigaction(SIGINT, &old, nullptr); }
 };
 
+// opts with --optimizer-schedule resolved, once the run is known to fit in host memory (fit_host_memory).
+TrainOptions fitted(TrainOptions opts, const TrainHooks& hooks, const ModelConfig& cfg, const Dataset& data) {
+  fit_host_memory(opts, cfg, step_shapes(data, cfg), resolve_backend(opts, hooks, cfg));
+  return opts;
+}
+
 class Run {
  public:
-  // opts: with the clip size and batch size resolved by open_training_data.
+  // opts: with the clip size and batch size resolved by open_training_data. Checks that the run fits in host memory
+  // before it allocates anything large.
   Run(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg, std::unique_ptr<Dataset> data)
-      : opts_(opts),
+      : opts_(fitted(opts, hooks, cfg, *data)),
         hooks_(hooks),
         cfg_(checked_for_flow(cfg)),
         table_(cfg),
-        host_(table_, host_gradient_floats(opts, table_)),
+        host_(table_, gradient_floats(table_, opts_.schedule(), opts_.offload == Offload::stream, opts_.grad_accum).pool),
         shapes_(step_shapes(*data, cfg)),
         sample_shape_(largest_shape(*data)),
         data_(std::move(data)),
@@ -80,9 +88,6 @@ class Run {
                        {"prefetch", opts_.prefetch},
                        {"offload", name_of(opts_.offload)},
                        {"backend", name_of(schedule_.backend_kind())}});
-    log_info("model: ", table_.total(), " parameters, ", cfg_.num_layers, " blocks, dim ", cfg_.dim, "; ",
-             shapes_label(), "; host state ", host_.bytes() >> 20, " MiB; ", num_threads(), " threads; backend ",
-             schedule_.backend_kind());
     if (const std::string w = attention_export_warning(cfg_, opts_.save_format); !w.empty())
       log_warn("--save-format ", opts_.save_format, ": ", w);
     const int64_t epoch = data_->epoch_size();
@@ -102,7 +107,7 @@ class Run {
     while (state.step < opts_.steps && !g_interrupted) {
       const auto t0 = std::chrono::steady_clock::now();
       const int64_t t = state.step + 1, n = opts_.grad_accum;
-      const bool immediate = opts_.optimizer_schedule == OptimizerSchedule::immediate;
+      const bool immediate = opts_.schedule() == OptimizerSchedule::immediate;
       nonfinite_.start_step(t);
       std::string fault;  // the first non-finite batch of the step: the step is skipped
       double loss_sum = 0;
@@ -238,16 +243,6 @@ class Run {
     schedule_.enqueue_inputs(batch);
   }
 
-  // "N tokens per step (B x L)", or the range over the buckets.
-  std::string shapes_label() const {
-    if (shapes_.all.size() == 1)
-      return cat(shapes_.all[0].N(), " tokens per step (", shapes_.all[0].B, " x ", shapes_.all[0].L, ")");
-    int64_t least = shapes_.all[0].N();
-    for (const ModelDims& d : shapes_.all) least = std::min(least, d.N());
-    return cat(shapes_.all.size(), " buckets, ", least, " to ", shapes_.most([](const ModelDims& d) { return d.N(); }),
-               " tokens per full batch");
-  }
-
   TrainOptions opts_;
   TrainHooks hooks_;
   ModelConfig cfg_;
@@ -276,18 +271,18 @@ TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks) {
   resolved.make_paths_absolute();
   std::unique_ptr<Dataset> data = open_training_data(resolved, src.config);
   Run run(resolved, hooks, src.config, std::move(data));
-  std::vector<float> init(size_t(run.table().total()));
-  load_params(src, run.table(), opts.seed, init.data());
-  run.host().set_master(init.data());
+  load_params(src, run.table(), opts.seed, run.host().master.data());
+  run.host().refresh_weights();
   TrainerState state;
   state.rng_state = opts.seed * 0x9e3779b97f4a7c15ull + 1;
   return run.run(state);
 }
 
-TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks& hooks) {
+TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks& hooks, int64_t host_memory) {
   CheckpointInfo info = read_checkpoint_info(run_dir);
   TrainOptions opts = options_from_json(info.options);
   opts.out = run_dir;
+  opts.host_memory = host_memory;
   if (steps > 0) opts.steps = steps;
   opts.validate();
   log_info("resuming ", run_dir, " from ", info.dir, " at step ", info.state.step, " of ", opts.steps);

@@ -20,7 +20,8 @@ struct TrainSummary {
 // Trains from scratch (or from --model's weights) into opts.out.
 TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks = {});
 // Continues the run in `run_dir` from its latest checkpoint up to `steps` total steps (0: the saved target), with
-// the options it was started with (hooks are never saved: a resumed run has those given here).
-TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks& hooks = {});
+// the options it was started with (hooks are never saved: a resumed run has those given here), the optimizer
+// schedule included. host_memory: this machine's --host-memory (0: the detected limit).
+TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks& hooks = {}, int64_t host_memory = 0);
 
 }  // namespace ms

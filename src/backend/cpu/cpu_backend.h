@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/cpu_stage_runner.h"
 #include "runtime/backend.h"
 #include "runtime/trace.h"
 
@@ -36,7 +37,7 @@ class CpuBackend final : public Backend {
   void copy_d2h(int stream, void* dst, const void* src, size_t bytes, const char* name) override;
   // Widens bf16 to f32 while copying; the link is charged for the bf16 bytes.
   void upload_weights(int stream, void* slot, const uint16_t* bf16, int64_t n, const char* name) override;
-  int weight_bytes() const override { return 4; }
+  int weight_bytes() const override { return kCpuComputeBytes; }
   Event record(int stream) override;
   void wait(int stream, Event e) override;
   // sync and sync_all rethrow the first exception a task threw.

@@ -5,13 +5,15 @@
 
 namespace ms {
 
+constexpr int kCpuComputeBytes = 4;  // the CPU backend computes in f32: weights and activations
+
 class CpuStageRunner final : public StageRunner {
  public:
   // The workspace holds a step at any of `shapes`; steps start at the first.
   CpuStageRunner(const ModelConfig& c, const StepShapes& shapes)
       : cfg_(c), shapes_(shapes), dims_(shapes.all.front()), table_(c) {}
 
-  int act_bytes() const override { return 4; }
+  int act_bytes() const override { return kCpuComputeBytes; }
   int64_t workspace_bytes(const WorkspaceLayout& layout, int64_t align) const override;
   void bind(void* base, const WorkspaceLayout& layout, int64_t align) override;
   void* checkpoint(int64_t slot) const override {

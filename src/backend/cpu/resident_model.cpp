@@ -14,9 +14,14 @@ ResidentModel<T>::ResidentModel(const ModelConfig& c, const StepShapes& shapes)
       dims_(shapes.all.front()),
       table_(c),
       checkpoint_numel_(shapes.most([](const ModelDims& d) { return d.N(); }) * c.dim) {
-  const auto visit = model_workspace_visitor<ModelWorkspace<T>>(cfg_, shapes_);
-  buffer_ = AlignedBuffer<T>(size_t(ms::workspace_bytes<ModelWorkspace<T>>(visit, sizeof(T)) / int64_t(sizeof(T))));
-  ws_ = bind_workspace<ModelWorkspace<T>>(buffer_.data(), visit, sizeof(T));
+  buffer_ = AlignedBuffer<T>(size_t(workspace_bytes(cfg_, shapes_) / int64_t(sizeof(T))));
+  ws_ = bind_workspace<ModelWorkspace<T>>(buffer_.data(), model_workspace_visitor<ModelWorkspace<T>>(cfg_, shapes_),
+                                          sizeof(T));
+}
+
+template <class T>
+int64_t ResidentModel<T>::workspace_bytes(const ModelConfig& c, const StepShapes& shapes) {
+  return ms::workspace_bytes<ModelWorkspace<T>>(model_workspace_visitor<ModelWorkspace<T>>(c, shapes), sizeof(T));
 }
 
 template <class T>

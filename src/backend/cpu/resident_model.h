@@ -32,6 +32,8 @@ class ResidentModel {
   const ParamTable& table() const { return table_; }
   const ModelDims& dims() const { return dims_; }
   int64_t workspace_bytes() const { return int64_t(buffer_.size() * sizeof(T)); }
+  // What workspace_bytes() is for a model at `shapes`, before one is made.
+  static int64_t workspace_bytes(const ModelConfig& c, const StepShapes& shapes);
 
  private:
   ModelConfig cfg_;

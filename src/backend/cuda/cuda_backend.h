@@ -39,7 +39,7 @@ class CudaBackend final : public Backend {
   void copy_d2h(int stream, void* dst, const void* src, size_t bytes, const char* name) override;
   // The slot holds bf16, as the GPU computes with it: a plain copy.
   void upload_weights(int stream, void* slot, const uint16_t* bf16, int64_t n, const char* name) override;
-  int weight_bytes() const override { return 2; }
+  int weight_bytes() const override { return cuda::kComputeBytes; }
   Event record(int stream) override;
   void wait(int stream, Event e) override;
   void sync(Event e) override;

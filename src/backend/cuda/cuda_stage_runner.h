@@ -22,7 +22,7 @@ class CudaStageRunner final : public StageRunner {
   CudaStageRunner(const CudaStageRunner&) = delete;
   CudaStageRunner& operator=(const CudaStageRunner&) = delete;
 
-  int act_bytes() const override { return 2; }
+  int act_bytes() const override { return kComputeBytes; }
   int64_t workspace_bytes(const WorkspaceLayout& layout, int64_t align) const override;
   void bind(void* base, const WorkspaceLayout& layout, int64_t align) override;
   void* checkpoint(int64_t slot) const override {

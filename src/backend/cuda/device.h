@@ -9,6 +9,8 @@ namespace ms::cuda {
 
 using Stream = CUstream_st*;  // cudaStream_t
 
+constexpr int kComputeBytes = 2;  // the CUDA backend computes in bf16: weights and activations
+
 // "" when a CUDA GPU can be used; otherwise why not, in words (no driver, no device, too old a driver).
 std::string unusable_reason();
 

@@ -1,0 +1,125 @@
+#include "train/memory_fit.h"
+
+#include <optional>
+#include <vector>
+
+#include "backend/cpu/resident_model.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/memory_usage.h"
+#include "core/parallel.h"
+#include "core/units.h"
+#include "model/param_table.h"
+#include "registry/registry.h"
+
+namespace ms {
+namespace {
+
+std::string bytes(int64_t b) { return format_bytes(double(b)); }
+
+// "N tokens per step (B x L)", or the range over the buckets.
+std::string shapes_label(const StepShapes& shapes) {
+  if (shapes.all.size() == 1)
+    return cat(shapes.all[0].N(), " tokens per step (", shapes.all[0].B, " x ", shapes.all[0].L, ")");
+  int64_t least = shapes.all[0].N();
+  for (const ModelDims& d : shapes.all) least = std::min(least, d.N());
+  return cat(shapes.all.size(), " buckets, ", least, " to ", shapes.most([](const ModelDims& d) { return d.N(); }),
+             " tokens per full batch");
+}
+
+ScheduleChoice choice(OptimizerSchedule s) {
+  return s == OptimizerSchedule::deferred ? ScheduleChoice::deferred : ScheduleChoice::immediate;
+}
+
+}  // namespace
+
+std::string TrainHostNeed::breakdown() const {
+  std::string s = cat("model state ", bytes(pools.persistent()), ", gradients ", bytes(pools.grads));
+  if (pools.activations) s += cat(", offloaded checkpoints ", bytes(pools.activations));
+  if (compute) s += cat(", CPU compute ", bytes(compute));
+  return s + cat(", batches ", bytes(batches));
+}
+
+TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const ModelConfig& c,
+                              const StepShapes& shapes, BackendKind backend) {
+  const ParamTable table(c);
+  const bool streamed = o.offload == Offload::stream;
+  StreamOptions so;
+  so.prefetch = o.prefetch;
+  so.offload_activations = o.offload_activations;
+  const DevicePlan arena = streamed ? backend_arena(backend, c, shapes, so) : DevicePlan{};
+  TrainHostNeed need;
+  need.pools = host_pools(table, arena, s, streamed, o.grad_accum);
+  if (!streamed)  // StepSchedule's f32 copy of the weights and the resident model's workspace
+    need.compute = 4 * table.total() + ResidentModel<float>::workspace_bytes(c, shapes);
+  else if (backend == BackendKind::cpu)  // the arena is host memory
+    need.compute = arena.peak();
+  // Two batches (clean video, noised input, target, context, timesteps), the noise, the velocity and its gradient.
+  const int64_t in = shapes.most([&](const ModelDims& d) { return d.B * c.in_dim * d.F * d.H * d.W; });
+  const int64_t out = shapes.most([&](const ModelDims& d) { return d.B * c.out_dim * d.F * d.H * d.W; });
+  const int64_t B = shapes.most([](const ModelDims& d) { return d.B; });
+  need.batches = 4 * (2 * (3 * in + B * c.text_len * c.text_dim + B) + in + 2 * out);
+  return need;
+}
+
+void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& shapes, BackendKind backend) {
+  const HostLimit limit = host_limit(o.host_memory);
+  const auto need = [&](OptimizerSchedule s, const TrainOptions& v) { return train_host_need(v, s, c, shapes, backend); };
+  const bool can_be_immediate = o.grad_accum == 1;  // the immediate schedule takes one micro-batch per step
+  std::optional<OptimizerSchedule> picked;
+  if (o.optimizer_schedule == ScheduleChoice::automatic) {
+    const TrainHostNeed deferred = need(OptimizerSchedule::deferred, o);
+    if (deferred.total() <= limit.bytes || !can_be_immediate) {
+      picked = OptimizerSchedule::deferred;
+    } else if (need(OptimizerSchedule::immediate, o).total() <= limit.bytes) {
+      picked = OptimizerSchedule::immediate;
+      log_info("--optimizer-schedule auto: immediate (the deferred schedule's full gradient pool would need ",
+               bytes(deferred.total()), " of host memory; ", limit.source, " leaves ", bytes(limit.bytes), ")");
+    } else {
+      picked = OptimizerSchedule::deferred;
+    }
+  } else {
+    picked = o.schedule();
+  }
+  const TrainHostNeed n = need(*picked, o);
+  if (n.total() > limit.bytes) {
+    // The smallest change that fits, trying the flags that leave the result the same first.
+    std::string fix;
+    std::vector<std::pair<std::string, TrainOptions>> tries;
+    TrainOptions v = o;
+    if (*picked == OptimizerSchedule::deferred && can_be_immediate) {
+      v.optimizer_schedule = choice(OptimizerSchedule::immediate);
+      tries.push_back({"--optimizer-schedule immediate", v});
+    }
+    if (o.offload == Offload::none) {
+      TrainOptions w = o;
+      w.offload = Offload::stream;
+      w.optimizer_schedule = choice(*picked);
+      tries.push_back({"--offload stream", w});
+      if (*picked == OptimizerSchedule::deferred && can_be_immediate) {
+        w.optimizer_schedule = choice(OptimizerSchedule::immediate);
+        tries.push_back({"--offload stream --optimizer-schedule immediate", w});
+      }
+    }
+    for (const auto& [flags, t] : tries) {
+      const int64_t b = need(t.schedule(), t).total();
+      if (b <= limit.bytes) {
+        fix = cat(flags, " needs ", bytes(b), " and fits");
+        break;
+      }
+    }
+    if (fix.empty())
+      fix = cat("fewer frames, a smaller resolution or batch, a smaller model, or a machine with more memory (",
+                "`megaslide plan` shows what a run needs)");
+    MS_FAIL("this run needs ", bytes(n.total()), " of host memory (", n.breakdown(), "; ", *picked,
+            " optimizer schedule) but ", limit.source, " leaves ", bytes(limit.bytes), ". ", fix,
+            limit.source == "--host-memory" ? "" : "; --host-memory overrides the detected limit");
+  }
+  o.optimizer_schedule = choice(*picked);
+  const ParamTable table(c);
+  log_info("model: ", table.total(), " parameters, ", c.num_layers, " blocks, dim ", c.dim, "; ", shapes_label(shapes),
+           "; host memory ", bytes(n.total()), " of ", bytes(limit.bytes), " (", n.breakdown(), "); ", *picked,
+           " optimizer schedule; ", num_threads(), " threads; backend ", backend);
+}
+
+}  // namespace ms

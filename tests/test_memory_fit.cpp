@@ -1,0 +1,116 @@
+// A training run checks its host memory before it allocates (train/memory_fit.h): refused with numbers and a fix, no
+// run directory left behind; --optimizer-schedule auto picks immediate when only that fits, stores it, and resumes
+// with it; the need counts what the run really allocates.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "core/units.h"
+#include "io/atomic_file.h"
+#include "model/config.h"
+#include "model/param_table.h"
+#include "temp_dir.h"
+#include "train/memory_fit.h"
+#include "train/trainer.h"
+#include "train_util.h"
+
+namespace ms::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json json_file(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
+
+// The need of small_run's shape (tiny preset, 3 frames of 16 x 16, batch 2) under options o and schedule s.
+TrainHostNeed need_of(const TrainOptions& o, OptimizerSchedule s) {
+  const ModelConfig c = preset_config("tiny");
+  const StepShapes shapes(ModelDims::make(c, o.batch_size, o.frames, o.height, o.width, c.text_len));
+  return train_host_need(o, s, c, shapes, BackendKind::cpu);
+}
+
+TEST(MemoryFit, ARunOverItsLimitIsRefusedWithNumbersAndNoRunDirectory) {
+  TempDir dir;
+  const std::string out = dir.file("run");
+  const CliResult r = run_cli("train --steps 2 --host-memory 1MB --out " + out);
+  EXPECT_EQ(r.code, 1) << r.output;
+  for (const char* part : {"this run needs ", "of host memory (model state ", "deferred optimizer schedule",
+                           "but --host-memory leaves 1.00 MB", "megaslide plan"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+  EXPECT_FALSE(fs::exists(out)) << "a refused run leaves nothing";
+  // With the resident schedule's need between the schedules' on a streamed run, the fix is named with its need.
+  TrainOptions o = small_run(out, 2, 3, 16);
+  o.offload = Offload::stream;
+  const int64_t deferred = need_of(o, OptimizerSchedule::deferred).total();
+  const int64_t immediate = need_of(o, OptimizerSchedule::immediate).total();
+  ASSERT_LT(immediate, deferred);
+  const CliResult fix = run_cli(cat("train --steps 2 --frames 3 --height 16 --width 16 --offload stream ",
+                                    "--optimizer-schedule deferred --host-memory ", (immediate + deferred) / 2,
+                                    " --out ", out));
+  EXPECT_EQ(fix.code, 1) << fix.output;
+  EXPECT_NE(fix.output.find(cat("--optimizer-schedule immediate needs ", format_bytes(double(immediate)),
+                                " and fits")),
+            std::string::npos)
+      << fix.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(MemoryFit, AutoPicksImmediateWhenOnlyItFitsAndResumesWithIt) {
+  QuietLogs quiet;
+  TempDir dir;
+  TrainOptions o = small_run(dir.file("run"), 2, 3, 16);
+  o.offload = Offload::stream;
+  const int64_t deferred = need_of(o, OptimizerSchedule::deferred).total();
+  const int64_t immediate = need_of(o, OptimizerSchedule::immediate).total();
+  o.host_memory = (immediate + deferred) / 2;
+  ASSERT_EQ(o.optimizer_schedule, ScheduleChoice::automatic);  // the default
+  const TrainSummary s = train(o);
+  EXPECT_EQ(s.steps_run, 2);
+  EXPECT_TRUE(std::isfinite(s.last_loss));
+  EXPECT_EQ(json_file(o.out + "/latest/trainer.json")["options"]["optimizer_schedule"], "immediate");
+  // Resumed with no limit given, the run keeps the schedule it was started with.
+  resume(o.out, 3);
+  EXPECT_EQ(json_file(o.out + "/latest/trainer.json")["options"]["optimizer_schedule"], "immediate");
+  // With room for the deferred schedule, auto keeps it.
+  TrainOptions roomy = small_run(dir.file("roomy"), 1, 3, 16);
+  roomy.offload = Offload::stream;
+  roomy.host_memory = deferred;
+  train(roomy);
+  EXPECT_EQ(json_file(roomy.out + "/latest/trainer.json")["options"]["optimizer_schedule"], "deferred");
+}
+
+// The need is what the run allocates: its host pools (summary.json's host_state_bytes) and, on the CPU backend,
+// the arena or the resident weights and workspace (device_arena_bytes).
+TEST(MemoryFit, NeedIsWhatTheRunAllocates) {
+  QuietLogs quiet;
+  TempDir dir;
+  int runs = 0;
+  for (Offload offload : {Offload::none, Offload::stream})
+    for (ScheduleChoice schedule : {ScheduleChoice::deferred, ScheduleChoice::immediate})
+      for (int64_t accum : {1, 2}) {
+        if (accum > 1 && schedule == ScheduleChoice::immediate) continue;
+        TrainOptions o = small_run(dir.file(cat("r", runs++)), 1, 3, 16);
+        o.offload = offload;
+        o.optimizer_schedule = schedule;
+        o.grad_accum = accum;
+        o.offload_activations = offload == Offload::stream && accum == 1;
+        const TrainHostNeed n = need_of(o, o.schedule());
+        train(o);
+        const nlohmann::json summary = json_file(o.out + "/summary.json");
+        const std::string what = cat(name_of(offload), " ", name_of(schedule), " accum ", accum);
+        const int64_t P = ParamTable(preset_config("tiny")).total();
+        EXPECT_EQ(n.pools.persistent(), 14 * P) << what;
+        const int64_t resident_grads = offload == Offload::none && (accum > 1 || schedule == ScheduleChoice::immediate)
+                                           ? 4 * P  // the resident backward's own pool, counted with the gradients
+                                           : 0;
+        EXPECT_EQ(summary["host_state_bytes"].get<int64_t>() + resident_grads + n.pools.activations, n.pools.total())
+            << what;
+        EXPECT_EQ(summary["device_arena_bytes"].get<int64_t>(), n.compute) << what;
+        EXPECT_EQ(n.pools.activations > 0, o.offload_activations) << what;
+      }
+}
+
+}  // namespace
+}  // namespace ms::test
