@@ -81,6 +81,22 @@ TEST(MemoryFit, AutoPicksImmediateWhenOnlyItFitsAndResumesWithIt) {
   EXPECT_EQ(json_file(roomy.out + "/latest/trainer.json")["options"]["optimizer_schedule"], "deferred");
 }
 
+TEST(MemoryFit, SampleChecksBeforeItLoads) {
+  TempDir dir;
+  const std::string out = dir.file("clip.gif");
+  const CliResult r = run_cli("sample --model tiny --prompt hello --frames 5 --height 16 --width 16 --host-memory 2MB "
+                              "--out " + out);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("sampling preset tiny needs "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("but --host-memory leaves 2.00 MB. Sample fewer frames"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Euler steps"), std::string::npos) << "refused before it loads the model";
+  EXPECT_FALSE(fs::exists(out));
+  const CliResult ok = run_cli("sample --model tiny --prompt hello --frames 5 --height 16 --width 16 --steps 2 "
+                               "--host-memory 1GB --out " + out);
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_TRUE(fs::exists(out));
+}
+
 // The need is what the run allocates: its host pools (summary.json's host_state_bytes) and, on the CPU backend,
 // the arena or the resident weights and workspace (device_arena_bytes).
 TEST(MemoryFit, NeedIsWhatTheRunAllocates) {

@@ -1,5 +1,7 @@
 #include "cli/commands.h"
 #include "core/check.h"
+#include "core/text.h"
+#include "core/units.h"
 #include "registry/registry.h"
 
 namespace ms::cli {
@@ -9,6 +11,18 @@ void add_backend_option(CLI::App& cmd, BackendChoice& backend) {
          "--backend", [&backend](const std::string& v) { backend = parse_name<BackendChoice>(v, "--backend"); },
          "Compute backend: " + choices_of<BackendChoice>() + " (this verb runs on the CPU: auto and cpu run it there)")
       ->default_str(name_of(BackendChoice::automatic));
+}
+
+void add_host_memory_option(CLI::App& cmd, int64_t& bytes) {
+  cmd.add_option_function<std::string>(
+         "--host-memory",
+         [&bytes](const std::string& v) {
+           bytes = parse_bytes(v, "--host-memory");
+           if (bytes <= 0) MS_FAIL("--host-memory must be positive, got ", quote_text(v));
+         },
+         "Host memory this verb may use, e.g. 20GB (absent: what this process can get: MemAvailable, the memory "
+         "cgroup's limit, ulimit -v); checked before the model is allocated")
+      ->type_name("BYTES");
 }
 
 // The verbs other than train run on the CPU only (the model's stages run on the GPU in `train --offload stream`):

@@ -49,6 +49,9 @@ struct T5Paths {
 };
 void add_t5_options(CLI::App& cmd, T5Paths& paths, bool required, const std::string& use);
 
+// Adds `--host-memory BYTES` (0 when absent: the detected limit, core/memory_usage.h) to a verb that allocates a model.
+void add_host_memory_option(CLI::App& cmd, int64_t& bytes);
+
 // The CPU for auto and cpu; cuda throws a clear error (no GPU, or this verb has no GPU path).
 BackendKind resolve_backend(BackendChoice requested);
 

@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/memory_usage.h"
 #include "io/safetensors.h"
 #include "model/loader.h"
 
@@ -16,6 +17,7 @@ struct ForwardArgs {
   BackendChoice backend = BackendChoice::automatic;
   bool backward = false;
   uint64_t seed = 0;
+  int64_t host_memory = 0;  // --host-memory; 0: detected
 };
 
 std::vector<float> read_input(const SafetensorsFile& f, const std::string& name, const Shape& want_prefix, size_t rank,
@@ -43,6 +45,12 @@ void run_forward(const ForwardArgs& a) {
   auto ctx = read_input(in, "context", {B, -1, c.text_dim}, 3, &cs);
   ModelDims d = ModelDims::make(c, B, ls[2], ls[3], ls[4], cs[1]);
   ParamTable table(c);
+  const int64_t vbytes = 4 * B * c.out_dim * d.F * d.H * d.W;  // the velocity (and its gradient)
+  require_host_memory(cat("the ", a.backward ? "forward and backward" : "forward", " of ", src.description),
+                      4 * table.total() * (a.backward ? 2 : 1) + ResidentModel<float>::workspace_bytes(c, d) +
+                          vbytes * (a.backward ? 2 : 1) + (a.backward ? 4 * int64_t(latents.size() + ctx.size()) : 0),
+                      a.backward ? "f32 weights and gradients, the model's workspace" : "f32 weights, the model's workspace",
+                      host_limit(a.host_memory), "Use fewer frames, a smaller size or batch");
   AlignedBuffer<float> params(size_t(table.total()));
   load_params(src, table, a.seed, params.data());
   ResidentModel<float> model(c, d);
@@ -85,6 +93,7 @@ void add_forward_command(CLI::App& app) {
                 "Also back-propagate grad_velocity: grad.<param>, grad.latents, grad.context");
   cmd->add_option("--seed", a->seed, "Initialisation seed when the model has no weights")->capture_default_str();
   add_backend_option(*cmd, a->backend);
+  add_host_memory_option(*cmd, a->host_memory);
   cmd->callback([a] {
     resolve_backend(a->backend);
     run_forward(*a);

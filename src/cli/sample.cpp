@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/memory_usage.h"
 #include "core/text.h"
 #include "core/units.h"
 #include "io/atomic_file.h"
@@ -35,6 +36,7 @@ struct SampleArgs {
   SamplerConfig sampler;
   uint64_t seed = 0;
   double fps = 8;
+  int64_t host_memory = 0;  // --host-memory; 0: detected
 };
 
 // A run directory stands for its latest checkpoint.
@@ -123,9 +125,14 @@ void run_sample(SampleArgs a) {
   }
   a.shape.channels = c.in_dim;
   const std::string out = clip_output_path(a.out, c.in_dim, vae != nullptr);  // checked before the slow part
+  const double scale = a.guidance > 0 ? a.guidance : !a.t5.t5.empty() ? 5.0 : 1.0;
+  const int64_t need = sample_host_bytes(c, a.shape, scale != 1.0), weights = 4 * ParamTable(c).total();
+  require_host_memory(cat("sampling ", src.description), need,
+                      cat("f32 weights ", format_bytes(double(weights)), ", the model's workspace at ", a.shape.frames,
+                          "x", a.shape.height, "x", a.shape.width, " ", format_bytes(double(need - weights))),
+                      host_limit(a.host_memory), "Sample fewer frames or a smaller size");
   std::unique_ptr<TextEncoder> t5;
   if (!a.t5.t5.empty()) t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
-  const double scale = a.guidance > 0 ? a.guidance : t5 ? 5.0 : 1.0;
   if (scale != 1.0 && !a.context.empty() && !t5)
     MS_FAIL("--guidance-scale ", scale, " with --context needs --t5 and --tokenizer to encode the negative prompt");
   const auto t_text = std::chrono::steady_clock::now();
@@ -196,6 +203,7 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--vae-config", a->vae_config, "The VAE's config JSON (default: Wan2.1's)");
   add_vae_tile_option(*cmd, a->vae_chunking);
   add_backend_option(*cmd, a->backend);
+  add_host_memory_option(*cmd, a->host_memory);
   cmd->callback([a, prompt, context] {
     resolve_backend(a->backend);
     if (!prompt->count() && !context->count())

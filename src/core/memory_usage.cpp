@@ -233,4 +233,12 @@ HostLimit host_limit(int64_t given, const ProcFiles& files) {
                            [](const HostLimit& a, const HostLimit& b) { return a.bytes < b.bytes; });
 }
 
+void require_host_memory(const std::string& what, int64_t need, const std::string& detail, const HostLimit& limit,
+                         const std::string& fix) {
+  if (need <= limit.bytes) return;
+  MS_FAIL(what, " needs ", format_bytes(double(need)), " of host memory (", detail, ") but ", limit.source, " leaves ",
+          format_bytes(double(limit.bytes)), ". ", fix,
+          limit.source == "--host-memory" ? "" : "; --host-memory overrides the detected limit");
+}
+
 }  // namespace ms

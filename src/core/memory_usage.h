@@ -39,4 +39,9 @@ std::vector<HostLimit> host_limits(const ProcFiles& files = {});
 // The smallest of host_limits(), or `given` bytes (--host-memory) when positive.
 HostLimit host_limit(int64_t given = 0, const ProcFiles& files = {});
 
+// Throws ms::Error unless `need` bytes fit in `limit`: "<what> needs N of host memory (<detail>) but <source> leaves M.
+// <fix>", and that --host-memory overrides a detected limit.
+void require_host_memory(const std::string& what, int64_t need, const std::string& detail, const HostLimit& limit,
+                         const std::string& fix);
+
 }  // namespace ms

@@ -28,6 +28,12 @@ std::vector<float> prompt_context(const ModelConfig& c, const std::string& promp
   return ctx;
 }
 
+int64_t sample_host_bytes(const ModelConfig& c, const DataShape& shape, bool guided) {
+  const ModelDims d = ModelDims::make(c, 1, shape.frames, shape.height, shape.width, c.text_len);
+  const int64_t clip = c.in_dim * d.F * d.H * d.W;
+  return 4 * ParamTable(c).total() + ResidentModel<float>::workspace_bytes(c, d) + 4 * clip * (guided ? 3 : 2);
+}
+
 std::vector<float> generate_clip(const ModelConfig& c, const float* params, const float* context, int64_t rows,
                                  const DataShape& shape, const SamplerConfig& sampler, uint64_t seed,
                                  const StepFn& on_step, const Guidance& guidance) {

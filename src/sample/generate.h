@@ -27,6 +27,10 @@ struct Guidance {
   double scale = 1.0;
 };
 
+// Host bytes a sample of `shape` needs: the model's f32 weights, the resident model's workspace, and the clip's
+// buffers (noise, velocity, and the unconditional velocity when guided). What `sample` checks before it loads.
+int64_t sample_host_bytes(const ModelConfig& c, const DataShape& shape, bool guided);
+
 // params [ParamTable(c).total()] f32; context [rows, text_dim] with 1 <= rows <= text_len; guidance as above; shape is
 // the model's input [in_dim, F, H, W] (pixels for pixel-space models, latents otherwise).
 // Returns the sample x0 [in_dim, F, H, W] (model space: pixels in about [-1, 1], or latents).

@@ -111,9 +111,7 @@ void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& sh
     if (fix.empty())
       fix = cat("fewer frames, a smaller resolution or batch, a smaller model, or a machine with more memory (",
                 "`megaslide plan` shows what a run needs)");
-    MS_FAIL("this run needs ", bytes(n.total()), " of host memory (", n.breakdown(), "; ", *picked,
-            " optimizer schedule) but ", limit.source, " leaves ", bytes(limit.bytes), ". ", fix,
-            limit.source == "--host-memory" ? "" : "; --host-memory overrides the detected limit");
+    require_host_memory("this run", n.total(), cat(n.breakdown(), "; ", *picked, " optimizer schedule"), limit, fix);
   }
   o.optimizer_schedule = choice(*picked);
   const ParamTable table(c);
