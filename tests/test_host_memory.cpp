@@ -77,7 +77,8 @@ TEST(HostMemory, CgroupV2TakesTheTightestAncestorLessReclaimableCache) {
   write(p.files.cgroup, "0::/user.slice/app.scope\n");
   write(p.files.mountinfo,
         "22 1 0:21 / /proc rw,nosuid - proc proc rw\n"
-        "30 23 0:26 / " + (p.root() / "sys\\040fs" / "cgroup").string() +
+        "30 23 0:26 / " +
+            (p.root() / "sys\\040fs" / "cgroup").string() +
             " rw,nosuid,nodev shared:4 - cgroup2 cgroup2 rw,nsdelegate\n");
   // user.slice: 8 GB limit, 3 GB charged of which 1 GB inactive file pages: 6 GB left.
   write(mount / "user.slice" / "memory.max", "8000000000\n");
@@ -107,12 +108,11 @@ TEST(HostMemory, CgroupV1InAContainersNamespacedMount) {
   FakeProc p;
   // Docker without a cgroup namespace: /proc/self/cgroup names the host's path, the container mounts that path.
   const fs::path mount = p.root() / "fs" / "memory";
-  write(p.files.cgroup,
-        "12:pids:/docker/abc\n5:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n0::/docker/abc\n");
+  write(p.files.cgroup, "12:pids:/docker/abc\n5:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n0::/docker/abc\n");
   write(p.files.mountinfo, "35 31 0:32 /docker/abc " + mount.string() +
                                " ro,nosuid - cgroup cgroup rw,memory\n"
-                               "41 31 0:38 /docker/abc " + (p.root() / "unified").string() +
-                               " rw - cgroup2 cgroup2 rw\n");
+                               "41 31 0:38 /docker/abc " +
+                               (p.root() / "unified").string() + " rw - cgroup2 cgroup2 rw\n");
   write(mount / "memory.limit_in_bytes", "2147483648\n");
   write(mount / "memory.usage_in_bytes", "1073741824\n");
   write(mount / "memory.stat", "cache 600000000\ninactive_file 1\ntotal_inactive_file 536870912\n");

@@ -46,12 +46,11 @@ TEST(MemoryFit, ARunOverItsLimitIsRefusedWithNumbersAndNoRunDirectory) {
   const int64_t deferred = need_of(o, OptimizerSchedule::deferred).total();
   const int64_t immediate = need_of(o, OptimizerSchedule::immediate).total();
   ASSERT_LT(immediate, deferred);
-  const CliResult fix = run_cli(cat("train --steps 2 --frames 3 --height 16 --width 16 --offload stream ",
-                                    "--optimizer-schedule deferred --host-memory ", (immediate + deferred) / 2,
-                                    " --out ", out));
+  const CliResult fix =
+      run_cli(cat("train --steps 2 --frames 3 --height 16 --width 16 --offload stream ",
+                  "--optimizer-schedule deferred --host-memory ", (immediate + deferred) / 2, " --out ", out));
   EXPECT_EQ(fix.code, 1) << fix.output;
-  EXPECT_NE(fix.output.find(cat("--optimizer-schedule immediate needs ", format_bytes(double(immediate)),
-                                " and fits")),
+  EXPECT_NE(fix.output.find(cat("--optimizer-schedule immediate needs ", format_bytes(double(immediate)), " and fits")),
             std::string::npos)
       << fix.output;
   EXPECT_FALSE(fs::exists(out));
@@ -84,15 +83,19 @@ TEST(MemoryFit, AutoPicksImmediateWhenOnlyItFitsAndResumesWithIt) {
 TEST(MemoryFit, SampleChecksBeforeItLoads) {
   TempDir dir;
   const std::string out = dir.file("clip.gif");
-  const CliResult r = run_cli("sample --model tiny --prompt hello --frames 5 --height 16 --width 16 --host-memory 2MB "
-                              "--out " + out);
+  const CliResult r = run_cli(
+      "sample --model tiny --prompt hello --frames 5 --height 16 --width 16 --host-memory 2MB "
+      "--out " +
+      out);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("sampling preset tiny needs "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("but --host-memory leaves 2.00 MB. Sample fewer frames"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("Euler steps"), std::string::npos) << "refused before it loads the model";
   EXPECT_FALSE(fs::exists(out));
-  const CliResult ok = run_cli("sample --model tiny --prompt hello --frames 5 --height 16 --width 16 --steps 2 "
-                               "--host-memory 1GB --out " + out);
+  const CliResult ok = run_cli(
+      "sample --model tiny --prompt hello --frames 5 --height 16 --width 16 --steps 2 "
+      "--host-memory 1GB --out " +
+      out);
   EXPECT_EQ(ok.code, 0) << ok.output;
   EXPECT_TRUE(fs::exists(out));
 }

@@ -158,18 +158,19 @@ TEST(TrainOptions, CommandLineTakesEveryFlagAndRefusesBadValues) {
   for (const TrainOption& t : train_option_table())
     EXPECT_NE(help.output.find(t.flag), std::string::npos) << t.flag << " is not in train --help";
   EXPECT_EQ(help.output.find("--inject-"), std::string::npos) << "testing aids are hidden";
-  for (auto [args, message] : {std::pair{"--lr abc", "--lr expects a finite number, got 'abc'"},
-                               {"--steps 2x", "--steps expects an integer, got '2x'"},
-                               {"--offload disk", "--offload 'disk' is unknown; use none or stream"},
-                               {"--device-memory 0", "--device-memory '0' leaves no room for the arena"},
-                               {"--resume /nonexistent/run --lr 1", "only --steps and --host-memory may be given, not --lr, --out"},
-                               {"--host-memory 0", "--host-memory must be positive, got '0'"},
-                               {"--host-memory lots", "--host-memory 'lots' is not a byte size"},
-                               {"--timestep-sampling beta",
-                                "--timestep-sampling 'beta' is unknown; use uniform, sigmoid, logit_normal, shift, "
-                                "flux_shift or uniform_shift"},
-                               {"--shift -1", "--discrete-flow-shift must be positive, got -1"},
-                               {"--min-timestep 500 --max-timestep 400", "must satisfy 0 <= min < max <= 1000"}}) {
+  for (auto [args, message] :
+       {std::pair{"--lr abc", "--lr expects a finite number, got 'abc'"},
+        {"--steps 2x", "--steps expects an integer, got '2x'"},
+        {"--offload disk", "--offload 'disk' is unknown; use none or stream"},
+        {"--device-memory 0", "--device-memory '0' leaves no room for the arena"},
+        {"--resume /nonexistent/run --lr 1", "only --steps and --host-memory may be given, not --lr, --out"},
+        {"--host-memory 0", "--host-memory must be positive, got '0'"},
+        {"--host-memory lots", "--host-memory 'lots' is not a byte size"},
+        {"--timestep-sampling beta",
+         "--timestep-sampling 'beta' is unknown; use uniform, sigmoid, logit_normal, shift, "
+         "flux_shift or uniform_shift"},
+        {"--shift -1", "--discrete-flow-shift must be positive, got -1"},
+        {"--min-timestep 500 --max-timestep 400", "must satisfy 0 <= min < max <= 1000"}}) {
     const CliResult r = run_cli(std::string("train --out /nonexistent/never ") + args);
     EXPECT_EQ(r.code, 1) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;

@@ -46,11 +46,12 @@ void run_forward(const ForwardArgs& a) {
   ModelDims d = ModelDims::make(c, B, ls[2], ls[3], ls[4], cs[1]);
   ParamTable table(c);
   const int64_t vbytes = 4 * B * c.out_dim * d.F * d.H * d.W;  // the velocity (and its gradient)
-  require_host_memory(cat("the ", a.backward ? "forward and backward" : "forward", " of ", src.description),
-                      4 * table.total() * (a.backward ? 2 : 1) + ResidentModel<float>::workspace_bytes(c, d) +
-                          vbytes * (a.backward ? 2 : 1) + (a.backward ? 4 * int64_t(latents.size() + ctx.size()) : 0),
-                      a.backward ? "f32 weights and gradients, the model's workspace" : "f32 weights, the model's workspace",
-                      host_limit(a.host_memory), "Use fewer frames, a smaller size or batch");
+  require_host_memory(
+      cat("the ", a.backward ? "forward and backward" : "forward", " of ", src.description),
+      4 * table.total() * (a.backward ? 2 : 1) + ResidentModel<float>::workspace_bytes(c, d) +
+          vbytes * (a.backward ? 2 : 1) + (a.backward ? 4 * int64_t(latents.size() + ctx.size()) : 0),
+      a.backward ? "f32 weights and gradients, the model's workspace" : "f32 weights, the model's workspace",
+      host_limit(a.host_memory), "Use fewer frames, a smaller size or batch");
   AlignedBuffer<float> params(size_t(table.total()));
   load_params(src, table, a.seed, params.data());
   ResidentModel<float> model(c, d);

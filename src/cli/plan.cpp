@@ -108,18 +108,20 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--tflops", a->tflops, "Override the profile's dense GEMM rate, TFLOP/s");
   cmd->add_option("--link-gbps", a->link_gbps, "Override the host link, GB/s per direction (0: none)");
   cmd->add_option("--host-mem-gbps", a->host_mem_gbps, "Override the host DRAM bandwidth, GB/s");
-  cmd->add_option("--host-memory", a->host_memory, "Host RAM for the pools (default: 1.5TB; cpu: this machine's)");
+  cmd->add_option("--host-memory", a->host_memory,
+                  "Host RAM for the pools (default: 1.5TB; cpu: what this process can get)");
   cmd->add_option_function<std::string>(
-         "--schedule",
+         "--optimizer-schedule,--schedule",
          [a](const std::string& v) {
            if (v == "auto")
              a->schedule.reset();
            else if (v == name_of(OptimizerSchedule::deferred) || v == name_of(OptimizerSchedule::immediate))
-             a->schedule = parse_name<OptimizerSchedule>(v, "--schedule");
+             a->schedule = parse_name<OptimizerSchedule>(v, "--optimizer-schedule");
            else
-             MS_FAIL("--schedule ", quote_text(v), " is unknown; use auto, ", choices_of<OptimizerSchedule>());
+             MS_FAIL("--optimizer-schedule ", quote_text(v), " is unknown; use auto, ",
+                     choices_of<OptimizerSchedule>());
          },
-         "Optimizer schedule: auto (deferred if it fits), deferred, immediate")
+         "Optimizer schedule, as train's: auto (deferred if it fits), deferred, immediate")
       ->default_str("auto");
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] {

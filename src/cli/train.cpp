@@ -56,9 +56,9 @@ void add_train_command(CLI::App& app) {
                                  {"--batch-size", &opts->batch_size}})
         if (!cmd->count(flag)) *value = 0;
     }
-    const TrainSummary s = resume_dir->empty() ? train(*opts, *hooks)
-                                               : resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0, *hooks,
-                                                        opts->host_memory);
+    const TrainSummary s =
+        resume_dir->empty() ? train(*opts, *hooks)
+                            : resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0, *hooks, opts->host_memory);
     if (s.interrupted) throw CLI::RuntimeError(130);
   });
 }

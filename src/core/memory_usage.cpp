@@ -168,8 +168,8 @@ void add_cgroup_limits(const CgroupMount& m, std::vector<HostLimit>& out) {
       const int64_t in_use = std::max<int64_t>(0, usage - reclaimable);
       const int64_t left = std::max<int64_t>(0, limit - in_use);
       if (best.bytes < 0 || left < best.bytes)
-        best = {left, cat("the memory cgroup's ", limit_file, " of ", at.string(), " (cgroup v", m.version, "): ",
-                               format_bytes(double(limit)), ", ", format_bytes(double(in_use)), " of it in use")};
+        best = {left, cat("the memory cgroup's ", limit_file, " of ", at.string(), " (cgroup v", m.version,
+                          "): ", format_bytes(double(limit)), ", ", format_bytes(double(in_use)), " of it in use")};
     }
     if (at == top || !at.has_relative_path() || at.parent_path() == at) break;
   }
@@ -182,9 +182,9 @@ void add_rlimit(int resource, const char* name, const char* status_key, const st
   if (getrlimit(resource, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return;
   const int64_t limit = r.rlim_cur > rlim_t(INT64_MAX) ? INT64_MAX : int64_t(r.rlim_cur);
   const int64_t used = std::max<int64_t>(0, kib_field(status, status_key));
-  out.push_back({std::max<int64_t>(0, limit - used),
-                 cat(name, " ", format_bytes(double(limit)), ", ", format_bytes(double(used)),
-                          " of it already mapped (", status_key, " in /proc/self/status)")});
+  out.push_back(
+      {std::max<int64_t>(0, limit - used), cat(name, " ", format_bytes(double(limit)), ", ", format_bytes(double(used)),
+                                               " of it already mapped (", status_key, " in /proc/self/status)")});
 }
 
 }  // namespace
@@ -216,7 +216,7 @@ std::vector<HostLimit> host_limits(const ProcFiles& files) {
   if (available >= 0) {
     const int64_t total = kib_field(meminfo, "MemTotal");
     out.push_back({available, cat("MemAvailable in ", files.meminfo,
-                                       total > 0 ? " (of " + format_bytes(double(total)) + " MemTotal)" : "")});
+                                  total > 0 ? " (of " + format_bytes(double(total)) + " MemTotal)" : "")});
   }
   for (const CgroupMount& m : cgroup_mounts(files)) add_cgroup_limits(m, out);
   const std::string status = read_text(files.status);

@@ -29,7 +29,7 @@ class WorkProgress {
   int64_t total_, unit_bytes_;
   bool shown_, tty_;
   std::atomic<int64_t> done_{0};
-  std::mutex mutex_;    // held while drawing
+  std::mutex mutex_;      // held while drawing
   int last_quarter_ = 0;  // log lines: the last quarter reported
   std::chrono::steady_clock::time_point start_, last_draw_;
 };

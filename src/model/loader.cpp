@@ -43,16 +43,19 @@ ModelConfig infer_config(const std::string& weights) {
   auto shape = [&](const std::string& name) {
     const TensorEntry* e = files.find(name);
     if (!e)
-      MS_FAIL(weights, ": no config given and no '", name, "' to infer one from; this is not a Wan2.1 DiT checkpoint, "
+      MS_FAIL(weights, ": no config given and no '", name,
+              "' to infer one from; this is not a Wan2.1 DiT checkpoint, "
               "or pass its config with --config config.json");
     return e->shape;
   };
   if (files.find("img_emb.proj.0.weight") || files.find("blocks.0.cross_attn.k_img.weight"))
-    MS_FAIL(weights, ": an image-to-video Wan model (it has image-embedding weights); megaslide trains text-to-video "
-                     "models only");
+    MS_FAIL(weights,
+            ": an image-to-video Wan model (it has image-embedding weights); megaslide trains text-to-video "
+            "models only");
   if (files.find("blocks.0.self_attn.offset_proj.weight"))
-    MS_FAIL(weights, ": a DSA model (offset network weights), whose attention config the shapes do not tell; pass its "
-                     "config with --config config.json");
+    MS_FAIL(weights,
+            ": a DSA model (offset network weights), whose attention config the shapes do not tell; pass its "
+            "config with --config config.json");
   const Shape patch = shape("patch_embedding.weight"), head = shape("head.head.weight"),
               ffn = shape("blocks.0.ffn.0.weight"), text = shape("text_embedding.0.weight"),
               time = shape("time_embedding.0.weight");
@@ -62,8 +65,9 @@ ModelConfig infer_config(const std::string& weights) {
   if (patch.size() != 5 || head.size() != 2 || ffn.size() != 2 || text.size() != 2 || time.size() != 2 ||
       __builtin_mul_overflow(patch[2], patch[3], &volume) || __builtin_mul_overflow(volume, patch[4], &volume))
     MS_FAIL(weights, ": its tensors do not have the shapes of a Wan2.1 DiT; pass its config with --config config.json");
-  const std::string seen = cat("dim ", patch[0], ", ffn_dim ", ffn[0], ", ", layers, " layers, in_dim ", patch[1],
-                               ", out_dim ", volume ? head[0] / volume : 0, ", text_dim ", text[1], ", freq_dim ", time[1]);
+  const std::string seen =
+      cat("dim ", patch[0], ", ffn_dim ", ffn[0], ", ", layers, " layers, in_dim ", patch[1], ", out_dim ",
+          volume ? head[0] / volume : 0, ", text_dim ", text[1], ", freq_dim ", time[1]);
   for (const char* preset : {"wan2.1-1.3b", "wan2.1-14b"}) {
     const ModelConfig c = preset_config(preset);
     if (c.dim == patch[0] && c.in_dim == patch[1] && c.patch_size == std::array{patch[2], patch[3], patch[4]} &&
@@ -73,7 +77,8 @@ ModelConfig infer_config(const std::string& weights) {
       return c;
     }
   }
-  MS_FAIL(weights, ": no config given, and the shapes (", seen, ") match no known Wan2.1 text-to-video config "
+  MS_FAIL(weights, ": no config given, and the shapes (", seen,
+          ") match no known Wan2.1 text-to-video config "
           "(1.3B: dim 1536, 30 layers; 14B: dim 5120, 40 layers); pass its config with --config config.json");
 }
 
@@ -89,7 +94,8 @@ ModelSource resolve_model(const std::string& model, const std::string& config) {
   src.description = model;
   if (fs::is_directory(p, ec)) {
     // A model directory (ours, Wan's, or diffusers' transformer/ folder), or a diffusers pipeline folder above one.
-    const fs::path dir = !fs::exists(p / "config.json") && fs::exists(p / "transformer" / "config.json") ? p / "transformer" : p;
+    const fs::path dir =
+        !fs::exists(p / "config.json") && fs::exists(p / "transformer" / "config.json") ? p / "transformer" : p;
     src.weights = weights_in_dir(dir);
     if (!config.empty() || fs::exists(dir / "config.json"))
       src.config = load_config(config.empty() ? (dir / "config.json").string() : config);
@@ -140,7 +146,8 @@ void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed,
       progress.advance(p.numel);
     }
     // What the checkpoint lacks keeps Wan's initialisation.
-    init_params(table, dim, seed, params, [&](const ParamInfo& p) { return !files.find(p.name); }, &progress);
+    init_params(
+        table, dim, seed, params, [&](const ParamInfo& p) { return !files.find(p.name); }, &progress);
   }
   if (!added.empty())
     log_info("model ", src.description, ": added ", added.size(),

@@ -39,9 +39,9 @@ Plan evaluate(const PlanInputs& in) {
   const int64_t arena_in_host = hw.unified() ? p.device.peak() : 0;
   const bool streamed = !in.arena.resident;
   const bool deferred =
-      in.schedule ? *in.schedule == OptimizerSchedule::deferred
-                  : host_pools(table, p.device, OptimizerSchedule::deferred, streamed).total() + arena_in_host <=
-                        p.host_budget;
+      in.schedule
+          ? *in.schedule == OptimizerSchedule::deferred
+          : host_pools(table, p.device, OptimizerSchedule::deferred, streamed).total() + arena_in_host <= p.host_budget;
   p.schedule = deferred ? OptimizerSchedule::deferred : OptimizerSchedule::immediate;
   p.host = host_pools(table, p.device, p.schedule, streamed);
   p.host_needed = p.host.total() + arena_in_host;
@@ -112,7 +112,8 @@ std::string suggest(const PlanInputs& in, const Plan& p) {
   };
   std::vector<Change> free;
   if (p.schedule == OptimizerSchedule::deferred && p.host_needed > p.host_budget)
-    free.push_back({"--schedule immediate", [](PlanInputs& v) { v.schedule = OptimizerSchedule::immediate; }});
+    free.push_back(
+        {"--optimizer-schedule immediate", [](PlanInputs& v) { v.schedule = OptimizerSchedule::immediate; }});
   if (!in.arena.resident && !in.arena.offload_activations)
     free.push_back({"--offload-activations", [](PlanInputs& v) { v.arena.offload_activations = true; }});
   if (in.arena.offload_activations)  // host memory may be what is short

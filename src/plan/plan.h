@@ -12,8 +12,8 @@
 #include "model/param_table.h"
 #include "plan/hardware.h"
 #include "plan/video_shape.h"
-#include "runtime/host_state.h"
 #include "runtime/arena.h"
+#include "runtime/host_state.h"
 
 namespace ms {
 

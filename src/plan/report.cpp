@@ -146,7 +146,7 @@ std::string plan_to_table(const Plan& p) {
   line("persistent", cat(bytes(h.persistent()), ": weights ", bytes(h.weights), ", master ", bytes(h.master),
                          ", moments ", bytes(h.exp_avg + h.exp_avg_sq)));
   line("grads", cat(bytes(h.grads), p.schedule == OptimizerSchedule::deferred ? " (full fp32 pool)"
-                                    : p.in.arena.resident ? " (the resident backward's fp32 pool)"
+                                    : p.in.arena.resident                     ? " (the resident backward's fp32 pool)"
                                                           : cat(" (", kImmediateStaging, " stage buffers)")));
   if (h.activations) line("activations", bytes(h.activations) + " (offloaded checkpoints)");
   s += cat("device  ", bytes(v.peak()), " of ", bytes(p.device_budget), " (", hw.name, ")\n");

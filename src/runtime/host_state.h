@@ -14,8 +14,8 @@ namespace ms {
 // The fp32 gradient buffers a run's schedule keeps in host memory (docs/runtime.md), in floats.
 struct GradientFloats {
   int64_t pool = 0;      // HostState::grads: every parameter (deferred; streamed with --grad-accum > 1 also
-                        // kImmediateStaging stage-sized buffers a later micro-batch's gradients land in before
-                        // they are added), kImmediateStaging stage-sized buffers (immediate, streamed), or none
+                         // kImmediateStaging stage-sized buffers a later micro-batch's gradients land in before
+                         // they are added), kImmediateStaging stage-sized buffers (immediate, streamed), or none
   int64_t backward = 0;  // resident (--offload none), immediate or --grad-accum > 1: the backward's own pool
   int64_t total() const { return pool + backward; }
 };

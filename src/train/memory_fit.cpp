@@ -64,7 +64,9 @@ TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const 
 
 void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& shapes, BackendKind backend) {
   const HostLimit limit = host_limit(o.host_memory);
-  const auto need = [&](OptimizerSchedule s, const TrainOptions& v) { return train_host_need(v, s, c, shapes, backend); };
+  const auto need = [&](OptimizerSchedule s, const TrainOptions& v) {
+    return train_host_need(v, s, c, shapes, backend);
+  };
   const bool can_be_immediate = o.grad_accum == 1;  // the immediate schedule takes one micro-batch per step
   std::optional<OptimizerSchedule> picked;
   if (o.optimizer_schedule == ScheduleChoice::automatic) {

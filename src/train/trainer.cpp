@@ -13,7 +13,9 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/memory_usage.h"
 #include "core/parallel.h"
+#include "core/units.h"
 #include "data/dataset.h"
 #include "model/loader.h"
 #include "runtime/trace.h"
@@ -31,6 +33,11 @@ namespace fs = std::filesystem;
 
 namespace ms {
 namespace {
+
+// --verbose: the resident set at each point of start-up (docs/runtime.md: "Host memory").
+void log_resident(const char* after) {
+  log_debug("resident set after ", after, ": ", format_bytes(double(resident_bytes())));
+}
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
@@ -63,7 +70,8 @@ class Run {
         hooks_(hooks),
         cfg_(checked_for_flow(cfg)),
         table_(cfg),
-        host_(table_, gradient_floats(table_, opts_.schedule(), opts_.offload == Offload::stream, opts_.grad_accum).pool),
+        host_(table_,
+              gradient_floats(table_, opts_.schedule(), opts_.offload == Offload::stream, opts_.grad_accum).pool),
         shapes_(step_shapes(*data, cfg)),
         sample_shape_(largest_shape(*data)),
         data_(std::move(data)),
@@ -184,6 +192,7 @@ class Run {
       ++sum.steps_run;
       if (std::isfinite(loss)) losses.push_back(loss);
       progress.update(t, loss, tps);
+      if (sum.steps_run == 1) log_resident("the first step");
       const bool epoch_end = epoch > 0 && state.data_position % epoch == 0 && opts_.save_every_epochs > 0 &&
                              (state.data_position / epoch) % opts_.save_every_epochs == 0;
       if ((opts_.save_every > 0 && t % opts_.save_every == 0) || t == opts_.steps || epoch_end) {
@@ -271,8 +280,10 @@ TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks) {
   resolved.make_paths_absolute();
   std::unique_ptr<Dataset> data = open_training_data(resolved, src.config);
   Run run(resolved, hooks, src.config, std::move(data));
+  log_resident("allocating the pools");
   load_params(src, run.table(), opts.seed, run.host().master.data());
   run.host().refresh_weights();
+  log_resident("loading the model");
   TrainerState state;
   state.rng_state = opts.seed * 0x9e3779b97f4a7c15ull + 1;
   return run.run(state);
@@ -288,7 +299,9 @@ TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks&
   log_info("resuming ", run_dir, " from ", info.dir, " at step ", info.state.step, " of ", opts.steps);
   std::unique_ptr<Dataset> data = open_training_data(opts, info.config);
   Run run(opts, hooks, info.config, std::move(data));
+  log_resident("allocating the pools");
   load_optimizer_state(info.dir, run.table(), run.host());
+  log_resident("loading the checkpoint");
   return run.run(info.state);
 }
 
