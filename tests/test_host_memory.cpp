@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/memory_usage.h"
+#include "core/work_progress.h"
 #include "temp_dir.h"
 
 namespace ms::test {
@@ -162,6 +163,28 @@ TEST(HostMemory, RlimitAsLessWhatIsMappedInAChild) {
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// Off a terminal (as under ctest), long work logs its size and then each quarter; small work logs nothing.
+TEST(WorkProgress, LogsEachQuarterOfLongWorkAndNothingOfSmall) {
+  ASSERT_FALSE(::isatty(2));
+  ::testing::internal::CaptureStderr();
+  {
+    WorkProgress p("loading weights.safetensors", 1000, 4, 4000);
+    for (int i = 0; i < 7; ++i) p.advance(i < 6 ? 130 : 220);  // 130 .. 780, then 1000
+  }
+  {
+    WorkProgress small("initialising", 999, 4, 4000);
+    small.advance(999);
+  }
+  const std::string out = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(out.find("loading weights.safetensors: 4.00 KB\n"), std::string::npos) << out;
+  for (const char* q : {": 25% in ", ": 50% in ", ": 75% in ", ": 100% in "})
+    EXPECT_NE(out.find(std::string("loading weights.safetensors") + q), std::string::npos) << q << "\n" << out;
+  size_t lines = 0;
+  for (char c : out) lines += c == '\n';
+  EXPECT_EQ(lines, 5u) << out;  // the size, four quarters, nothing for the small one
+  EXPECT_EQ(out.find("initialising"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include "cli_util.h"
+#include "core/units.h"
 #include "io/safetensors.h"
 #include "temp_dir.h"
 #include "test_util.h"
+#include "vae/vae_config.h"
+#include "vae/vae_model.h"
 
 namespace ms::test {
 namespace {
@@ -74,6 +77,36 @@ TEST(VaeCli, BadInputIsNamed) {
   const auto r = run_cli("vae encode " + kWeights + " --vae-tile 20,32 --input x --out y");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("--vae-tile 20,32: tile sides are pixels, multiples of 8"), std::string::npos) << r.output;
+}
+
+// What a clip needs is checked before it is encoded: over the limit, the error names the need, the limit and the
+// tiles that would fit; frames beyond a chunk cost nothing more (memory is bounded by the chunk, not the clip).
+TEST(VaeCli, AClipOverTheHostLimitIsRefusedNamingTilesThatFit) {
+  const VaeConfig c = read_vae_config(kDir + "tiny_config.json");
+  EXPECT_EQ(vae_encode_bytes(c, 9, 64, 96), vae_encode_bytes(c, 81, 64, 96));
+  EXPECT_EQ(vae_decode_bytes(c, 9, 64, 96), vae_decode_bytes(c, 81, 64, 96));
+  EXPECT_GT(vae_encode_bytes(c, 5, 128, 96), vae_encode_bytes(c, 5, 64, 96));
+  const VaeChunking tiles{.tile_h = 256, .tile_w = 256};
+  EXPECT_LT(vae_encode_bytes(c, 5, 512, 576, tiles), vae_encode_bytes(c, 5, 512, 576));
+  EXPECT_LT(vae_decode_bytes(c, 5, 512, 576, tiles), vae_decode_bytes(c, 5, 512, 576));
+
+  TempDir dir;
+  std::vector<float> video(size_t(3 * 5 * 512 * 576));
+  for (size_t i = 0; i < video.size(); ++i) video[i] = float(int(i % 97) - 48) / 64.0f;
+  write(dir.file("in.safetensors"), "video", {1, 3, 5, 512, 576}, video);
+  const int64_t latents = 4 * 16 * 2 * 64 * 72;
+  const int64_t whole = vae_encode_bytes(c, 5, 512, 576) + latents,
+                tiled = vae_encode_bytes(c, 5, 512, 576, tiles) + latents;
+  const auto r = run_cli(cat("vae encode ", kWeights, " --input ", dir.file("in.safetensors"), " --out ",
+                             dir.file("out.safetensors"), " --host-memory ", (whole + tiled) / 2));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find(cat("vae encode needs ", format_bytes(double(whole)), " of host memory (encoding 5x512x576")),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(cat("--vae-tile 256,256 needs ", format_bytes(double(tiled)), " and fits")),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.safetensors")));
 }
 
 }  // namespace ms::test

@@ -29,6 +29,7 @@ struct CacheArgs {
   T5Paths t5;
   VaeChunking chunking;
   BadDataPolicy on_bad_data = BadDataPolicy::skip;
+  int64_t host_memory = 0;  // --host-memory; 0: detected
 };
 
 std::string eta(double seconds) {
@@ -106,8 +107,10 @@ void run_cache(const CacheArgs& a) {
       const fs::path path =
           dir / musubi_latent_name(s.path, s.image, s.start, s.shape.frames, s.source_width, s.source_height);
       wrote |= cache_file(path, a.on_bad_data, latents, [&](const std::string& out) {
-        check_vae_video_shape(c, s.shape.frames, s.shape.height, s.shape.width,
-                              cat("clip ", quote_text(path.filename().string()), " of ", quote_text(s.path)));
+        const std::string clip_name = cat("clip ", quote_text(path.filename().string()), " of ", quote_text(s.path));
+        check_vae_video_shape(c, s.shape.frames, s.shape.height, s.shape.width, clip_name);
+        check_vae_fits(c, true, s.shape.frames, s.shape.height, s.shape.width, a.chunking, host_limit(a.host_memory),
+                       clip_name);
         const DataSample clip = clips.clip(int64_t(i));
         const DataShape lat{c.z_dim, c.latent_frames(s.shape.frames), s.shape.height / c.space_stride(),
                             s.shape.width / c.space_stride()};
@@ -156,6 +159,7 @@ void add_cache_command(CLI::App& app) {
   add_t5_options(*cmd, a->t5, false, ": writes the text files {item}_wan_te.safetensors from the captions");
   cmd->add_option("--out", a->out, "Write every cache file here (default: each entry's cache_directory)");
   add_vae_tile_option(*cmd, a->chunking);
+  add_host_memory_option(*cmd, a->host_memory);
   cmd->add_option_function<std::string>(
          "--on-bad-data", [a](const std::string& v) { a->on_bad_data = parse_name<BadDataPolicy>(v, "--on-bad-data"); },
          "skip: name a bad file and go on; fatal: stop at it")

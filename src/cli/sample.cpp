@@ -126,11 +126,17 @@ void run_sample(SampleArgs a) {
   a.shape.channels = c.in_dim;
   const std::string out = clip_output_path(a.out, c.in_dim, vae != nullptr);  // checked before the slow part
   const double scale = a.guidance > 0 ? a.guidance : !a.t5.t5.empty() ? 5.0 : 1.0;
+  const HostLimit limit = host_limit(a.host_memory);
   const int64_t need = sample_host_bytes(c, a.shape, scale != 1.0), weights = 4 * ParamTable(c).total();
   require_host_memory(cat("sampling ", src.description), need,
                       cat("f32 weights ", format_bytes(double(weights)), ", the model's workspace at ", a.shape.frames,
                           "x", a.shape.height, "x", a.shape.width, " ", format_bytes(double(need - weights))),
-                      host_limit(a.host_memory), "Sample fewer frames or a smaller size");
+                      limit, "Sample fewer frames or a smaller size");
+  if (vae) {  // decoded once the model's memory is returned
+    const VaeConfig& vc = vae->config();
+    check_vae_fits(vc, false, vc.video_frames(a.shape.frames), a.shape.height * vc.space_stride(),
+                   a.shape.width * vc.space_stride(), a.vae_chunking, limit, "decoding the sample");
+  }
   std::unique_ptr<TextEncoder> t5;
   if (!a.t5.t5.empty()) t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
   if (scale != 1.0 && !a.context.empty() && !t5)
@@ -158,6 +164,7 @@ void run_sample(SampleArgs a) {
   };
   const std::vector<float> x = generate_clip(c, params.data(), ctx.data(), c.text_len, a.shape, a.sampler, a.seed,
                                              progress, {negative.empty() ? nullptr : negative.data(), scale});
+  params = AlignedBuffer<float>();  // the VAE decodes with the model's memory returned
   write_clip(out, x.data(), a.shape, a.fps, vae.get(), a.vae_chunking);
   log_info("wrote ", out);
 }

@@ -19,6 +19,7 @@ struct VaeArgs {
   std::string vae, config, input, out;
   VaeChunking chunking;
   BackendChoice backend = BackendChoice::automatic;
+  int64_t host_memory = 0;  // --host-memory; 0: detected
 };
 
 // The one tensor `name` of a safetensors file as f32, and its shape; non-finite values are an error.
@@ -58,6 +59,9 @@ void run_vae(const VaeArgs& a, bool encode) {
               ", T, h, w] (", c.z_dim, " = the VAE's z_dim)");
     out_shape = {in_shape[0], 3, c.video_frames(in_shape[2]), in_shape[3] * s, in_shape[4] * s};
   }
+  const int64_t F = encode ? in_shape[2] : out_shape[2], H = encode ? in_shape[3] : out_shape[3];
+  const int64_t W = encode ? in_shape[4] : out_shape[4];
+  check_vae_fits(c, encode, F, H, W, a.chunking, host_limit(a.host_memory), encode ? "vae encode" : "vae decode");
   std::vector<float> out(size_t(numel(out_shape)));
   const int64_t in_item = numel(in_shape) / in_shape[0], out_item = numel(out_shape) / out_shape[0];
   const auto t0 = std::chrono::steady_clock::now();
@@ -100,6 +104,7 @@ void add_vae_verb(CLI::App& vae, bool encode) {
       ->required();
   add_vae_tile_option(*cmd, args->chunking);
   add_backend_option(*cmd, args->backend);
+  add_host_memory_option(*cmd, args->host_memory);
   cmd->callback([args, encode] { run_vae(*args, encode); });
 }
 

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/text.h"
+#include "core/work_progress.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 
@@ -163,6 +164,7 @@ void load_optimizer_state(const std::string& dir, const ParamTable& table, HostS
   const std::string path = (fs::path(dir) / "optimizer.safetensors").string();
   SafetensorsFile f = SafetensorsFile::open(path);
   float* pools[] = {host.master.data(), host.exp_avg.data(), host.exp_avg_sq.data()};
+  WorkProgress progress("loading " + path, 3 * table.total(), sizeof(float));
   for (int k = 0; k < 3; ++k)
     for (const auto& p : table.params()) {
       const std::string name = std::string(kPools[k]) + "." + p.name;
@@ -172,6 +174,7 @@ void load_optimizer_state(const std::string& dir, const ParamTable& table, HostS
         MS_FAIL(path, ": '", name, "' is ", dtype_name(e->dtype), " ", shape_str(e->shape), ", expected F32 ",
                 shape_str(p.shape));
       read_as_f32(*e, pools[k] + p.offset);
+      progress.advance(p.numel);
     }
   host.refresh_weights();
 }

@@ -6,12 +6,14 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/softmax_row.h"
 #include "core/check.h"
 #include "core/parallel.h"
+#include "core/units.h"
 #include "ops/channel_norm.h"
 #include "ops/conv3d.h"
 
@@ -23,35 +25,79 @@ constexpr int64_t kWanChunk = 4;      // frames per encoder chunk after frame 0 
 constexpr int64_t kMinTile = 32;      // pixels: a quarter of it is the overlap, one latent at least
 constexpr int64_t kQueryBlock = 256;  // attention queries per block: the score block stays a few MiB
 
-// One chunk's frames, channels-first per frame: [t, c, h, w]. Without data in a dry pass (FLOPs only).
+// The bytes of activations a pass holds at once: what each chunk adds while it lives, and the most at any time.
+struct Ledger {
+  int64_t live = 0, peak = 0;
+  void add(int64_t bytes) {
+    live += bytes;
+    peak = std::max(peak, live);
+  }
+};
+
+// One chunk's frames, channels-first per frame: [t, c, h, w]. Without data in a dry pass (FLOPs and bytes only).
 struct Frames {
   int64_t t = 0, c = 0, h = 0, w = 0;
   std::vector<float> data;
 
+  Frames() = default;
+  Frames(int64_t t_, int64_t c_, int64_t h_, int64_t w_, bool allocate, Ledger* ledger)
+      : t(t_), c(c_), h(h_), w(w_), ledger_(ledger) {
+    if (allocate) data.resize(size_t(t * c * h * w));
+    ledger_->add(bytes());
+  }
+  Frames(Frames&& o) noexcept
+      : t(o.t), c(o.c), h(o.h), w(o.w), data(std::move(o.data)), ledger_(std::exchange(o.ledger_, nullptr)) {}
+  Frames& operator=(Frames&& o) noexcept {
+    if (this != &o) {
+      release();
+      t = o.t, c = o.c, h = o.h, w = o.w;
+      data = std::move(o.data);
+      ledger_ = std::exchange(o.ledger_, nullptr);
+    }
+    return *this;
+  }
+  Frames(const Frames&) = delete;
+  Frames& operator=(const Frames&) = delete;
+  ~Frames() { release(); }
+
+  int64_t bytes() const { return t * c * h * w * int64_t(sizeof(float)); }
   int64_t plane() const { return h * w; }
   int64_t frame_size() const { return c * h * w; }
   float* frame(int64_t i) { return data.empty() ? nullptr : data.data() + i * frame_size(); }
   const float* frame(int64_t i) const { return data.empty() ? nullptr : data.data() + i * frame_size(); }
+
+ private:
+  void release() {
+    if (ledger_) ledger_->live -= bytes();
+    ledger_ = nullptr;
+  }
+  Ledger* ledger_ = nullptr;  // charged with this chunk's bytes while it lives
 };
 
-// One encode or decode call: the weights (null: a dry pass that only counts FLOPs), the state carried from chunk to
-// chunk, the FLOPs done.
+// What a pass cost: its FLOPs and the most bytes of activations it held at once.
+struct PassCost {
+  double flops = 0;
+  int64_t peak_bytes = 0;
+};
+
+// One encode or decode call: the weights (null: a dry pass that only counts FLOPs and bytes), the state carried from
+// chunk to chunk, the FLOPs done.
 class Pass {
  public:
   Pass(const VaeConfig& c, const VaeWeights* w) : config(c), weights_(w) {}
 
   const VaeConfig& config;
+  Ledger ledger;                       // declared before the tails it is charged by
   std::map<std::string, Frames> tail;  // each causal conv's last <= 2 input frames; each time downsampler's last
   std::set<std::string> started;       // the time upsamplers that have let the stream's frame 0 pass
   double flops = 0;
 
   bool dry() const { return !weights_; }
   const float* param(const std::string& name) const { return weights_ ? weights_->get(name) : nullptr; }
-  Frames make(int64_t t, int64_t c, int64_t h, int64_t w) const {
-    Frames f{t, c, h, w, {}};
-    if (!dry()) f.data.resize(size_t(t * c * h * w));
-    return f;
-  }
+  Frames make(int64_t t, int64_t c, int64_t h, int64_t w) { return Frames(t, c, h, w, !dry(), &ledger); }
+  // Scratch of `bytes` held for a moment on top of what lives.
+  void spike(int64_t bytes) { ledger.peak = std::max(ledger.peak, ledger.live + bytes); }
+  PassCost cost() const { return {flops, ledger.peak}; }
 
   // One output frame of a convolution (ops/conv3d.h) from d.kt input frames.
   void conv(const float* const* in, const float* weight, const float* bias, float* out, const ConvFrameDims& d) {
@@ -136,6 +182,8 @@ Frames attention(Pass& p, const std::string& pre, const Frames& x) {
   const int64_t C = x.c, n = x.plane();
   Frames y = p.make(x.t, C, x.h, x.w);
   p.flops += double(x.t) * (2.0 * 4 * C * C * n + 4.0 * C * n * n);
+  // The normed chunk, q k v, the output and one block of scores.
+  p.spike(int64_t(sizeof(float)) * (x.t * C * n + 4 * C * n + std::min(n, kQueryBlock) * n));
   if (p.dry()) return y;
   const Frames h = norm(p, x, pre + ".norm.gamma", false);
   std::vector<float> qkv(size_t(3 * C * n)), o(size_t(C * n)), scores(size_t(std::min(n, kQueryBlock) * n));
@@ -275,9 +323,9 @@ void check_chunking(const VaeChunking& ch) {
            ch.encode_frames, " frames / ", ch.decode_latents, " latents");
 }
 
-// Encodes into latents (null in a dry pass); returns the FLOPs.
-double encode_pass(const VaeConfig& c, const VaeWeights* w, const float* video, int64_t F, int64_t H, int64_t W,
-                   float* latents, const VaeChunking& ch) {
+// Encodes into latents (null in a dry pass); returns the FLOPs and peak activation bytes.
+PassCost encode_pass(const VaeConfig& c, const VaeWeights* w, const float* video, int64_t F, int64_t H, int64_t W,
+                     float* latents, const VaeChunking& ch) {
   check_chunking(ch);
   Pass p(c, w);
   const auto layers = vae_encoder_layers(c);
@@ -304,11 +352,11 @@ double encode_pass(const VaeConfig& c, const VaeWeights* w, const float* video, 
     t_out += y.t;
   }
   MS_CHECK(t_out == T, "encoder produced ", t_out, " latent frames, expected ", T);
-  return p.flops;
+  return p.cost();
 }
 
-double decode_pass(const VaeConfig& c, const VaeWeights* w, const float* latents, int64_t T, int64_t h, int64_t wd,
-                   float* video, const VaeChunking& ch) {
+PassCost decode_pass(const VaeConfig& c, const VaeWeights* w, const float* latents, int64_t T, int64_t h, int64_t wd,
+                     float* video, const VaeChunking& ch) {
   check_chunking(ch);
   Pass p(c, w);
   const auto layers = vae_decoder_layers(c);
@@ -337,7 +385,7 @@ double decode_pass(const VaeConfig& c, const VaeWeights* w, const float* latents
     f_out += y.t;
   }
   MS_CHECK(f_out == F, "decoder produced ", f_out, " frames, expected ", F);
-  return p.flops;
+  return p.cost();
 }
 
 // The tiles along an axis of n positions: `tile` long (the last one ending at n), starting every 3/4 tile rounded
@@ -404,6 +452,21 @@ void run_tiled(const float* in, int64_t c_in, int64_t t_in, int64_t h_in, int64_
     for (int64_t p = 0; p < H * W; ++p) out[ct * H * W + p] = float(acc[size_t(ct * H * W + p)] / weight[size_t(p)]);
 }
 
+// What run_tiled holds beside `pass_bytes(h, w)` of one tile of h x w input positions: the tile's input and output
+// and the blend's float64 accumulators (nothing when the whole frame is one tile); returns the sum.
+template <class PassBytes>
+int64_t tiled_bytes(int64_t c_in, int64_t t_in, int64_t h_in, int64_t w_in, int64_t tile_h, int64_t tile_w,
+                    int64_t align, int64_t c_out, int64_t t_out, int64_t up, int64_t down,
+                    const PassBytes& pass_bytes) {
+  const auto rows = spans(h_in, tile_h, align), cols = spans(w_in, tile_w, align);
+  if (rows.size() == 1 && cols.size() == 1) return pass_bytes(h_in, w_in);
+  const int64_t h = rows.front().size, w = cols.front().size;  // the largest tile: later ones are no larger
+  const int64_t H = h_in * up / down, W = w_in * up / down;
+  return int64_t(sizeof(double)) * (c_out * t_out + 1) * H * W +
+         int64_t(sizeof(float)) * (c_in * t_in * h * w + c_out * t_out * (h * up / down) * (w * up / down)) +
+         pass_bytes(h, w);
+}
+
 }  // namespace
 
 void check_vae_tile(const VaeChunking& ch, const std::string& what) {
@@ -448,12 +511,51 @@ void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames
 }
 
 double vae_encode_flops(const VaeConfig& c, int64_t frames, int64_t height, int64_t width) {
-  return encode_pass(c, nullptr, nullptr, frames, height, width, nullptr, {});
+  return encode_pass(c, nullptr, nullptr, frames, height, width, nullptr, {}).flops;
 }
 
 double vae_decode_flops(const VaeConfig& c, int64_t frames, int64_t height, int64_t width) {
   const int64_t s = c.space_stride();
-  return decode_pass(c, nullptr, nullptr, c.latent_frames(frames), height / s, width / s, nullptr, {});
+  return decode_pass(c, nullptr, nullptr, c.latent_frames(frames), height / s, width / s, nullptr, {}).flops;
+}
+
+int64_t vae_encode_bytes(const VaeConfig& c, int64_t frames, int64_t height, int64_t width,
+                         const VaeChunking& chunking) {
+  const int64_t s = c.space_stride();
+  return tiled_bytes(3, frames, height, width, chunking.tile_h, chunking.tile_w, s, c.z_dim, c.latent_frames(frames), 1,
+                     s, [&](int64_t h, int64_t w) {
+                       return encode_pass(c, nullptr, nullptr, frames, h, w, nullptr, chunking).peak_bytes;
+                     });
+}
+
+int64_t vae_decode_bytes(const VaeConfig& c, int64_t frames, int64_t height, int64_t width,
+                         const VaeChunking& chunking) {
+  const int64_t s = c.space_stride(), T = c.latent_frames(frames);
+  return tiled_bytes(
+      c.z_dim, T, height / s, width / s, chunking.tile_h / s, chunking.tile_w / s, 1, 3, frames, s, 1,
+      [&](int64_t h, int64_t w) { return decode_pass(c, nullptr, nullptr, T, h, w, nullptr, chunking).peak_bytes; });
+}
+
+void check_vae_fits(const VaeConfig& c, bool encode, int64_t frames, int64_t height, int64_t width,
+                    const VaeChunking& chunking, const HostLimit& limit, const std::string& what) {
+  const int64_t s = c.space_stride();
+  const int64_t out =
+      encode ? c.z_dim * c.latent_frames(frames) * (height / s) * (width / s) : 3 * frames * height * width;
+  const auto need = [&](const VaeChunking& k) {
+    return int64_t(sizeof(float)) * out +
+           (encode ? vae_encode_bytes(c, frames, height, width, k) : vae_decode_bytes(c, frames, height, width, k));
+  };
+  const int64_t n = need(chunking);
+  if (n <= limit.bytes) return;
+  std::string fix = "Use fewer frames or a smaller size";
+  VaeChunking tiled = chunking;
+  tiled.tile_h = tiled.tile_w = 256;
+  if (const int64_t t = need(tiled); t <= limit.bytes && (height > 256 || width > 256))
+    fix = cat("--vae-tile 256,256 needs ", format_bytes(double(t)), " and fits");
+  require_host_memory(what, n,
+                      cat(encode ? "encoding " : "decoding ", frames, "x", height, "x", width, " pixels: ",
+                          format_bytes(double(n - int64_t(sizeof(float)) * out)), " of activations and the output"),
+                      limit, fix);
 }
 
 }  // namespace ms

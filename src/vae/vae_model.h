@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/memory_usage.h"
 #include "vae/vae_weights.h"
 
 namespace ms {
@@ -41,5 +42,20 @@ void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames
 // matrix products; norms and activations left out).
 double vae_encode_flops(const VaeConfig& c, int64_t frames, int64_t height, int64_t width);
 double vae_decode_flops(const VaeConfig& c, int64_t frames, int64_t height, int64_t width);
+
+// Host bytes vae_encode / vae_decode hold beside their input, output and weights for a clip of that pixel size: the
+// most activations a pass holds at once, counted by a dry pass of the same walk (every chunk, carried frame and
+// attention scratch; the convolution's banded scratch of a few MiB aside), and with tiles one tile's pass, the tile
+// buffers and the blend's accumulators. What the verbs check against the host memory they can get.
+int64_t vae_encode_bytes(const VaeConfig& c, int64_t frames, int64_t height, int64_t width,
+                         const VaeChunking& chunking = {});
+int64_t vae_decode_bytes(const VaeConfig& c, int64_t frames, int64_t height, int64_t width,
+                         const VaeChunking& chunking = {});
+
+// Throws ms::Error (require_host_memory, core/memory_usage.h) unless encoding (or decoding) one clip of that pixel
+// size fits in `limit`: its output and vae_encode_bytes / vae_decode_bytes. Names --vae-tile 256,256 as the fix when
+// tiles would fit. what: "vae encode", "clip 'a.mp4'".
+void check_vae_fits(const VaeConfig& c, bool encode, int64_t frames, int64_t height, int64_t width,
+                    const VaeChunking& chunking, const HostLimit& limit, const std::string& what);
 
 }  // namespace ms
