@@ -72,6 +72,18 @@ TEST(MemoryFit, AutoPicksImmediateWhenOnlyItFitsAndResumesWithIt) {
   // Resumed with no limit given, the run keeps the schedule it was started with.
   resume(o.out, 3);
   EXPECT_EQ(json_file(o.out + "/latest/trainer.json")["options"]["optimizer_schedule"], "immediate");
+  // Resumed under a limit it does not fit, the fix is a new run from the checkpoint: its options are kept.
+  try {
+    resume(o.out, 4, {}, immediate / 2);
+    ADD_FAILURE() << "a resumed run over its limit was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(cat("but --host-memory leaves ", format_bytes(double(immediate / 2)),
+                                             ". A resumed run keeps its saved options: free host memory, or start a ",
+                                             "new run from its checkpoint (--model ", o.out, "/latest) with ")),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(json_file(o.out + "/latest/trainer.json")["step"], 3) << "nothing lost";
   // With room for the deferred schedule, auto keeps it.
   TrainOptions roomy = small_run(dir.file("roomy"), 1, 3, 16);
   roomy.offload = Offload::stream;

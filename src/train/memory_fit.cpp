@@ -62,7 +62,8 @@ TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const 
   return need;
 }
 
-void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& shapes, BackendKind backend) {
+void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& shapes, BackendKind backend,
+                     bool resumed) {
   const HostLimit limit = host_limit(o.host_memory);
   const auto need = [&](OptimizerSchedule s, const TrainOptions& v) {
     return train_host_need(v, s, c, shapes, backend);
@@ -113,6 +114,9 @@ void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& sh
     if (fix.empty())
       fix = cat("fewer frames, a smaller resolution or batch, a smaller model, or a machine with more memory (",
                 "`megaslide plan` shows what a run needs)");
+    if (resumed)
+      fix = cat("A resumed run keeps its saved options: free host memory, or start a new run from its checkpoint ",
+                "(--model ", o.out, "/latest) with ", fix);
     require_host_memory("this run", n.total(), cat(n.breakdown(), "; ", *picked, " optimizer schedule"), limit, fix);
   }
   o.optimizer_schedule = choice(*picked);

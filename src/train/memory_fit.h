@@ -27,7 +27,9 @@ TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const 
 
 // Before a run allocates its pools: resolves --optimizer-schedule auto (deferred where the run fits with it, else
 // immediate, which is logged), checks the run's need against host_limit(o.host_memory) and logs the model line.
-// Throws ms::Error with the need, the limit, where the limit comes from, and the smallest change that fits.
-void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& shapes, BackendKind backend);
+// Throws ms::Error with the need, the limit, where the limit comes from, and the smallest change that fits (resumed:
+// a run that keeps its saved options, whose change would be a new run from its checkpoint).
+void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& shapes, BackendKind backend,
+                     bool resumed = false);
 
 }  // namespace ms

@@ -56,8 +56,9 @@ struct SigintGuard {
 };
 
 // opts with --optimizer-schedule resolved, once the run is known to fit in host memory (fit_host_memory).
-TrainOptions fitted(TrainOptions opts, const TrainHooks& hooks, const ModelConfig& cfg, const Dataset& data) {
-  fit_host_memory(opts, cfg, step_shapes(data, cfg), resolve_backend(opts, hooks, cfg));
+TrainOptions fitted(TrainOptions opts, const TrainHooks& hooks, const ModelConfig& cfg, const Dataset& data,
+                    bool resumed) {
+  fit_host_memory(opts, cfg, step_shapes(data, cfg), resolve_backend(opts, hooks, cfg), resumed);
   return opts;
 }
 
@@ -65,8 +66,9 @@ class Run {
  public:
   // opts: with the clip size and batch size resolved by open_training_data. Checks that the run fits in host memory
   // before it allocates anything large.
-  Run(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg, std::unique_ptr<Dataset> data)
-      : opts_(fitted(opts, hooks, cfg, *data)),
+  Run(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg, std::unique_ptr<Dataset> data,
+      bool resumed)
+      : opts_(fitted(opts, hooks, cfg, *data, resumed)),
         hooks_(hooks),
         cfg_(checked_for_flow(cfg)),
         table_(cfg),
@@ -279,7 +281,7 @@ TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks) {
   TrainOptions resolved = opts;
   resolved.make_paths_absolute();
   std::unique_ptr<Dataset> data = open_training_data(resolved, src.config);
-  Run run(resolved, hooks, src.config, std::move(data));
+  Run run(resolved, hooks, src.config, std::move(data), false);
   log_resident("allocating the pools");
   load_params(src, run.table(), opts.seed, run.host().master.data());
   run.host().refresh_weights();
@@ -298,7 +300,7 @@ TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks&
   opts.validate();
   log_info("resuming ", run_dir, " from ", info.dir, " at step ", info.state.step, " of ", opts.steps);
   std::unique_ptr<Dataset> data = open_training_data(opts, info.config);
-  Run run(opts, hooks, info.config, std::move(data));
+  Run run(opts, hooks, info.config, std::move(data), true);
   log_resident("allocating the pools");
   load_optimizer_state(info.dir, run.table(), run.host());
   log_resident("loading the checkpoint");
