@@ -24,11 +24,13 @@ namespace {
 struct BenchTrainArgs {
   int64_t steps = 6;
   std::string config;  // config.json for the tiny preset's sizes (configs/tiny-dsa.json: its attention type)
+  TrainOptions shape;  // frames, height, width, batch_size: the default job's unless given
   bool json = false;
 };
 
 void bench_train(const BenchTrainArgs& a) {
-  TrainOptions o;  // the default training job
+  TrainOptions o;  // the default training job, at the clip shape asked for
+  o.frames = a.shape.frames, o.height = a.shape.height, o.width = a.shape.width, o.batch_size = a.shape.batch_size;
   o.steps = a.steps;
   o.config = a.config;
   o.save_every = 0;
@@ -81,6 +83,10 @@ void add_bench_train(CLI::App& bench) {
   cmd->add_option("--config", a->config,
                   "config.json for the job's model (configs/tiny-dsa.json: the tiny model with DSA attention)")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--frames", a->shape.frames, "Frames per clip (synthetic shapes)")->capture_default_str();
+  cmd->add_option("--height", a->shape.height, "Frame height")->capture_default_str();
+  cmd->add_option("--width", a->shape.width, "Frame width")->capture_default_str();
+  cmd->add_option("--batch-size", a->shape.batch_size, "Clips per step")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] { bench_train(*a); });
 }
