@@ -127,7 +127,11 @@ TEST(MemoryFit, NeedIsWhatTheRunAllocates) {
         o.optimizer_schedule = schedule;
         o.grad_accum = accum;
         o.offload_activations = offload == Offload::stream && accum == 1;
-        const TrainHostNeed n = need_of(o, o.schedule());
+        TrainOptions resolved = o;  // as train resolves --recompute auto (here: activations kept when resident)
+        const ModelConfig c = preset_config("tiny");
+        fit_host_memory(resolved, c, StepShapes(ModelDims::make(c, 2, 3, 16, 16, c.text_len)), BackendKind::cpu);
+        EXPECT_EQ(resolved.keep_block_acts, offload == Offload::none);
+        const TrainHostNeed n = need_of(resolved, o.schedule());
         train(o);
         const nlohmann::json summary = json_file(o.out + "/summary.json");
         const std::string what = cat(name_of(offload), " ", name_of(schedule), " accum ", accum);
@@ -141,6 +145,57 @@ TEST(MemoryFit, NeedIsWhatTheRunAllocates) {
         EXPECT_EQ(summary["device_arena_bytes"].get<int64_t>(), n.compute) << what;
         EXPECT_EQ(n.pools.activations > 0, o.offload_activations) << what;
       }
+}
+
+}  // namespace
+}  // namespace ms::test
+
+namespace ms::test {
+namespace {
+
+// --recompute never keeps every block's activations from the forward: the same bits as recomputing them, for dense
+// and DSA attention, and auto keeps them only where they fit.
+TEST(Recompute, KeptActivationsGiveTheSameBitsAsRecomputing) {
+  QuietLogs quiet;
+  TempDir dir;
+  ModelConfig dsa = preset_config("tiny");
+  dsa.attention.type = AttentionType::dsa;
+  dsa.attention.window = {3, 3, 3};
+  dsa.attention.offset_range = {1.0, 2.0, 2.0};
+  std::ofstream(dir.file("dsa.json")) << config_to_json(dsa).dump();
+  for (const std::string& config : {std::string(), dir.file("dsa.json")}) {
+    std::vector<std::string> bytes;
+    for (Recompute r : {Recompute::always, Recompute::never}) {
+      TrainOptions o = small_run(dir.file(cat("r", bytes.size(), config.empty() ? "dense" : "dsa")), 2, 3, 16);
+      o.config = config;
+      o.recompute = r;
+      train(o);
+      bytes.push_back(read_file(o.out + "/latest/model.safetensors") +
+                      read_file(o.out + "/latest/optimizer.safetensors"));
+    }
+    EXPECT_EQ(bytes[0], bytes[1]) << (config.empty() ? "dense" : "dsa");
+  }
+  // auto: kept where they fit, recomputed where only the recompute fits.
+  TrainOptions o = small_run(dir.file("auto"), 1, 3, 16);
+  const ModelConfig c = preset_config("tiny");
+  const StepShapes shapes(ModelDims::make(c, o.batch_size, o.frames, o.height, o.width, c.text_len));
+  TrainOptions kept = o;
+  kept.keep_block_acts = true;
+  const int64_t with = train_host_need(kept, OptimizerSchedule::deferred, c, shapes, BackendKind::cpu).total();
+  const int64_t without = train_host_need(o, OptimizerSchedule::deferred, c, shapes, BackendKind::cpu).total();
+  ASSERT_GT(with, without);
+  for (auto [limit, keep] : {std::pair{with, true}, {(with + without) / 2, false}}) {
+    TrainOptions v = o;
+    v.optimizer_schedule = ScheduleChoice::deferred;
+    v.host_memory = limit;
+    fit_host_memory(v, c, shapes, BackendKind::cpu);
+    EXPECT_EQ(v.keep_block_acts, keep) << limit;
+  }
+  const CliResult never = run_cli("train --offload stream --recompute never --out " + dir.file("never"));
+  EXPECT_EQ(never.code, 1) << never.output;
+  EXPECT_NE(never.output.find("--recompute never keeps every block's activations, which a streamed run cannot"),
+            std::string::npos)
+      << never.output;
 }
 
 }  // namespace

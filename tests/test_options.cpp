@@ -56,6 +56,7 @@ TrainOptions unusual_options() {
   o.device_memory = 3 << 20, o.offload_activations = true, o.backend = BackendChoice::cpu, o.link_gbps = 12.5;
   o.trace = "/t.json", o.on_nonfinite = NonFinitePolicy::stop;
   o.host_memory = int64_t(20) << 30;
+  o.recompute = Recompute::always;
   return o;
 }
 

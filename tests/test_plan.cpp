@@ -230,7 +230,9 @@ TEST(Plan, CliJsonHasTheIssueKeys) {
 TEST(Plan, MatchesTheTrainersMeasuredPeak) {
   TempDir dir;
   const std::string shape = "--frames 2 --height 8 --width 8 --batch-size 1";
-  const CliResult t = run_cli("-q train --steps 1 --save-every 0 " + shape + " --out " + dir.file("run"));
+  // plan counts the recompute design (one block's activations): the trainer's --recompute always.
+  const CliResult t =
+      run_cli("-q train --steps 1 --save-every 0 --recompute always " + shape + " --out " + dir.file("run"));
   ASSERT_EQ(t.code, 0) << t.output;
   std::ifstream metrics(dir.file("run/metrics.jsonl"));
   std::string line;

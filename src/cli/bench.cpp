@@ -46,12 +46,13 @@ void bench_train(const BenchTrainArgs& a) {
   std::filesystem::remove_all(o.out);
   const ModelConfig c = resolve_model(o.model, o.config).config;
   const ModelDims d = ModelDims::make(c, o.batch_size, o.frames, o.height, o.width, c.text_len);
-  const Flops f = train_step_flops(c, d);
+  const Flops f = s.recomputed ? train_step_flops(c, d) : model_step_flops(c, d);  // what was executed
   const double achieved = s.tokens_per_second / double(d.N()) * f.total();
   nlohmann::json r{{"model", o.model},
                    {"config", o.config},
                    {"attention", name_of(c.attention.type)},
                    {"tokens_per_step", d.N()},
+                   {"recomputed", s.recomputed},
                    {"steps", s.steps_run},
                    {"threads", num_threads()},
                    {"tokens_per_second", s.tokens_per_second},
@@ -68,8 +69,9 @@ void bench_train(const BenchTrainArgs& a) {
               o.config.empty() ? "default job" : o.config.c_str(), o.model.c_str(), name_of(c.attention.type),
               static_cast<long long>(d.N()), num_threads(), static_cast<long long>(s.steps_run));
   std::printf("  tokens/s            %10.0f\n", s.tokens_per_second);
-  std::printf("  achieved GFLOP/s    %10.2f  (%.2f GFLOP/step, %.0f%% attention)\n", achieved / 1e9, f.total() / 1e9,
-              100 * f.attention / f.total());
+  std::printf("  achieved GFLOP/s    %10.2f  (%.2f GFLOP/step executed, %.0f%% attention; blocks %s)\n", achieved / 1e9,
+              f.total() / 1e9, 100 * f.attention / f.total(),
+              s.recomputed ? "recomputed in the backward" : "not recomputed: activations kept");
   std::printf("  sgemm GFLOP/s       %10.2f  (2048^3, same run)\n", sgemm / 1e9);
   std::printf("  fraction of sgemm   %10.3f\n", achieved / sgemm);
 }

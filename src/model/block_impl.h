@@ -130,16 +130,17 @@ void block_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t i
   ops.gate_residual_forward(a.x2, a.ffn_out, a.mod + 5 * D, out, B, L, D, S6);
 }
 
-// Inverts block_forward: recomputes it from x into acts, then from dout [B, L, D] writes dx [B, L, D]
-// (overwritten; may alias dout) and accumulates de0 [B, 6, D], dctx [B, Lt, D] and the parameter grads gw.
+// Inverts block_forward: recomputes it from x into acts (unless !recompute: acts then hold this block's forward),
+// then from dout [B, L, D] writes dx [B, L, D] (overwritten; may alias dout) and accumulates de0 [B, 6, D],
+// dctx [B, Lt, D] and the parameter grads gw.
 template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat>
 void block_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Weights<Ops>& w,
                     const A* x, const S* e0, const A* ctx, const Acts<Ops>& a, const Grads<Ops>& g, const A* dout,
-                    A* dx, S* de0, A* dctx, const WeightGrads<Ops>& gw) {
+                    A* dx, S* de0, A* dctx, const WeightGrads<Ops>& gw, bool recompute = true) {
   const int64_t B = d.B, L = d.L, N = d.N(), D = c.dim, Fd = c.ffn_dim, Nc = d.B * d.Lt, S6 = 6 * D;
   const int64_t nh = c.num_heads, hd = c.head_dim();
   A* x3 = g.e;  // the recomputed output is not needed; g.e is free until the self-attention part
-  block_forward(ops, c, d, index, w, x, e0, ctx, a, x3);
+  if (recompute) block_forward(ops, c, d, index, w, x, e0, ctx, a, x3);
   if (dx != dout) ops.copy(dx, dout, N * D);
   A* dres = dx;  // gradient flowing along the residual stream
   ops.zero(g.mod, B * S6);

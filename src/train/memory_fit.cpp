@@ -51,7 +51,7 @@ TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const 
   TrainHostNeed need;
   need.pools = host_pools(table, arena, s, streamed, o.grad_accum);
   if (!streamed)  // StepSchedule's f32 copy of the weights and the resident model's workspace
-    need.compute = 4 * table.total() + ResidentModel<float>::workspace_bytes(c, shapes);
+    need.compute = 4 * table.total() + ResidentModel<float>::workspace_bytes(c, shapes, o.keep_block_acts);
   else if (backend == BackendKind::cpu)  // the arena is host memory
     need.compute = arena.peak();
   // Two batches (clean video, noised input, target, context, timesteps), the noise, the velocity and its gradient.
@@ -84,19 +84,38 @@ void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& sh
   } else {
     picked = o.schedule();
   }
+  // Then the activations: kept from the forward where asked for, or where they fit (auto), on a resident run.
+  TrainOptions kept = o;
+  kept.keep_block_acts = o.offload == Offload::none && o.recompute != Recompute::always;
+  const bool keep =
+      kept.keep_block_acts && (o.recompute == Recompute::never || need(*picked, kept).total() <= limit.bytes);
+  if (o.offload == Offload::none && o.recompute == Recompute::automatic)
+    log_info("--recompute auto: ", keep ? "never (every block keeps its activations" : "always (kept activations",
+             keep ? "" : cat(" would need ", bytes(need(*picked, kept).total())), ")");
+  o.keep_block_acts = keep;
   const TrainHostNeed n = need(*picked, o);
   if (n.total() > limit.bytes) {
     // The smallest change that fits, trying the flags that leave the result the same first.
     std::string fix;
     std::vector<std::pair<std::string, TrainOptions>> tries;
     TrainOptions v = o;
+    if (o.keep_block_acts) {
+      v.keep_block_acts = false;
+      v.recompute = Recompute::always;
+      tries.push_back({"--recompute always", v});
+    }
     if (*picked == OptimizerSchedule::deferred && can_be_immediate) {
       v.optimizer_schedule = choice(OptimizerSchedule::immediate);
-      tries.push_back({"--optimizer-schedule immediate", v});
+      tries.push_back({v.recompute == Recompute::always && o.recompute != Recompute::always
+                           ? "--recompute always --optimizer-schedule immediate"
+                           : "--optimizer-schedule immediate",
+                       v});
     }
     if (o.offload == Offload::none) {
       TrainOptions w = o;
       w.offload = Offload::stream;
+      w.keep_block_acts = false;
+      w.recompute = Recompute::automatic;
       w.optimizer_schedule = choice(*picked);
       tries.push_back({"--offload stream", w});
       if (*picked == OptimizerSchedule::deferred && can_be_immediate) {
@@ -123,7 +142,8 @@ void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& sh
   const ParamTable table(c);
   log_info("model: ", table.total(), " parameters, ", c.num_layers, " blocks, dim ", c.dim, "; ", shapes_label(shapes),
            "; host memory ", bytes(n.total()), " of ", bytes(limit.bytes), " (", n.breakdown(), "); ", *picked,
-           " optimizer schedule; ", num_threads(), " threads; backend ", backend);
+           " optimizer schedule; ", o.keep_block_acts ? "activations kept" : "blocks recomputed", "; ", num_threads(),
+           " threads; backend ", backend);
 }
 
 }  // namespace ms

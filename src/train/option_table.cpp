@@ -270,6 +270,11 @@ std::vector<TrainOption> make_table() {
           "in host memory (the run stores the one picked)",
           FIELD(optimizer_schedule))),
       host_memory,
+      option<Recompute>("--recompute",
+                        "always: the backward recomputes each block from its input (least memory); never: every "
+                        "block keeps its activations from the forward (about a quarter less compute; --offload none "
+                        "only); auto: never when it fits in host memory on --offload none, else always. Same bits",
+                        FIELD(recompute)),
       required(option<int>(
           "--prefetch", "--offload stream: K weight slots (>= 2)", FIELD(prefetch),
           {[](const int& v) { return v >= 2; }, "is below 2: one weight slot computes while another loads"})),

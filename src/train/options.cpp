@@ -25,6 +25,10 @@ void TrainOptions::validate() const {
     MS_FAIL("--grad-accum ", grad_accum,
             " needs --optimizer-schedule deferred: the immediate schedule updates each "
             "stage as soon as one batch's gradients land");
+  if (recompute == Recompute::never && offload == Offload::stream)
+    MS_FAIL(
+        "--recompute never keeps every block's activations, which a streamed run cannot: its arena holds one "
+        "block's; use --offload none or --recompute auto");
   if (offload == Offload::none && (device_memory > 0 || link_gbps > 0 || offload_activations))
     MS_FAIL("--device-memory, --link-gbps and --offload-activations apply to --offload stream; add --offload stream");
   if (const std::string gpu = backend == BackendChoice::cuda ? backend_unavailable(BackendKind::cuda) : "";

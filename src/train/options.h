@@ -48,6 +48,17 @@ struct EnumNames<ScheduleChoice> {
                                                                    {ScheduleChoice::immediate, "immediate"}}};
 };
 
+// --recompute: whether the backward recomputes each block's activations from its input (always: the least memory;
+// what a streamed run does) or keeps them from the forward (never: about a quarter less compute, every block's
+// activations in memory; resident runs only). auto keeps them on a resident run when they fit in host memory. The
+// result is the same bits either way.
+enum class Recompute { automatic, always, never };
+template <>
+struct EnumNames<Recompute> {
+  static constexpr std::array<EnumName<Recompute>, 3> values{
+      {{Recompute::automatic, "auto"}, {Recompute::always, "always"}, {Recompute::never, "never"}}};
+};
+
 struct TrainOptions {
   std::string model = "tiny";      // preset | model directory | weights file (with config)
   std::string config;              // config.json (with a weights file, or to override)
@@ -78,8 +89,10 @@ struct TrainOptions {
   // runtime (docs/runtime.md)
   Offload offload = Offload::none;
   ScheduleChoice optimizer_schedule = ScheduleChoice::automatic;
-  int prefetch = 2;                  // stream: K weight slots
-  int64_t device_memory = 0;         // stream: arena budget in bytes (0: absent, the backend's default_device_memory)
+  Recompute recompute = Recompute::automatic;
+  bool keep_block_acts = false;  // --recompute resolved for this start by fit_host_memory (not an option, not saved)
+  int prefetch = 2;              // stream: K weight slots
+  int64_t device_memory = 0;     // stream: arena budget in bytes (0: absent, the backend's default_device_memory)
   bool offload_activations = false;  // stream: block-input checkpoints in host memory
   BackendChoice backend = BackendChoice::automatic;
   double link_gbps = 0;  // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)

@@ -36,7 +36,7 @@ StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, co
                            .offload_activations = opts.offload_activations};
     streamed_ = std::make_unique<StreamedModel>(cfg, shapes, *backend_, so, make_stage_runner(*backend_, cfg, shapes));
   } else {
-    resident_ = std::make_unique<ResidentModel<float>>(cfg, shapes);
+    resident_ = std::make_unique<ResidentModel<float>>(cfg, shapes, opts.keep_block_acts);
     params_ = AlignedBuffer<float>(size_t(table_.total()));
     resident_grads_ =
         AlignedBuffer<float>(size_t(gradient_floats(table_, opts.schedule(), false, opts.grad_accum).backward));

@@ -107,6 +107,7 @@ class Run {
     Rng rng(state.rng_state);
     Progress progress(state.step, opts_.steps, opts_.log_every);
     TrainSummary sum;
+    sum.recomputed = !opts_.keep_block_acts;
     std::vector<double> losses;
     int64_t tokens = 0;  // of the steps run
     const auto t_run = std::chrono::steady_clock::now();

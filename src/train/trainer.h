@@ -15,6 +15,7 @@ struct TrainSummary {
   double tokens_per_second = 0;
   int64_t skipped = 0;       // steps whose update was skipped for non-finite loss or gradients
   bool interrupted = false;  // stopped by SIGINT after checkpointing the last finished step
+  bool recomputed = true;    // the backward recomputed each block (--recompute; false: activations were kept)
 };
 
 // Trains from scratch (or from --model's weights) into opts.out.

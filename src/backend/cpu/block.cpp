@@ -14,9 +14,9 @@ void block_forward(const ModelConfig& c, const ModelDims& d, int64_t index, cons
 template <class T>
 void block_backward(const ModelConfig& c, const ModelDims& d, int64_t index, const BlockW<const T*>& w, const T* x,
                     const T* e0, const T* ctx, const BlockActs<T>& a, const BlockGrads<T>& g, const T* dout, T* dx,
-                    T* de0, T* dctx, const BlockW<T*>& gw) {
+                    T* de0, T* dctx, const BlockW<T*>& gw, bool recompute) {
   CpuOps<T> ops;
-  block_impl::block_backward(ops, c, d, index, w, x, e0, ctx, a, g, dout, dx, de0, dctx, gw);
+  block_impl::block_backward(ops, c, d, index, w, x, e0, ctx, a, g, dout, dx, de0, dctx, gw, recompute);
 }
 
 #define MS_INSTANTIATE(T)                                                                                              \
@@ -24,7 +24,7 @@ void block_backward(const ModelConfig& c, const ModelDims& d, int64_t index, con
                                  const T*, const T*, const BlockActs<T>&, T*);                                         \
   template void block_backward<T>(const ModelConfig&, const ModelDims&, int64_t, const BlockW<const T*>&, const T*,    \
                                   const T*, const T*, const BlockActs<T>&, const BlockGrads<T>&, const T*, T*, T*, T*, \
-                                  const BlockW<T*>&);
+                                  const BlockW<T*>&, bool);
 MS_INSTANTIATE(float)
 MS_INSTANTIATE(double)
 #undef MS_INSTANTIATE

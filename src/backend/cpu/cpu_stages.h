@@ -29,12 +29,13 @@ template <class T>
 void block_forward(const ModelConfig& c, const ModelDims& d, int64_t index, const BlockW<const T*>& w, const T* x,
                    const T* e0, const T* ctx, const BlockActs<T>& a, T* out);
 
-// Inverts block_forward: recomputes it from x into acts, then from dout [B, L, D] writes dx [B, L, D]
-// (overwritten; may alias dout) and accumulates de0 [B, 6, D], dctx [B, Lt, D] and the parameter grads gw.
+// Inverts block_forward: recomputes it from x into acts (unless !recompute: acts then hold this block's forward),
+// then from dout [B, L, D] writes dx [B, L, D] (overwritten; may alias dout) and accumulates de0 [B, 6, D],
+// dctx [B, Lt, D] and the parameter grads gw.
 template <class T>
 void block_backward(const ModelConfig& c, const ModelDims& d, int64_t index, const BlockW<const T*>& w, const T* x,
                     const T* e0, const T* ctx, const BlockActs<T>& a, const BlockGrads<T>& g, const T* dout, T* dx,
-                    T* de0, T* dctx, const BlockW<T*>& gw);
+                    T* de0, T* dctx, const BlockW<T*>& gw, bool recompute = true);
 
 // x [B, L, D], e [B, D] -> out [B, out_dim, F, H, W].
 template <class T>

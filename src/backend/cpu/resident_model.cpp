@@ -7,8 +7,19 @@
 
 namespace ms {
 
+namespace {
+
+// One block's activations, laid out for every shape of a run.
 template <class T>
-ResidentModel<T>::ResidentModel(const ModelConfig& c, const StepShapes& shapes)
+auto block_acts_visitor(const ModelConfig& c, const StepShapes& shapes) {
+  return shapes_visitor<BlockActs<T>>(shapes,
+                                      [&c](const ModelDims& d, auto& a, auto&& f) { visit_block_acts(c, d, a, f); });
+}
+
+}  // namespace
+
+template <class T>
+ResidentModel<T>::ResidentModel(const ModelConfig& c, const StepShapes& shapes, bool keep_acts)
     : cfg_(c),
       shapes_(shapes),
       dims_(shapes.all.front()),
@@ -17,11 +28,21 @@ ResidentModel<T>::ResidentModel(const ModelConfig& c, const StepShapes& shapes)
   buffer_ = AlignedBuffer<T>(size_t(workspace_bytes(cfg_, shapes_) / int64_t(sizeof(T))));
   ws_ = bind_workspace<ModelWorkspace<T>>(buffer_.data(), model_workspace_visitor<ModelWorkspace<T>>(cfg_, shapes_),
                                           sizeof(T));
+  if (!keep_acts || cfg_.num_layers < 2) return;
+  const auto visit = block_acts_visitor<T>(cfg_, shapes_);
+  const int64_t block = ms::workspace_bytes<BlockActs<T>>(visit, sizeof(T)) / int64_t(sizeof(T));
+  kept_buffer_ = AlignedBuffer<T>(size_t((cfg_.num_layers - 1) * block));
+  for (int64_t i = 0; i + 1 < cfg_.num_layers; ++i)
+    kept_.push_back(bind_workspace<BlockActs<T>>(kept_buffer_.data() + i * block, visit, sizeof(T)));
 }
 
 template <class T>
-int64_t ResidentModel<T>::workspace_bytes(const ModelConfig& c, const StepShapes& shapes) {
-  return ms::workspace_bytes<ModelWorkspace<T>>(model_workspace_visitor<ModelWorkspace<T>>(c, shapes), sizeof(T));
+int64_t ResidentModel<T>::workspace_bytes(const ModelConfig& c, const StepShapes& shapes, bool keep_acts) {
+  const int64_t kept = keep_acts ? std::max<int64_t>(0, c.num_layers - 1) *
+                                       ms::workspace_bytes<BlockActs<T>>(block_acts_visitor<T>(c, shapes), sizeof(T))
+                                 : 0;
+  return ms::workspace_bytes<ModelWorkspace<T>>(model_workspace_visitor<ModelWorkspace<T>>(c, shapes), sizeof(T)) +
+         kept;
 }
 
 template <class T>
@@ -39,7 +60,7 @@ void ResidentModel<T>::forward(const T* params, const T* latents, const T* t, co
   if (probe_) probe_(0, ws_.xs, ND);
   for (int64_t i = 0; i < cfg_.num_layers; ++i) {
     block_forward(cfg_, dims_, i, bind_block(cfg_, params + st[size_t(i + 1)].offset), ws_.xs + i * stride, ws_.stem.e0,
-                  ws_.stem.ctx, ws_.block, ws_.xs + (i + 1) * stride);
+                  ws_.stem.ctx, acts(i), ws_.xs + (i + 1) * stride);
     if (probe_) probe_(i + 1, ws_.xs + (i + 1) * stride, ND);
   }
   head_forward(cfg_, dims_, bind_head(cfg_, params + st.back().offset), ws_.xs + cfg_.num_layers * stride, ws_.stem.e,
@@ -58,9 +79,11 @@ void ResidentModel<T>::backward(const T* params, const T* dvelocity, T* grads, T
                 dvelocity, ws_.dres, ws_.de, bind_head(cfg_, grads + st.back().offset), ws_.scratch);
   for (int64_t i = cfg_.num_layers - 1; i >= 0; --i) {
     const size_t s = size_t(i + 1);
+    // Kept activations need no recompute; nor does the last block's, still in ws_.block from the forward.
+    const bool recompute = kept_.empty();
     block_backward(cfg_, dims_, i, bind_block(cfg_, params + st[s].offset), ws_.xs + i * stride, ws_.stem.e0,
-                   ws_.stem.ctx, ws_.block, ws_.block_grads, ws_.dres, ws_.dres, ws_.de0, ws_.dctx,
-                   bind_block(cfg_, grads + st[s].offset));
+                   ws_.stem.ctx, acts(i), ws_.block_grads, ws_.dres, ws_.dres, ws_.de0, ws_.dctx,
+                   bind_block(cfg_, grads + st[s].offset), recompute);
   }
   stem_backward(cfg_, dims_, bind_stem(cfg_, params + st.front().offset), ws_.stem, ws_.dres, ws_.de, ws_.de0, ws_.dctx,
                 bind_stem(cfg_, grads + st.front().offset), dlatents, dcontext, ws_.scratch);

@@ -2,6 +2,7 @@
 // streamed runtime is bit-identical to, and the --offload none training path of the CPU backend.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/aligned.h"
 #include "model/config.h"
@@ -14,8 +15,10 @@ namespace ms {
 template <class T>
 class ResidentModel {
  public:
-  // The workspace holds a forward and backward at any of `shapes`; they start at the first.
-  ResidentModel(const ModelConfig& c, const StepShapes& shapes);
+  // The workspace holds a forward and backward at any of `shapes`; they start at the first. keep_acts: every block
+  // keeps its activations from the forward, so that the backward recomputes nothing (num_layers - 1 more blocks'
+  // activations; the same bits).
+  ResidentModel(const ModelConfig& c, const StepShapes& shapes, bool keep_acts = false);
 
   // The dims of the next forward and backward: one of the shapes, or one at a smaller batch (StepShapes::fits).
   void set_dims(const ModelDims& d);
@@ -31,18 +34,23 @@ class ResidentModel {
 
   const ParamTable& table() const { return table_; }
   const ModelDims& dims() const { return dims_; }
-  int64_t workspace_bytes() const { return int64_t(buffer_.size() * sizeof(T)); }
+  int64_t workspace_bytes() const { return int64_t((buffer_.size() + kept_buffer_.size()) * sizeof(T)); }
   // What workspace_bytes() is for a model at `shapes`, before one is made.
-  static int64_t workspace_bytes(const ModelConfig& c, const StepShapes& shapes);
+  static int64_t workspace_bytes(const ModelConfig& c, const StepShapes& shapes, bool keep_acts = false);
 
  private:
   ModelConfig cfg_;
   StepShapes shapes_;
   ModelDims dims_;  // the current step's
   ParamTable table_;
+  // Where block i's activations live: its own kept set, or the workspace's one set (recomputed in the backward).
+  const BlockActs<T>& acts(int64_t i) const { return size_t(i) < kept_.size() ? kept_[size_t(i)] : ws_.block; }
+
   AlignedBuffer<T> buffer_;
   ModelWorkspace<T> ws_;
-  int64_t checkpoint_numel_;  // one block input [N, D] of the largest shape: the stride of xs
+  AlignedBuffer<T> kept_buffer_;
+  std::vector<BlockActs<T>> kept_;  // keep_acts: blocks 0 .. num_layers - 2 (the last one's stay in ws_.block)
+  int64_t checkpoint_numel_;        // one block input [N, D] of the largest shape: the stride of xs
   StageProbe<T> probe_;
 };
 
