@@ -1,7 +1,6 @@
 #include "cli/commands.h"
 #include "core/check.h"
-#include "core/text.h"
-#include "core/units.h"
+#include "core/memory_usage.h"
 #include "registry/registry.h"
 
 namespace ms::cli {
@@ -15,11 +14,7 @@ void add_backend_option(CLI::App& cmd, BackendChoice& backend) {
 
 void add_host_memory_option(CLI::App& cmd, int64_t& bytes) {
   cmd.add_option_function<std::string>(
-         "--host-memory",
-         [&bytes](const std::string& v) {
-           bytes = parse_bytes(v, "--host-memory");
-           if (bytes <= 0) MS_FAIL("--host-memory must be positive, got ", quote_text(v));
-         },
+         "--host-memory", [&bytes](const std::string& v) { bytes = parse_host_memory(v); },
          "Host memory this verb may use, e.g. 20GB (absent: what this process can get: MemAvailable, the memory "
          "cgroup's limit, ulimit -v); checked before the model is allocated")
       ->type_name("BYTES");

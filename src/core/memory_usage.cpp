@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/text.h"
 #include "core/units.h"
 
 namespace ms {
@@ -223,6 +224,12 @@ std::vector<HostLimit> host_limits(const ProcFiles& files) {
   add_rlimit(RLIMIT_AS, "RLIMIT_AS (ulimit -v)", "VmSize", status, out);
   add_rlimit(RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)", "VmData", status, out);
   return out;
+}
+
+int64_t parse_host_memory(const std::string& text) {
+  const int64_t bytes = parse_bytes(text, "--host-memory");
+  if (bytes <= 0) MS_FAIL("--host-memory must be positive, got ", quote_text(text));
+  return bytes;
 }
 
 HostLimit host_limit(int64_t given, const ProcFiles& files) {

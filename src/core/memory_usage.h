@@ -36,6 +36,9 @@ struct ProcFiles {
 // RLIMIT_DATA less its data segment (VmData). Unreadable or absent sources are left out.
 std::vector<HostLimit> host_limits(const ProcFiles& files = {});
 
+// --host-memory's text as bytes (core/units.h's byte sizes); throws ms::Error unless it is a positive size.
+int64_t parse_host_memory(const std::string& text);
+
 // The smallest of host_limits(), or `given` bytes (--host-memory) when positive.
 HostLimit host_limit(int64_t given = 0, const ProcFiles& files = {});
 

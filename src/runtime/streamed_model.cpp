@@ -18,6 +18,16 @@ std::vector<int> stage_uses(int S) {
   return uses;
 }
 
+ArenaOptions arena_options(int weight_bytes, int act_bytes, const StreamOptions& o) {
+  ArenaOptions ao;
+  ao.prefetch = o.prefetch;
+  ao.weight_bytes = weight_bytes;
+  ao.act_bytes = act_bytes;
+  ao.grad_slots = 2;
+  ao.offload_activations = o.offload_activations;
+  return ao;
+}
+
 }  // namespace
 
 std::vector<SlotUse> slot_schedule(int stages, int K) {
@@ -35,20 +45,6 @@ std::vector<SlotUse> slot_schedule(int stages, int K) {
   }
   return out;
 }
-
-namespace {
-
-ArenaOptions arena_options(int weight_bytes, int act_bytes, const StreamOptions& o) {
-  ArenaOptions ao;
-  ao.prefetch = o.prefetch;
-  ao.weight_bytes = weight_bytes;
-  ao.act_bytes = act_bytes;
-  ao.grad_slots = 2;
-  ao.offload_activations = o.offload_activations;
-  return ao;
-}
-
-}  // namespace
 
 DevicePlan streamed_arena(const ModelConfig& c, const StepShapes& shapes, int weight_bytes, int act_bytes,
                           const StreamOptions& o) {

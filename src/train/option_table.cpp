@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/memory_usage.h"
 #include "core/text.h"
 #include "core/units.h"
 #include "runtime/arena.h"
@@ -148,10 +149,7 @@ std::vector<TrainOption> make_table() {
   host_memory.value_name = "BYTES";
   host_memory.show_default = false;
   host_memory.saved = false;
-  host_memory.parse = [](TrainOptions& t, const std::string& text) {
-    t.host_memory = parse_bytes(text, "--host-memory");
-    if (t.host_memory <= 0) MS_FAIL("--host-memory must be positive, got ", quote_text(text));
-  };
+  host_memory.parse = [](TrainOptions& t, const std::string& text) { t.host_memory = parse_host_memory(text); };
   return {
       required(option<std::string>("--model", "Preset name, model directory (config.json + weights) or weights file",
                                    FIELD(model))),

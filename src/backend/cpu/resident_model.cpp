@@ -16,6 +16,16 @@ auto block_acts_visitor(const ModelConfig& c, const StepShapes& shapes) {
                                       [&c](const ModelDims& d, auto& a, auto&& f) { visit_block_acts(c, d, a, f); });
 }
 
+// Elements of one block's activations; with keep_acts, the model keeps num_layers - 1 such sets.
+template <class T>
+int64_t block_acts_numel(const ModelConfig& c, const StepShapes& shapes) {
+  return workspace_bytes<BlockActs<T>>(block_acts_visitor<T>(c, shapes), sizeof(T)) / int64_t(sizeof(T));
+}
+
+int64_t kept_sets(const ModelConfig& c, bool keep_acts) {
+  return keep_acts ? std::max<int64_t>(0, c.num_layers - 1) : 0;
+}
+
 }  // namespace
 
 template <class T>
@@ -28,19 +38,18 @@ ResidentModel<T>::ResidentModel(const ModelConfig& c, const StepShapes& shapes, 
   buffer_ = AlignedBuffer<T>(size_t(workspace_bytes(cfg_, shapes_) / int64_t(sizeof(T))));
   ws_ = bind_workspace<ModelWorkspace<T>>(buffer_.data(), model_workspace_visitor<ModelWorkspace<T>>(cfg_, shapes_),
                                           sizeof(T));
-  if (!keep_acts || cfg_.num_layers < 2) return;
-  const auto visit = block_acts_visitor<T>(cfg_, shapes_);
-  const int64_t block = ms::workspace_bytes<BlockActs<T>>(visit, sizeof(T)) / int64_t(sizeof(T));
-  kept_buffer_ = AlignedBuffer<T>(size_t((cfg_.num_layers - 1) * block));
-  for (int64_t i = 0; i + 1 < cfg_.num_layers; ++i)
-    kept_.push_back(bind_workspace<BlockActs<T>>(kept_buffer_.data() + i * block, visit, sizeof(T)));
+  const int64_t sets = kept_sets(cfg_, keep_acts);
+  if (sets == 0) return;
+  const int64_t block = block_acts_numel<T>(cfg_, shapes_);
+  kept_buffer_ = AlignedBuffer<T>(size_t(sets * block));
+  for (int64_t i = 0; i < sets; ++i)
+    kept_.push_back(
+        bind_workspace<BlockActs<T>>(kept_buffer_.data() + i * block, block_acts_visitor<T>(cfg_, shapes_), sizeof(T)));
 }
 
 template <class T>
 int64_t ResidentModel<T>::workspace_bytes(const ModelConfig& c, const StepShapes& shapes, bool keep_acts) {
-  const int64_t kept = keep_acts ? std::max<int64_t>(0, c.num_layers - 1) *
-                                       ms::workspace_bytes<BlockActs<T>>(block_acts_visitor<T>(c, shapes), sizeof(T))
-                                 : 0;
+  const int64_t kept = kept_sets(c, keep_acts) * block_acts_numel<T>(c, shapes) * int64_t(sizeof(T));
   return ms::workspace_bytes<ModelWorkspace<T>>(model_workspace_visitor<ModelWorkspace<T>>(c, shapes), sizeof(T)) +
          kept;
 }
@@ -77,10 +86,10 @@ void ResidentModel<T>::backward(const T* params, const T* dvelocity, T* grads, T
   std::fill(ws_.dctx, ws_.dctx + B * dims_.Lt * D, T(0));
   head_backward(cfg_, dims_, bind_head(cfg_, params + st.back().offset), ws_.xs + cfg_.num_layers * stride, ws_.head,
                 dvelocity, ws_.dres, ws_.de, bind_head(cfg_, grads + st.back().offset), ws_.scratch);
+  // Kept activations need no recompute; nor does the last block's, still in ws_.block from the forward.
+  const bool recompute = kept_.empty();
   for (int64_t i = cfg_.num_layers - 1; i >= 0; --i) {
     const size_t s = size_t(i + 1);
-    // Kept activations need no recompute; nor does the last block's, still in ws_.block from the forward.
-    const bool recompute = kept_.empty();
     block_backward(cfg_, dims_, i, bind_block(cfg_, params + st[s].offset), ws_.xs + i * stride, ws_.stem.e0,
                    ws_.stem.ctx, acts(i), ws_.block_grads, ws_.dres, ws_.dres, ws_.de0, ws_.dctx,
                    bind_block(cfg_, grads + st[s].offset), recompute);
