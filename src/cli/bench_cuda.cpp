@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
@@ -48,8 +49,8 @@ double gemm_rate(cuda::GemmContext& ctx, int64_t M, int64_t N, int64_t K, int re
   MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&A), size_t(M * K) * 2));
   MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&B), size_t(K * N) * 2));
   MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&C), size_t(M * N) * 2));
-  fill_random_bf16(A, M * K);
-  fill_random_bf16(B, K * N);
+  fill_random_bf16(A, M * K, stream);
+  fill_random_bf16(B, K * N, stream);
   const double s = time_events(stream, repeats,
                                [&] { ctx.gemm<uint16_t>(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, stream); });
   cudaFree(A);
@@ -100,6 +101,23 @@ void bench_cuda(const BenchCudaArgs& a) {
   const cuda::DeviceInfo dev = cuda::device_info();
   const size_t bytes = size_t(a.copy_mib) << 20;
   MS_CHECK(a.copy_mib > 0 && a.repeats > 0, "--copy-mib and --repeats must be positive");
+  // With --json, one flushed line per measurement as soon as it is taken: a run cut by a timeout keeps what it
+  // measured. r gathers them for the table printed at the end otherwise.
+  nlohmann::json r{{"device", dev.name},
+                   {"multiprocessors", dev.multiprocessors},
+                   {"memory_bytes", dev.memory_bytes},
+                   {"copy_bytes", bytes}};
+  auto emit = [&](const char* measure, nlohmann::json line) {
+    if (!a.json) return;
+    line["measure"] = measure;
+    std::printf("%s\n", line.dump().c_str());
+    std::fflush(stdout);
+  };
+  emit("device", r);
+  auto copy_rate = [&](const char* key, double moved, double seconds) {
+    r[key] = moved / seconds / 1e9;
+    emit("copy", {{"what", key}, {"gbps", r[key]}, {"bytes", bytes}});
+  };
   cudaStream_t up, down;
   MS_CUDA_CHECK(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking));
   MS_CUDA_CHECK(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking));
@@ -109,19 +127,21 @@ void bench_cuda(const BenchCudaArgs& a) {
   MS_CUDA_CHECK(cudaMalloc(&dev_a, bytes));
   MS_CUDA_CHECK(cudaMalloc(&dev_b, bytes));
   // The pinned-copy ceiling: one cudaMemcpyAsync per direction, and both directions at once.
-  const double h2d = time_events(
-      up, a.repeats, [&] { MS_CUDA_CHECK(cudaMemcpyAsync(dev_a, host_a, bytes, cudaMemcpyHostToDevice, up)); });
-  const double d2h = time_events(
-      down, a.repeats, [&] { MS_CUDA_CHECK(cudaMemcpyAsync(host_b, dev_b, bytes, cudaMemcpyDeviceToHost, down)); });
-  const double both = time_host(a.repeats, [&] {
-    MS_CUDA_CHECK(cudaMemcpyAsync(dev_a, host_a, bytes, cudaMemcpyHostToDevice, up));
-    MS_CUDA_CHECK(cudaMemcpyAsync(host_b, dev_b, bytes, cudaMemcpyDeviceToHost, down));
-    MS_CUDA_CHECK(cudaDeviceSynchronize());
-  });
-  const double d2d = time_events(
-      up, a.repeats, [&] { MS_CUDA_CHECK(cudaMemcpyAsync(dev_b, dev_a, bytes, cudaMemcpyDeviceToDevice, up)); });
+  copy_rate("pinned_h2d_gbps", double(bytes), time_events(up, a.repeats, [&] {
+              MS_CUDA_CHECK(cudaMemcpyAsync(dev_a, host_a, bytes, cudaMemcpyHostToDevice, up));
+            }));
+  copy_rate("pinned_d2h_gbps", double(bytes), time_events(down, a.repeats, [&] {
+              MS_CUDA_CHECK(cudaMemcpyAsync(host_b, dev_b, bytes, cudaMemcpyDeviceToHost, down));
+            }));
+  copy_rate("pinned_both_gbps", 2.0 * double(bytes), time_host(a.repeats, [&] {
+              MS_CUDA_CHECK(cudaMemcpyAsync(dev_a, host_a, bytes, cudaMemcpyHostToDevice, up));
+              MS_CUDA_CHECK(cudaMemcpyAsync(host_b, dev_b, bytes, cudaMemcpyDeviceToHost, down));
+              MS_CUDA_CHECK(cudaDeviceSynchronize());
+            }));
+  copy_rate("device_copy_gbps", 2.0 * double(bytes), time_events(up, a.repeats, [&] {
+              MS_CUDA_CHECK(cudaMemcpyAsync(dev_b, dev_a, bytes, cudaMemcpyDeviceToDevice, up));
+            }));
   // The runtime's path: pools from page_alloc pinned in place, stage-sized copies on the backend's streams.
-  double rt_h2d = 0, rt_d2h = 0, rt_both = 0;
   {
     AlignedBuffer<uint16_t> weights(bytes / 2);  // before the backend, which unpins them when it goes
     AlignedBuffer<float> grads(bytes / 4);
@@ -141,9 +161,10 @@ void bench_cuda(const BenchCudaArgs& a) {
         be.copy_d2h(d2h_stream, reinterpret_cast<char*>(grads.data()) + off, static_cast<char*>(dev_b) + off,
                     std::min(size_t(stage) * 2, bytes - off), "grads");
     };
-    rt_h2d = time_host(a.repeats, [&] { upload(), be.sync_all(); });
-    rt_d2h = time_host(a.repeats, [&] { download(), be.sync_all(); });
-    rt_both = time_host(a.repeats, [&] { upload(), download(), be.sync_all(); });
+    copy_rate("runtime_h2d_gbps", double(bytes), time_host(a.repeats, [&] { upload(), be.sync_all(); }));
+    copy_rate("runtime_d2h_gbps", double(bytes), time_host(a.repeats, [&] { download(), be.sync_all(); }));
+    copy_rate("runtime_both_gbps", 2.0 * double(bytes),
+              time_host(a.repeats, [&] { upload(), download(), be.sync_all(); }));
   }
   cudaFreeHost(host_a);
   cudaFreeHost(host_b);
@@ -158,41 +179,42 @@ void bench_cuda(const BenchCudaArgs& a) {
                           {"Wan-14B q/k/v/o, 32760 tokens", 32760, 5120, 5120},
                           {"Wan-14B ffn.0, 32760 tokens", 32760, 13824, 5120},
                           {"Wan-14B ffn.2, 32760 tokens", 32760, 5120, 13824}};
-  nlohmann::json r{{"device", dev.name},
-                   {"multiprocessors", dev.multiprocessors},
-                   {"memory_bytes", dev.memory_bytes},
-                   {"copy_bytes", bytes},
-                   {"pinned_h2d_gbps", double(bytes) / h2d / 1e9},
-                   {"pinned_d2h_gbps", double(bytes) / d2h / 1e9},
-                   {"pinned_both_gbps", 2.0 * double(bytes) / both / 1e9},
-                   {"device_copy_gbps", 2.0 * double(bytes) / d2d / 1e9},
-                   {"runtime_h2d_gbps", double(bytes) / rt_h2d / 1e9},
-                   {"runtime_d2h_gbps", double(bytes) / rt_d2h / 1e9},
-                   {"runtime_both_gbps", 2.0 * double(bytes) / rt_both / 1e9}};
-  for (const Shape& s : shapes) r["gemm_tflops"][s.what] = gemm_rate(ctx, s.M, s.N, s.K, a.repeats, up) / 1e12;
+  for (const Shape& s : shapes) {
+    r["gemm_tflops"][s.what] = gemm_rate(ctx, s.M, s.N, s.K, a.repeats, up) / 1e12;
+    emit("gemm", {{"shape", s.what}, {"M", s.M}, {"N", s.N}, {"K", s.K}, {"tflops", r["gemm_tflops"][s.what]}});
+  }
+  const double ceiling = r["gemm_tflops"][shapes[0].what].get<double>() * 1e12;  // the square GEMM's FLOP/s
   if (std::all_of(a.block_grid.begin(), a.block_grid.end(), [](int64_t v) { return v > 0; })) {
     // at most 3 repeats
     nlohmann::json b =
         bench_cuda_block(ctx, {a.block_grid[0], a.block_grid[1], a.block_grid[2]}, std::min(a.repeats, 3), up);
-    const double ceiling = r["gemm_tflops"][shapes[0].what].get<double>() * 1e12, step = b["step_s"].get<double>();
+    const double step = b["step_s"].get<double>();
     const double gemm = b["gemm_flops"].get<double>(), outside = step - b["attention_step_s"].get<double>();
     b["mfu"] = 3 * gemm / step / ceiling;  // model GEMM FLOPs (forward + backward = 3 forwards) per step time
     b["gemm_fraction_outside_attention"] = outside > 0 ? 4 * gemm / outside / ceiling : 0.0;  // what runs: 4x
     r["block"] = b;
+    emit("block", b);
   }
   if (!a.attention_tokens.empty() && a.attention_tokens.front() > 0)
-    r["attention"] = bench_cuda_attention(ctx, a.attention_tokens, a.attention_dense_max, std::min(a.repeats, 3), up);
+    r["attention"] = bench_cuda_attention(ctx, a.attention_tokens, a.attention_dense_max, std::min(a.repeats, 3), up,
+                                          [&](const nlohmann::json& row) {
+                                            nlohmann::json line = row;
+                                            line["gemm_tflops"] = ceiling / 1e12;
+                                            emit("attention", line);
+                                          });
   if (std::all_of(a.stream_grid.begin(), a.stream_grid.end(), [](int64_t v) { return v > 0; })) {
     const StreamBenchShape shape{
         {a.stream_grid[0], a.stream_grid[1], a.stream_grid[2]}, a.stream_layers, std::min(a.repeats, 3)};
-    r["stream"] = bench_cuda_stream(shape, r["gemm_tflops"][shapes[0].what].get<double>() * 1e12);
+    r["stream"] = bench_cuda_stream(shape, ceiling);
+    nlohmann::json line = r["stream"];
+    line["pinned_h2d_gbps"] = r["pinned_h2d_gbps"];
+    line["gemm_tflops"] = ceiling / 1e12;
+    emit("stream", line);
   }
   cudaStreamDestroy(up);
   cudaStreamDestroy(down);
-  if (a.json) {
-    std::printf("%s\n", r.dump(2).c_str());
-    return;
-  }
+  emit("done", nlohmann::json::object());
+  if (a.json) return;
   std::printf("bench cuda: %s, %d SMs, %.1f GiB; copies of %lld MiB, median of %d\n", dev.name.c_str(),
               dev.multiprocessors, double(dev.memory_bytes) / double(1 << 30), static_cast<long long>(a.copy_mib),
               a.repeats);
@@ -245,7 +267,9 @@ void add_bench_cuda(CLI::App& bench) {
   cmd->add_option("--attention-dense-max", a->attention_dense_max,
                   "Dense attention runs up to this many tokens (quadratic cost); the local types at every count")
       ->capture_default_str();
-  cmd->add_flag("--json", a->json, "Print one JSON object");
+  cmd->add_flag("--json", a->json,
+                "Print one JSON object per line, one per measurement as it is taken (its \"measure\": device, copy, "
+                "gemm, block, attention, stream, then done)");
   cmd->callback([a] { bench_cuda(*a); });
 }
 

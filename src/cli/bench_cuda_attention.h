@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -14,13 +15,15 @@ class GemmContext;
 
 namespace ms::cli {
 
-// One entry per (type, token count): type, tokens, grid, forward_s, backward_s, forward_tflops, step_tflops
+// One entry per (type, token count), each also passed to `measured` as soon as it is measured (a cut run keeps
+// what it measured): type, tokens, grid, forward_s, backward_s, forward_tflops, step_tflops
 // (forward + backward; the backward counts 2.5 forwards). FLOPs as model/flops.h counts them: 4 L L' D over the L'
 // keys a query attends to (L for dense, the clipped window's for window and dsa_fixed), 32 L P' D for dsa (eight
 // trilinear corners per slot). Dense runs up to dense_max tokens only (quadratic: 128k tokens take minutes); dsa
 // gets random offsets uniform within the default offset_range (1, 2, 2). The window is the default's, 3 x 3 x 3.
 // The kernels run through the model's attention dispatch (model/attention_core.h) on the CUDA ops policy.
 nlohmann::json bench_cuda_attention(cuda::GemmContext& gemm, const std::vector<int64_t>& tokens, int64_t dense_max,
-                                    int repeats, cudaStream_t stream);
+                                    int repeats, cudaStream_t stream,
+                                    const std::function<void(const nlohmann::json&)>& measured);
 
 }  // namespace ms::cli

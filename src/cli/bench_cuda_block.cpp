@@ -28,17 +28,19 @@ struct Buffers {
 
 }  // namespace
 
-void fill_random_bf16(uint16_t* device, int64_t n) {
+void fill_random_bf16(uint16_t* device, int64_t n, cudaStream_t stream) {
   Rng rng(7);
   std::vector<uint16_t> tile(size_t(1) << 22);
   for (auto& x : tile) x = f32_to_bf16(float(rng.normal()));
-  fill_tiled_bf16(device, n, tile);
+  fill_tiled_bf16(device, n, tile, stream);
 }
 
-void fill_tiled_bf16(uint16_t* device, int64_t n, const std::vector<uint16_t>& tile) {
+void fill_tiled_bf16(uint16_t* device, int64_t n, const std::vector<uint16_t>& tile, cudaStream_t stream) {
   for (int64_t off = 0; off < n; off += int64_t(tile.size()))
-    MS_CUDA_CHECK(cudaMemcpy(device + off, tile.data(), size_t(std::min<int64_t>(n - off, int64_t(tile.size()))) * 2,
-                             cudaMemcpyHostToDevice));
+    MS_CUDA_CHECK(cudaMemcpyAsync(device + off, tile.data(),
+                                  size_t(std::min<int64_t>(n - off, int64_t(tile.size()))) * 2, cudaMemcpyHostToDevice,
+                                  stream));
+  MS_CUDA_CHECK(cudaStreamSynchronize(stream));  // the tile is pageable and may go when this returns
 }
 
 nlohmann::json bench_cuda_block(cuda::GemmContext& gemm, const std::array<int64_t, 3>& grid, int repeats,
@@ -70,14 +72,15 @@ nlohmann::json bench_cuda_block(cuda::GemmContext& gemm, const std::array<int64_
   const cuda::GpuBlockActs& acts = in.acts;
   const cuda::GpuBlockGrads& grads = in.grads;
   for (auto [p, n] : {std::pair{in.weights, P}, {in.x, N * D}, {in.ctx, Nc * D}, {in.dout, N * D}})
-    fill_random_bf16(p, n);
+    fill_random_bf16(p, n, stream);
   std::vector<float> e0(size_t(6 * D));
   Rng rng(11);
   for (float& v : e0) v = float(0.1 * rng.normal());
-  MS_CUDA_CHECK(cudaMemcpy(in.e0, e0.data(), e0.size() * 4, cudaMemcpyHostToDevice));
-  MS_CUDA_CHECK(cudaMemset(in.wgrads, 0, size_t(P) * 4));
-  MS_CUDA_CHECK(cudaMemset(in.de0, 0, size_t(6 * D) * 4));
-  MS_CUDA_CHECK(cudaMemset(in.dctx, 0, size_t(Nc * D) * 2));
+  MS_CUDA_CHECK(cudaMemcpyAsync(in.e0, e0.data(), e0.size() * 4, cudaMemcpyHostToDevice, stream));
+  MS_CUDA_CHECK(cudaMemsetAsync(in.wgrads, 0, size_t(P) * 4, stream));
+  MS_CUDA_CHECK(cudaMemsetAsync(in.de0, 0, size_t(6 * D) * 4, stream));
+  MS_CUDA_CHECK(cudaMemsetAsync(in.dctx, 0, size_t(Nc * D) * 2, stream));
+  MS_CUDA_CHECK(cudaStreamSynchronize(stream));  // e0 is pageable
 
   cuda::CudaOps ops{gemm, stream, in.scratch, scratch_n};
   const BlockW<const uint16_t*> w = bind_block<const uint16_t>(c, in.weights);

@@ -16,10 +16,11 @@ class GemmContext;
 namespace ms::cli {
 
 // n bf16 values on the device from a repeated random tile (never zeros or constants: they make GEMMs run
-// faster than real data).
-void fill_random_bf16(uint16_t* device, int64_t n);
-// n bf16 values on the device: `tile` repeated.
-void fill_tiled_bf16(uint16_t* device, int64_t n, const std::vector<uint16_t>& tile);
+// faster than real data), copied on `stream` (the one the kernels run on: the legacy stream's copies are not ordered
+// with a non-blocking stream) and complete on return.
+void fill_random_bf16(uint16_t* device, int64_t n, cudaStream_t stream);
+// n bf16 values on the device: `tile` repeated; likewise on `stream`.
+void fill_tiled_bf16(uint16_t* device, int64_t n, const std::vector<uint16_t>& tile, cudaStream_t stream);
 
 // grid: one sample's token grid (f, h, w). Returns tokens, forward_s, backward_s, step_s (forward +
 // backward, which recomputes the forward), attention_step_s (the attention kernels' share: two forwards and

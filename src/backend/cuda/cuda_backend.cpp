@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "runtime/arena.h"
 
@@ -18,9 +21,17 @@ using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int
 
 }  // namespace
 
+HostWait host_wait_from_environment() {
+  const char* v = std::getenv("MEGASLIDE_CUDA_HOST_WAIT");
+  if (!v || !*v || std::string_view(v) == "stream-memop") return HostWait::stream_memop;
+  if (std::string_view(v) == "host-sync") return HostWait::host_sync;
+  MS_FAIL("MEGASLIDE_CUDA_HOST_WAIT must be stream-memop (the default) or host-sync, not ", quote_text(v, 40));
+}
+
 CudaBackend::CudaBackend(Trace* trace) : host_(std::make_unique<CpuBackend>(0, trace)) {
   cuda::device_info();  // throws, naming the reason, without a usable GPU
   MS_CUDA_CHECK(cudaSetDevice(0));
+  if (host_wait_ == HostWait::host_sync) return;
   cudaDriverEntryPointQueryResult found{};
   MS_CUDA_CHECK(
       cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &wait_value_, 11070, cudaEnableDefault, &found));
@@ -161,6 +172,7 @@ Event CudaBackend::record(int stream) {
   MS_CHECK(seq < (int64_t(1) << 31), "host stream ", stream, " signalled too often");
   host_->launch_always(s.host, "signal", [counter = s.signal, seq] {
     std::atomic_ref<uint32_t>(*counter).store(uint32_t(seq), std::memory_order_release);
+    std::atomic_ref<uint32_t>(*counter).notify_all();  // HostWait::host_sync waits on it
   });
   s.signalled.push_back(host_->record(s.host));
   return {stream, seq};
@@ -173,6 +185,14 @@ void CudaBackend::wait(int stream, Event e) {
   if (from.kind == StreamKind::host) {
     const Event signalled = from.signalled[size_t(e.seq - 1)];
     if (s.kind == StreamKind::host) return host_->wait(s.host, signalled);
+    if (host_wait_ == HostWait::host_sync) {
+      // The counter, not host_->sync: the signal comes after a failed task too, whose error sync() rethrows later.
+      std::atomic_ref<uint32_t> counter(*from.signal);
+      for (uint32_t v = counter.load(std::memory_order_acquire); v < uint32_t(e.seq);
+           v = counter.load(std::memory_order_acquire))
+        counter.wait(v, std::memory_order_acquire);
+      return;
+    }
     void* counter = nullptr;
     MS_CUDA_CHECK(cudaHostGetDevicePointer(&counter, from.signal, 0));
     const CUresult r = reinterpret_cast<WaitValue32>(wait_value_)(s.cuda, CUdeviceptr(counter), cuuint32_t(e.seq),

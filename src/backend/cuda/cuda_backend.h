@@ -3,6 +3,9 @@
 // (the CPU optimizer) are worker threads; a device stream waits for one of them with a stream memory
 // operation on a counter in mapped host memory (cuStreamWaitValue32), so no CUDA callback thread can be
 // blocked behind another; a host stream waits for a device event with cudaEventSynchronize.
+// MEGASLIDE_CUDA_HOST_WAIT=host-sync selects the alternative for a device stream's wait on a host stream: the
+// enqueuing thread waits for the host event itself before it enqueues more (no stream memory operation; the GPU may
+// idle while the thread waits), for drivers or VMs where the memory wait misbehaves.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,6 +19,11 @@
 struct CUevent_st;
 
 namespace ms {
+
+// How a device stream waits for a host stream's event (above).
+enum class HostWait { stream_memop, host_sync };
+// MEGASLIDE_CUDA_HOST_WAIT: unset or "stream-memop", or "host-sync"; anything else is an error naming the choices.
+HostWait host_wait_from_environment();
 
 class CudaBackend final : public Backend {
  public:
@@ -47,6 +55,7 @@ class CudaBackend final : public Backend {
   void sync_all() override;
 
   cuda::Stream stream(int id) const;  // a device stream's CUDA stream
+  HostWait host_wait() const { return host_wait_; }
 
  private:
   struct StreamState {
@@ -65,7 +74,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CpuBackend> host_;  // the host streams' workers; joined first on destruction
   std::vector<StreamState> streams_;
   std::vector<void*> pinned_;
-  void* wait_value_ = nullptr;  // the driver's cuStreamWaitValue32
+  HostWait host_wait_ = host_wait_from_environment();
+  void* wait_value_ = nullptr;  // the driver's cuStreamWaitValue32 (HostWait::stream_memop)
 };
 
 }  // namespace ms

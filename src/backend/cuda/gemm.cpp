@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/linear.h"
 
 namespace ms::cuda {
 namespace {
@@ -53,30 +55,35 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   MS_CHECK(M > 0 && N > 0 && K > 0, "gemm of ", M, "x", N, "x", K);
   // Row-major C [M,N] is column-major C^T [N,M] = op(B)^T [N,K] * op(A)^T [K,M]: B is the first operand.
   const cudaDataType_t out = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
-  Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
-  MS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  MS_CHECK(!bias || (std::is_same_v<T, uint16_t>), "gemm: a bias needs a bf16 output");
   const cublasOperation_t opx = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opy = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &opx, sizeof(opx)));
-  MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &opy, sizeof(opy)));
-  if (bias) {  // column-major C^T has N rows: the epilogue's bias runs along them
-    MS_CHECK((std::is_same_v<T, uint16_t>), "gemm: a bias needs a bf16 output");
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  using Desc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+  auto describe = [&](Desc& desc, bool epilogue) {
+    MS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &opx, sizeof(opx)));
+    MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &opy, sizeof(opy)));
+    if (!epilogue) return;
+    // Column-major C^T has N rows: the epilogue's bias runs along them.
+    const cublasLtEpilogue_t bias_epilogue = CUBLASLT_EPILOGUE_BIAS;
     const cudaDataType_t bias_type = CUDA_R_16BF;
-    MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    MS_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &bias_epilogue, sizeof(bias_epilogue)));
     MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     MS_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-  }
+  };
   Layout x, y, c;
   make_layout(x, CUDA_R_16BF, tb ? K : N, tb ? N : K, ldb);
   make_layout(y, CUDA_R_16BF, ta ? M : K, ta ? K : M, lda);
   make_layout(c, out, N, M, ldc);
   auto* h = static_cast<cublasLtHandle_t>(handle_);
   // The heuristic's choice is cached per shape and operand alignment (cuBLASLt assumes 256-byte aligned
-  // pointers unless told otherwise; arena sub-buffers and slices can be less).
+  // pointers unless told otherwise; arena sub-buffers and slices can be less). A product without epilogue is the
+  // same whether a bias kernel follows it or not, so the key holds whether the epilogue is asked for.
   const uintptr_t any = uintptr_t(A) | uintptr_t(B) | uintptr_t(C) | uintptr_t(bias);
   const uint32_t align = uint32_t(std::min<uintptr_t>(256, any & (~any + 1)));
-  const Key key{ta, tb, M, N, K, lda, ldb, ldc, std::is_same_v<T, float>, bias != nullptr, int(align)};
+  const bool ask_epilogue = bias && bias_epilogue_;
+  const Key key{ta, tb, M, N, K, lda, ldb, ldc, std::is_same_v<T, float>, ask_epilogue, int(align)};
   auto it = algos_.find(key);
   if (it == algos_.end()) {
     Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
@@ -87,19 +94,40 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
     for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       MS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, attr, &align, sizeof(align)));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    MS_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(h, desc.d, x.d, y.d, c.d, c.d, pref.d, 1, &result, &found));
-    MS_CHECK(found > 0, "cuBLASLt has no kernel for a ", M, "x", N, "x", K, " bf16 GEMM");
-    static_assert(sizeof(result.algo) == sizeof(Algo));
-    Algo bytes;
-    std::memcpy(bytes.data(), &result.algo, sizeof bytes);
-    it = algos_.emplace(key, bytes).first;
+    // The heuristic's best kernel, with the bias epilogue first where asked, then without it.
+    std::optional<Algo> chosen;
+    for (const bool epilogue : {true, false}) {
+      if (epilogue && !ask_epilogue) continue;
+      Desc desc;
+      describe(desc, epilogue);
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      const cublasStatus_t st =
+          cublasLtMatmulAlgoGetHeuristic(h, desc.d, x.d, y.d, c.d, c.d, pref.d, 1, &result, &found);
+      if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) continue;
+      MS_CUBLAS_CHECK(st);
+      static_assert(sizeof(result.algo) == sizeof(Algo::bytes));
+      chosen = Algo{{}, epilogue};
+      std::memcpy(chosen->bytes.data(), &result.algo, sizeof result.algo);
+      break;
+    }
+    MS_CHECK(chosen, "cuBLASLt has no kernel for a ", M, "x", N, "x", K, " bf16 GEMM (", ta ? "A transposed, " : "",
+             tb ? "B transposed, " : "", "leading dimensions ", lda, ", ", ldb, ", ", ldc, ", operands aligned to ",
+             align, " bytes, ", std::is_same_v<T, float> ? "fp32" : "bf16", " output)");
+    it = algos_.emplace(key, *chosen).first;
   }
+  const Algo& chosen = it->second;
+  Desc desc;
+  describe(desc, chosen.bias_epilogue);
   cublasLtMatmulAlgo_t algo;
-  std::memcpy(&algo, it->second.data(), sizeof algo);
+  std::memcpy(&algo, chosen.bytes.data(), sizeof algo);
   MS_CUBLAS_CHECK(cublasLtMatmul(h, desc.d, &alpha, B, x.d, A, y.d, &beta, C, c.d, C, c.d, &algo, workspace_,
                                  kWorkspaceBytes, stream));
+  if constexpr (std::is_same_v<T, uint16_t>)
+    if (bias && !chosen.bias_epilogue) {
+      add_row_bias(C, bias, M, N, ldc, stream);
+      ++bias_fallbacks_;
+    }
 }
 
 template void GemmContext::gemm<uint16_t>(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,

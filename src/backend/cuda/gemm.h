@@ -22,19 +22,31 @@ class GemmContext {
   GemmContext& operator=(const GemmContext&) = delete;
 
   // T: uint16_t (bf16) or float. Enqueued on `stream`. bias [N] (bf16, bf16 C only, or null) is added to
-  // every row of the product in cuBLASLt's epilogue: a linear layer's bias costs no pass of its own.
+  // every row of the product in cuBLASLt's epilogue: a linear layer's bias costs no pass of its own. Where
+  // cuBLASLt has no kernel with that epilogue for a shape and operand alignment, the product runs without it and
+  // a kernel adds the bias (two bf16 roundings instead of one).
   template <class T>
   void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
             const uint16_t* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream,
             const uint16_t* bias = nullptr);
+
+  // Tests force the fallback: the bias added by a kernel after an epilogue-free product.
+  void set_bias_epilogue(bool on) { bias_epilogue_ = on; }
+  // GEMMs with a bias that took the fallback so far (the device check reports it).
+  int64_t bias_fallbacks() const { return bias_fallbacks_; }
 
  private:
   void* handle_ = nullptr;     // cublasLtHandle_t
   void* workspace_ = nullptr;  // [kWorkspaceBytes] on the device
   // (ta, tb, M, N, K, lda, ldb, ldc, fp32 C, bias, operand alignment) -> cublasLtMatmulAlgo_t's bytes
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, int>;
-  using Algo = std::array<uint64_t, 8>;
+  struct Algo {
+    std::array<uint64_t, 8> bytes;  // cublasLtMatmulAlgo_t
+    bool bias_epilogue;             // the bias is added in the epilogue (else by a kernel after the product)
+  };
   std::map<Key, Algo> algos_;
+  bool bias_epilogue_ = true;
+  int64_t bias_fallbacks_ = 0;
 };
 
 }  // namespace ms::cuda

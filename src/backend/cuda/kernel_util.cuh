@@ -84,10 +84,13 @@ __global__ void column_partials(F f, float* partial, int64_t N, int64_t C) {
   partial[chunk * C + c] = s;
 }
 
-__global__ inline void column_finish(const float* partial, float* out, int64_t chunks, int64_t C) {
+// A template (T = float) rather than an inline __global__: a kernel defined in a header must be one that every
+// translation unit may instantiate.
+template <class T>
+__global__ void column_finish(const T* partial, T* out, int64_t chunks, int64_t C) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  float s = 0;
+  T s = 0;
   for (int64_t k = 0; k < chunks; ++k) s += partial[k * C + c];
   out[c] += s;
 }
@@ -100,7 +103,7 @@ void column_sum(F f, float* out, float* scratch, int64_t N, int64_t C, Stream st
   const unsigned blocks = unsigned((C + 255) / 256);
   column_partials<<<dim3(blocks, unsigned(chunks)), 256, 0, stream>>>(f, scratch, N, C);
   MS_CUDA_CHECK_LAUNCH();
-  column_finish<<<blocks, 256, 0, stream>>>(scratch, out, chunks, C);
+  column_finish<float><<<blocks, 256, 0, stream>>>(scratch, out, chunks, C);
   MS_CUDA_CHECK_LAUNCH();
 }
 

@@ -43,6 +43,15 @@ __global__ void linear_f32_dw_kernel(const float* x, const float* dy, float* dw,
   if (db && i == 0) db[o] += t;
 }
 
+// y [rows, ld] (first cols columns) += b [cols], rounded to bf16 again.
+__global__ void add_row_bias_kernel(uint16_t* y, const uint16_t* b, int64_t rows, int64_t cols, int64_t ld) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < rows * cols;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = e / cols, c = e % cols;
+    store(y, r * ld + c, load(y, r * ld + c) + load(b, c));
+  }
+}
+
 unsigned blocks_of(int64_t threads) { return unsigned((threads + 255) / 256); }
 
 }  // namespace
@@ -62,6 +71,12 @@ void linear_f32_backward(const float* x, const uint16_t* w, const float* dy, flo
   }
   if (out * in == 0) return;
   linear_f32_dw_kernel<<<blocks_of(out * in), 256, 0, stream>>>(x, dy, dw, db, N, in, out);
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+void add_row_bias(uint16_t* y, const uint16_t* b, int64_t rows, int64_t cols, int64_t ld, Stream stream) {
+  if (rows * cols == 0) return;
+  add_row_bias_kernel<<<elementwise_blocks(rows * cols), 256, 0, stream>>>(y, b, rows, cols, ld);
   MS_CUDA_CHECK_LAUNCH();
 }
 

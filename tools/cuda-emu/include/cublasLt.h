@@ -6,7 +6,7 @@
 
 #include "cuda_bf16.h"
 #include "cuda_runtime_api.h"
-enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
+enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7, CUBLAS_STATUS_NOT_SUPPORTED = 15 };
 inline const char* cublasLtGetStatusName(cublasStatus_t) { return "CUBLAS_EMU"; }
 inline const char* cublasLtGetStatusString(cublasStatus_t) { return "emulated"; }
 enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
