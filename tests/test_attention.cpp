@@ -34,9 +34,9 @@ std::vector<double> naive_attention(const std::vector<double>& q, const std::vec
 
 }  // namespace
 
-// Lq and Lk span several tiles (64 / 128) with ragged ends.
+// Lq and Lk span several tiles (256 / 256) with ragged ends.
 TEST(Attention, ForwardMatchesNaiveReference) {
-  AttentionDims a{2, 131, 259, 3, 5};
+  AttentionDims a{2, 301, 587, 3, 5};
   auto q = randn(a.B * a.Lq * a.nh * a.d, 1), k = randn(a.B * a.Lk * a.nh * a.d, 2),
        v = randn(a.B * a.Lk * a.nh * a.d, 3);
   std::vector<double> out(q.size()), lse(a.B * a.nh * a.Lq);
@@ -50,7 +50,7 @@ TEST(Attention, ForwardMatchesNaiveReference) {
 }
 
 TEST(Attention, GradientsMatchFiniteDifferences) {
-  AttentionDims a{2, 70, 131, 2, 3};  // crosses tile borders on both axes
+  AttentionDims a{2, 270, 531, 2, 3};  // crosses tile borders on both axes
   auto q = randn(a.B * a.Lq * a.nh * a.d, 4), k = randn(a.B * a.Lk * a.nh * a.d, 5),
        v = randn(a.B * a.Lk * a.nh * a.d, 6), r = randn(a.B * a.Lq * a.nh * a.d, 7);
   std::vector<double> out(q.size()), lse(a.B * a.nh * a.Lq);

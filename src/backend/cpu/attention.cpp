@@ -11,8 +11,11 @@
 
 namespace ms::cpu {
 namespace {
-constexpr int64_t kTileQ = 64;
-constexpr int64_t kTileK = 128;
+// Query and key tiles: 256 x 256 scores (256 KiB per thread, twice in the backward) make the tile GEMMs large enough
+// for OpenBLAS's packing to pay; 64 x 128 ran dense attention at about 0.75 of sgemm, 256 x 256 at 0.86-0.9
+// (docs/benchmarks.md, issue 34).
+constexpr int64_t kTileQ = 256;
+constexpr int64_t kTileK = 256;
 }  // namespace
 
 template <class T>
