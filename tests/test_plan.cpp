@@ -227,22 +227,59 @@ TEST(Plan, CliJsonHasTheIssueKeys) {
 }
 
 // End to end: the plan of the default training job's shape against the device_peak_bytes its run reports.
+// plan's resident arena against the trainer's measured one: recomputing each block (one block's activations), and
+// keeping every block's (--recompute never: num_layers - 1 more), both given explicitly to both.
 TEST(Plan, MatchesTheTrainersMeasuredPeak) {
-  TempDir dir;
   const std::string shape = "--frames 2 --height 8 --width 8 --batch-size 1";
-  // plan counts the recompute design (one block's activations): the trainer's --recompute always.
-  const CliResult t =
-      run_cli("-q train --steps 1 --save-every 0 --recompute always " + shape + " --out " + dir.file("run"));
-  ASSERT_EQ(t.code, 0) << t.output;
-  std::ifstream metrics(dir.file("run/metrics.jsonl"));
-  std::string line;
-  ASSERT_TRUE(std::getline(metrics, line));
-  const int64_t measured = nlohmann::json::parse(line)["device_peak_bytes"].get<int64_t>();
-  const CliResult r = run_cli("plan --preset tiny --gpu cpu --offload none --vae-stride 1,1,1 --json " + shape);
-  ASSERT_EQ(r.code, 0) << r.output;
-  const auto dev = nlohmann::json::parse(r.output)["device_bytes"];
-  EXPECT_EQ(dev["peak"].get<int64_t>() - dev["inputs"].get<int64_t>(), measured);
-  EXPECT_NEAR(double(dev["peak"].get<int64_t>()) / double(measured), 1.0, 0.10);
+  for (const std::string recompute : {"always", "never"}) {
+    SCOPED_TRACE(recompute);
+    TempDir dir;
+    const CliResult t = run_cli("-q train --steps 1 --save-every 0 --recompute " + recompute + " " + shape + " --out " +
+                                dir.file("run"));
+    ASSERT_EQ(t.code, 0) << t.output;
+    std::ifstream metrics(dir.file("run/metrics.jsonl"));
+    std::string line;
+    ASSERT_TRUE(std::getline(metrics, line));
+    const int64_t measured = nlohmann::json::parse(line)["device_peak_bytes"].get<int64_t>();
+    const CliResult r = run_cli("plan --preset tiny --gpu cpu --offload none --vae-stride 1,1,1 --json --recompute " +
+                                recompute + " " + shape);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const auto plan = nlohmann::json::parse(r.output);
+    const auto dev = plan["device_bytes"];
+    EXPECT_EQ(dev["peak"].get<int64_t>() - dev["inputs"].get<int64_t>(), measured);
+    EXPECT_NEAR(double(dev["peak"].get<int64_t>()) / double(measured), 1.0, 0.10);
+    EXPECT_EQ(plan["activations_kept"].get<bool>(), recompute == "never");
+    EXPECT_EQ(dev["kept_acts"].get<int64_t>() > 0, recompute == "never");
+  }
+}
+
+// --recompute auto keeps the activations of a resident run where it then fits, and its FLOPs are then 3 forwards a
+// block (4 with the recompute); a budget that only fits the recompute design gets it; never on a streamed run is an
+// error naming --offload none.
+TEST(Plan, RecomputeAutoKeepsActivationsWhereTheyFit) {
+  const std::string base =
+      "plan --preset tiny --gpu cpu --offload none --vae-stride 1,1,1 --frames 2 --height 8 "
+      "--width 8 --json --host-memory 64GB";
+  auto plan_of = [&](const std::string& flags) {
+    const CliResult r = run_cli(base + " " + flags);
+    EXPECT_EQ(r.code, 0) << r.output;
+    return nlohmann::json::parse(r.output);
+  };
+  const auto kept = plan_of(""), always = plan_of("--recompute always"), never = plan_of("--recompute never");
+  EXPECT_TRUE(kept["activations_kept"].get<bool>());
+  EXPECT_EQ(kept["device_bytes"]["peak"], never["device_bytes"]["peak"]);
+  EXPECT_GT(kept["device_bytes"]["peak"].get<int64_t>(), always["device_bytes"]["peak"].get<int64_t>());
+  const double f_kept = kept["flops"]["total"].get<double>(), f_always = always["flops"]["total"].get<double>();
+  EXPECT_LT(f_kept, f_always);
+  // A device budget between the two arenas: auto falls back to recomputing, and fits.
+  const int64_t between =
+      (kept["device_bytes"]["peak"].get<int64_t>() + always["device_bytes"]["peak"].get<int64_t>()) / 2;
+  const auto tight = plan_of("--device-memory " + std::to_string(between));
+  EXPECT_FALSE(tight["activations_kept"].get<bool>());
+  EXPECT_TRUE(tight["fits"].get<bool>());
+  const CliResult streamed = run_cli("plan --preset tiny --recompute never");
+  EXPECT_NE(streamed.code, 0);
+  EXPECT_NE(streamed.output.find("--offload none"), std::string::npos) << streamed.output;
 }
 
 }  // namespace

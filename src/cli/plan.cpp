@@ -29,6 +29,7 @@ struct PlanArgs {
   std::string gpu = "h200";
   std::optional<double> tflops, link_gbps, host_mem_gbps;  // profile overrides
   std::optional<OptimizerSchedule> schedule;               // absent: auto
+  Recompute recompute = Recompute::automatic;
   bool json = false;
 };
 
@@ -65,6 +66,9 @@ PlanInputs plan_inputs(const PlanArgs& a) {
   if (!a.host_memory.empty()) in.host_budget = parse_bytes(a.host_memory, "--host-memory");
   if (!a.host_memory.empty() && in.host_budget <= 0) MS_FAIL("--host-memory must be positive");
   in.schedule = a.schedule;
+  if (a.recompute == Recompute::never && !in.arena.resident)
+    MS_FAIL("--recompute never needs --offload none: a streamed run recomputes each block from its input");
+  in.recompute = a.recompute;
   return in;
 }
 
@@ -122,6 +126,11 @@ void add_plan_command(CLI::App& app) {
                      choices_of<OptimizerSchedule>());
          },
          "Optimizer schedule, as train's: auto (deferred if it fits), deferred, immediate")
+      ->default_str("auto");
+  cmd->add_option_function<std::string>(
+         "--recompute", [a](const std::string& v) { a->recompute = parse_name<Recompute>(v, "--recompute"); },
+         "As train's: resident runs (--offload none) keep every block's activations (never) or recompute them "
+         "(always); auto keeps them where the run then fits")
       ->default_str("auto");
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] {

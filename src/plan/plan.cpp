@@ -10,8 +10,8 @@
 namespace ms {
 namespace {
 
-// Everything but the suggestion.
-Plan evaluate(const PlanInputs& in) {
+// Everything but the suggestion and the choice of --recompute (in.arena.keep_block_acts as given).
+Plan evaluate_kept(const PlanInputs& in) {
   Plan p;
   p.in = in;
   if (in.device_memory < 0 || in.host_budget < 0) MS_FAIL("memory budgets must be positive");
@@ -48,7 +48,7 @@ Plan evaluate(const PlanInputs& in) {
 
   p.traffic = step_traffic(table, p.device, in.arena);
   p.host_dram_bytes = kOptimizerBytesPerParam * p.params + p.traffic.h2d() + p.traffic.d2h();
-  p.flops = train_step_flops(c, d);
+  p.flops = in.arena.keep_block_acts ? model_step_flops(c, d) : train_step_flops(c, d);  // what is executed
   p.model_flops = model_step_flops(c, d);
   const double link = hw.link_bytes_per_s;
   p.bounds.compute = p.flops.total() / hw.flops_per_s;
@@ -77,6 +77,18 @@ Plan evaluate(const PlanInputs& in) {
                             " schedule) exceeds --host-memory ", format_bytes(double(p.host_budget))));
   p.fits = p.reasons.empty();
   return p;
+}
+
+// Everything but the suggestion: --recompute resolved as train resolves it (resident runs keep every block's
+// activations where asked, or under auto where the run then fits).
+Plan evaluate(const PlanInputs& given) {
+  PlanInputs in = given;
+  in.arena.keep_block_acts = in.arena.resident && in.recompute != Recompute::always;
+  if (!in.arena.keep_block_acts || in.recompute == Recompute::never) return evaluate_kept(in);
+  Plan kept = evaluate_kept(in);
+  if (kept.fits) return kept;
+  in.arena.keep_block_acts = false;
+  return evaluate_kept(in);
 }
 
 // Pixel frames of the longest video with at most `latent_frames` latent frames that fits, or 0.

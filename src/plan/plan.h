@@ -25,6 +25,9 @@ struct PlanInputs {
   int64_t device_memory = 0;  // --device-memory; 0 (absent): hw.device_bytes - hw.reserve_bytes
   int64_t host_budget = 0;    // --host-memory; 0: hw.host_bytes
   std::optional<OptimizerSchedule> schedule;  // --schedule; absent (auto): deferred where its gradient pool fits
+  // --recompute, as train resolves it: a resident run (--offload none) keeps every block's activations (never) or
+  // recomputes them (always); auto keeps them where the run then fits. arena.keep_block_acts is set from it.
+  Recompute recompute = Recompute::automatic;
 };
 
 // Host bytes by pool (docs/runtime.md): 14 bytes per parameter of persistent state, plus gradients and, with

@@ -90,11 +90,13 @@ nlohmann::json plan_to_json(const Plan& p) {
         {"grad_slots", v.grad_slots},
         {"checkpoints", v.checkpoints},
         {"recompute", v.recompute},
+        {"kept_acts", v.kept_acts},
         {"attention", v.attention},
         {"other", v.other},
         {"inputs", v.inputs},
         {"peak", v.peak()}}},
       {"device_budget", p.device_budget},
+      {"activations_kept", p.in.arena.keep_block_acts},
       {"h2d_bytes", p.traffic.h2d()},
       {"d2h_bytes", p.traffic.d2h()},
       {"traffic",
@@ -157,12 +159,16 @@ std::string plan_to_table(const Plan& p) {
   line("grad slots", cat(bytes(v.grad_slots), " (", p.in.arena.grad_slots, " x fp32)"));
   line("checkpoints", bytes(v.checkpoints) + (p.in.arena.offload_activations ? " (3 staging slots)" : ""));
   line("block recompute", bytes(v.recompute));
+  if (p.in.arena.keep_block_acts)
+    line("kept activations",
+         cat(bytes(v.kept_acts), " (--recompute never: ", p.in.model.num_layers - 1, " more blocks')"));
   line("attention", bytes(v.attention));
   line("other + inputs", bytes(v.other + v.inputs));
   s += "step\n";
   line("H2D / D2H", cat(bytes(p.traffic.h2d()), " / ", bytes(p.traffic.d2h())));
   line("FLOPs", cat(fmt("%.3g", p.flops.total()), " (GEMM ", fmt("%.3g", p.flops.gemm), ", attention ",
-                    fmt("%.3g", p.flops.attention), "; recompute included)"));
+                    fmt("%.3g", p.flops.attention),
+                    p.in.arena.keep_block_acts ? "; activations kept, nothing recomputed)" : "; recompute included)"));
   line("compute bound", seconds(p.bounds.compute) + fmt(" at %.0f TFLOP/s", hw.flops_per_s / 1e12));
   line("host link bound", hw.unified() ? std::string("none (device memory is host memory)")
                                        : seconds(p.bounds.link) + fmt(" at %.0f GB/s", hw.link_bytes_per_s / 1e9) +

@@ -49,6 +49,8 @@ void ArenaOptions::validate() const {
   for (int b : {weight_bytes, act_bytes})
     if (b != 2 && b != 4) MS_FAIL("device dtype size ", b, " is not 2 (bf16) or 4 (f32)");
   if (grad_slots < 0) MS_FAIL("gradient slots must be >= 0, got ", grad_slots);
+  if (keep_block_acts && !resident)
+    MS_FAIL("--recompute never needs --offload none: a streamed run recomputes each block from its input");
 }
 
 WorkspaceLayout ArenaOptions::layout(const ModelConfig& c, const StepShapes& shapes) const {
@@ -75,10 +77,12 @@ DevicePlan plan_device(const ModelConfig& c, const StepShapes& shapes, const Are
   // Every activation buffer of the schedule, by the visitor that lays it out in the backend's types and alignment.
   WorkspaceLayout l = o.layout(c, shapes);
   l.checkpoint_slots = -1;  // every checkpoint: those in host memory are counted apart
+  int64_t block_acts = 0;   // one block's BlockActs, as ResidentModel keeps each
   auto count = [&](auto ws) {
     model_workspace_visitor<decltype(ws)>(c, shapes, l)(ws, [&](int64_t n, auto& field) {
       const int64_t bytes = aligned_bytes<decltype(field)>(n, align);
       const void* f = &field;
+      if (member_of(field, ws.block)) block_acts += bytes;
       const bool attention = f == &ws.block.attn_lse || f == &ws.block.yc_lse || f == &ws.block.off_h ||
                              f == &ws.block.off_g || f == &ws.block.off_raw || f == &ws.block.offsets ||
                              f == &ws.block_grads.off;
@@ -96,6 +100,7 @@ DevicePlan plan_device(const ModelConfig& c, const StepShapes& shapes, const Are
     count(ModelWorkspace<uint16_t, float>{});
   else
     count(ModelWorkspace<float>{});
+  if (o.keep_block_acts) p.kept_acts = std::max<int64_t>(0, c.num_layers - 1) * block_acts;
   const int64_t ND = shapes.most([](const ModelDims& d) { return d.N(); }) * c.dim;
   MS_CHECK(p.checkpoints == rounded((c.num_layers + 1) * ND * o.act_bytes), "checkpoints ", p.checkpoints);
   if (o.offload_activations) {

@@ -29,6 +29,17 @@ struct EnumNames<OptimizerSchedule> {
       {{OptimizerSchedule::deferred, "deferred"}, {OptimizerSchedule::immediate, "immediate"}}};
 };
 
+// --recompute: whether the backward recomputes each block's activations from its input (always: the least memory;
+// what a streamed run does) or keeps them from the forward (never: about a quarter less compute, every block's
+// activations in memory; resident runs only). auto keeps them on a resident run when they fit in host memory. The
+// result is the same bits either way.
+enum class Recompute { automatic, always, never };
+template <>
+struct EnumNames<Recompute> {
+  static constexpr std::array<EnumName<Recompute>, 3> values{
+      {{Recompute::automatic, "auto"}, {Recompute::always, "always"}, {Recompute::never, "never"}}};
+};
+
 // Immediate schedule, streamed: host gradient buffers of the largest stage's size, one receiving a stage's
 // gradients over the link, one being applied by AdamW.
 constexpr int kImmediateStaging = 2;
@@ -50,6 +61,8 @@ struct ArenaOptions {
                                      // buffers); 4 the CPU backend's (everything f32, dense)
   int grad_slots = 2;                // stage-sized fp32 gradient slots: one accumulating, one draining D2H;
                                      // 0: the backward accumulates into the host grad pool (CPU backend)
+  bool keep_block_acts = false;      // resident only: every block keeps its forward activations (--recompute
+                                     // never, or auto where they fit): num_layers - 1 more blocks' BlockActs
   // Throws ms::Error naming the bad value.
   void validate() const;
   // The workspace layout of the backend that act_bytes names, and the alignment of its buffers.
@@ -74,6 +87,8 @@ struct DevicePlan {
   int64_t checkpoints_host = 0;  // with offload_activations: the block inputs held in host memory, 0 .. num_layers - 3
                                  // (the last three stay in their staging slots)
   int64_t recompute = 0;         // one block's activations and backward scratch (BlockActs, BlockGrads)
+  int64_t kept_acts = 0;         // keep_block_acts: blocks 0 .. num_layers - 2's activations (the last block's are
+                                 // the recompute buffers')
   int64_t attention = 0;         // attention-kernel state: log-sum-exps (flash-style kernels keep no scores),
                                  // DSA offset-network activations and offset gradients
   int64_t other = 0;             // stem and head activations, residual-stream and embedding gradients, scratch
@@ -81,7 +96,7 @@ struct DevicePlan {
   int64_t scores_if_materialised = 0;  // one layer's B x nh x L x L' self-attention scores at act_bytes: what a
                                        // kernel without online softmax would add (reported, not counted)
 
-  int64_t workspace() const { return checkpoints + recompute + attention + other; }
+  int64_t workspace() const { return checkpoints + recompute + kept_acts + attention + other; }
   int64_t peak() const { return weight_slots + grad_slots + workspace() + inputs; }
 };
 

@@ -48,17 +48,6 @@ struct EnumNames<ScheduleChoice> {
                                                                    {ScheduleChoice::immediate, "immediate"}}};
 };
 
-// --recompute: whether the backward recomputes each block's activations from its input (always: the least memory;
-// what a streamed run does) or keeps them from the forward (never: about a quarter less compute, every block's
-// activations in memory; resident runs only). auto keeps them on a resident run when they fit in host memory. The
-// result is the same bits either way.
-enum class Recompute { automatic, always, never };
-template <>
-struct EnumNames<Recompute> {
-  static constexpr std::array<EnumName<Recompute>, 3> values{
-      {{Recompute::automatic, "auto"}, {Recompute::always, "always"}, {Recompute::never, "never"}}};
-};
-
 struct TrainOptions {
   std::string model = "tiny";      // preset | model directory | weights file (with config)
   std::string config;              // config.json (with a weights file, or to override)
