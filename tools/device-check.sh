@@ -7,7 +7,8 @@
 # stays under 6 minutes on an H200, so a cut or broken step costs only itself. The table printed last is built from
 # whatever exists and says what is missing and why. DIR receives device-check.log, summary.json (the table's data)
 # and details.tgz (every step's log and report): three files, within what the device tool brings back.
-# --dry-run: the same on a machine without a GPU: every CUDA test must report skipped, every bench its --help.
+# --dry-run: the same on a machine without a GPU: every CUDA test must report skipped, and every bench command line
+# parse and stop at "no usable CUDA GPU".
 set -uo pipefail
 dry=0
 if [ "${1:-}" = "--dry-run" ]; then
@@ -83,22 +84,23 @@ done
 # (MEGASLIDE_CUDA_HOST_WAIT=host-sync) instead of cuStreamWaitValue32 on mapped memory.
 step test-host-sync 40 env MEGASLIDE_CUDA_HOST_WAIT=host-sync "${tests[@]}" --gtest_filter='CudaStreamed.*:CudaBackend.*' --gtest_output="json:$work/tests/host-sync.json"
 
-if [ $dry -eq 1 ]; then
-  step help-megaslide_device 10 "$bin/megaslide_device" --help
-  step help-bench-cuda 10 "$bin/megaslide_device" bench cuda --help
-else
-  # Ceilings (256 MiB copies, bf16 GEMMs at Wan2.1-14B shapes) and one Wan2.1-14B block at 8192 tokens.
-  step bench-ceilings 45 "$bin/megaslide_device" bench cuda --json --copy-mib 256 --repeats 5 --stream-grid 0 0 0 \
-    --attention-tokens 0
-  # Attention per type at 4k and 32k tokens, one repeat, DSA first (the later runs measure their own GEMM ceiling on
-  # short copies: their TFLOP/s are compared with it).
-  short=(--json --copy-mib 64 --repeats 1 --block-grid 0 0 0)
-  step bench-attention 75 "$bin/megaslide_device" bench cuda "${short[@]}" --stream-grid 0 0 0 \
-    --attention-tokens 4096 32768
-  # The streamed step: 4 Wan2.1-14B blocks at 6144 tokens, prefetch on, serialized, copies alone.
-  step bench-stream 75 "$bin/megaslide_device" bench cuda "${short[@]}" --repeats 2 --attention-tokens 0 \
-    --stream-grid 4 32 48 --stream-layers 4
-fi
+# The benchmarks, one flushed JSON line per measurement. A dry run runs the same command lines: each must get past
+# its argument parsing to the "no usable CUDA GPU" error.
+bench() { # NAME CAP ARGS...
+  local name=$1 cap=$2
+  shift 2
+  [ $dry -eq 1 ] && cap=10
+  step "bench-$name" "$cap" "$bin/megaslide_device" bench cuda --json "$@"
+}
+[ $dry -eq 1 ] && step help-bench-cuda 10 "$bin/megaslide_device" bench cuda --help
+# Ceilings (256 MiB copies, bf16 GEMMs at Wan2.1-14B shapes) and one Wan2.1-14B block at 8192 tokens.
+bench ceilings 45 --copy-mib 256 --repeats 5 --stream-grid 0 0 0 --attention-tokens 0
+# Attention per type at 4k and 32k tokens, one repeat, DSA first (the later runs measure their own GEMM ceiling on
+# short copies: their TFLOP/s are compared with it).
+bench attention 75 --copy-mib 64 --repeats 1 --block-grid 0 0 0 --stream-grid 0 0 0 --attention-tokens 4096 32768
+# The streamed step: 4 Wan2.1-14B blocks at 6144 tokens, prefetch on, serialized, copies alone.
+bench stream 75 --copy-mib 64 --repeats 2 --block-grid 0 0 0 --attention-tokens 0 --stream-grid 4 32 48 \
+  --stream-layers 4
 step test-CudaLargeShapes 90 "${tests[@]}" --gtest_filter='CudaLargeShapes.*' --gtest_output="json:$work/tests/CudaLargeShapes.json"
 if [ $dry -eq 0 ] && [ -n "$sanitizer" ]; then
   step racecheck 90 "$sanitizer" --tool racecheck --racecheck-report hazard --error-exitcode 86 \
