@@ -50,7 +50,7 @@ void ArenaOptions::validate() const {
     if (b != 2 && b != 4) MS_FAIL("device dtype size ", b, " is not 2 (bf16) or 4 (f32)");
   if (grad_slots < 0) MS_FAIL("gradient slots must be >= 0, got ", grad_slots);
   if (keep_block_acts && !resident)
-    MS_FAIL("--recompute never needs --offload none: a streamed run recomputes each block from its input");
+    MS_FAIL("kept block activations need a resident arena: a streamed one holds one block's");
 }
 
 WorkspaceLayout ArenaOptions::layout(const ModelConfig& c, const StepShapes& shapes) const {
@@ -100,7 +100,7 @@ DevicePlan plan_device(const ModelConfig& c, const StepShapes& shapes, const Are
     count(ModelWorkspace<uint16_t, float>{});
   else
     count(ModelWorkspace<float>{});
-  if (o.keep_block_acts) p.kept_acts = std::max<int64_t>(0, c.num_layers - 1) * block_acts;
+  if (o.keep_block_acts) p.kept_acts = kept_block_act_sets(c) * block_acts;
   const int64_t ND = shapes.most([](const ModelDims& d) { return d.N(); }) * c.dim;
   MS_CHECK(p.checkpoints == rounded((c.num_layers + 1) * ND * o.act_bytes), "checkpoints ", p.checkpoints);
   if (o.offload_activations) {

@@ -40,6 +40,10 @@ struct EnumNames<Recompute> {
       {{Recompute::automatic, "auto"}, {Recompute::always, "always"}, {Recompute::never, "never"}}};
 };
 
+// Blocks whose activations a resident run keeps beside the workspace's one set when it does not recompute them: every
+// block but the last, whose activations stay in the workspace from the forward (ResidentModel, plan_device).
+inline int64_t kept_block_act_sets(const ModelConfig& c) { return std::max<int64_t>(0, c.num_layers - 1); }
+
 // Immediate schedule, streamed: host gradient buffers of the largest stage's size, one receiving a stage's
 // gradients over the link, one being applied by AdamW.
 constexpr int kImmediateStaging = 2;

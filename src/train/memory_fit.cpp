@@ -87,11 +87,11 @@ void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& sh
   // Then the activations: kept from the forward where asked for, or where they fit (auto), on a resident run.
   TrainOptions kept = o;
   kept.keep_block_acts = o.offload == Offload::none && o.recompute != Recompute::always;
-  const bool keep =
-      kept.keep_block_acts && (o.recompute == Recompute::never || need(*picked, kept).total() <= limit.bytes);
+  const int64_t kept_need = kept.keep_block_acts ? need(*picked, kept).total() : 0;
+  const bool keep = kept.keep_block_acts && (o.recompute == Recompute::never || kept_need <= limit.bytes);
   if (o.offload == Offload::none && o.recompute == Recompute::automatic)
     log_info("--recompute auto: ", keep ? "never (every block keeps its activations" : "always (kept activations",
-             keep ? "" : cat(" would need ", bytes(need(*picked, kept).total())), ")");
+             keep ? "" : cat(" would need ", bytes(kept_need)), ")");
   o.keep_block_acts = keep;
   const TrainHostNeed n = need(*picked, o);
   if (n.total() > limit.bytes) {

@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/attention.h"
@@ -49,7 +51,6 @@ double at(const std::vector<uint16_t>& t, int64_t i) { return double(bf16_to_f32
 // Non-finite values of a bf16 or fp32 result, with the name for the message.
 template <class T>
 void expect_finite(const std::string& what, const std::vector<T>& v) {
-  std::vector<int64_t> bad(size_t(num_threads()), 0);
   const int64_t chunk = 1 << 16, n = int64_t(v.size());
   std::vector<int64_t> per_chunk(size_t((n + chunk - 1) / chunk), 0);
   parallel_for(int64_t(per_chunk.size()), [&](int64_t c) {

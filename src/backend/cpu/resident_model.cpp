@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu_stages.h"
 #include "core/check.h"
+#include "runtime/arena.h"
 
 namespace ms {
 
@@ -22,9 +23,7 @@ int64_t block_acts_numel(const ModelConfig& c, const StepShapes& shapes) {
   return workspace_bytes<BlockActs<T>>(block_acts_visitor<T>(c, shapes), sizeof(T)) / int64_t(sizeof(T));
 }
 
-int64_t kept_sets(const ModelConfig& c, bool keep_acts) {
-  return keep_acts ? std::max<int64_t>(0, c.num_layers - 1) : 0;
-}
+int64_t kept_sets(const ModelConfig& c, bool keep_acts) { return keep_acts ? kept_block_act_sets(c) : 0; }
 
 }  // namespace
 
