@@ -219,7 +219,7 @@ TEST(Faults, HostAllocationFailureNamesTheBytes) {
     const struct rlimit limit { room, room };
     setrlimit(RLIMIT_AS, &limit);
     try {
-      HostState host(ParamTable(preset_config("wan2.1-1.3b")), 0);
+      HostState host(ParamTable(preset_config("wan2.1-1.3b")).total(), 0);
     } catch (const Error& e) {
       _exit(std::string(e.what()).find("out of host memory mapping 2.84 GB") != std::string::npos ? 0 : 2);
     }

@@ -284,3 +284,59 @@ TEST(Plan, RecomputeAutoKeepsActivationsWhereTheyFit) {
 
 }  // namespace
 }  // namespace ms::test
+
+namespace ms::test {
+namespace {
+
+// Wan2.1-14B at 81 x 480 x 832 on G GPUs of M machines (docs/distributed.md), against one GPU's plan: each GPU moves
+// 1/R of the link traffic and all-gathers / reduce-scatters (R - 1) / R of it between GPUs, at NVLink's 450 GB/s
+// within a machine and NDR's 50 GB/s across machines; a machine's host memory holds its G ranks' shards, the same
+// 14 bytes per parameter in all when M = 1 and 1/M of them otherwise (up to the chunks' rounding).
+TEST(Plan, DistributedShardsTheHostStateAndPricesTheCollectives) {
+  PlanInputs in = paper_105b();
+  in.model = preset_config("wan2.1-14b");
+  in.video = {1, 81, 480, 832, {4, 8, 8}};
+  in.schedule = OptimizerSchedule::deferred;
+  const Plan one = make_plan(in);
+  for (auto [G, M] : {std::pair{8, 1}, std::pair{8, 4}, std::pair{3, 1}}) {
+    in.gpus_per_node = G, in.nodes = M;
+    const Plan p = make_plan(in);
+    const int R = G * M;
+    EXPECT_EQ(p.ranks, R);
+    EXPECT_NEAR(double(p.traffic.h2d_weights), double(one.traffic.h2d_weights) / R, 1);
+    EXPECT_NEAR(double(p.traffic.d2h_grads), double(one.traffic.d2h_grads) / R, 1);
+    EXPECT_NEAR(double(p.collectives.gather_bytes), double(one.traffic.h2d_weights) * (R - 1) / R, 1);
+    EXPECT_NEAR(double(p.collectives.scatter_bytes), double(one.traffic.d2h_grads) * (R - 1) / R, 1);
+    const double rate = M > 1 ? 50e9 : 450e9;
+    EXPECT_DOUBLE_EQ(p.collectives.gather_s, double(p.collectives.gather_bytes) / rate);
+    EXPECT_NEAR(double(p.host.persistent()), 14.0 * double(one.params) / R, 14.0 * 43);  // 43 stages' rounding
+    EXPECT_NEAR(double(p.host_needed), double(one.host_needed) / M, double(one.host_needed) * 1e-6);
+    EXPECT_EQ(p.flops.total(), one.flops.total());  // each GPU computes its own batch
+    EXPECT_GE(p.bounds.link, std::max(p.collectives.gather_s, p.collectives.scatter_s));
+  }
+}
+
+// The paper's 105 B model does not fit one machine of 256 GB with 8 GPUs; 8 such machines hold it, and the plan for
+// one machine names the fewest that would.
+TEST(Plan, The105BPresetFitsEightMachinesOf256GB) {
+  PlanInputs in = paper_105b();
+  in.video = {1, 81, 480, 832, {4, 8, 8}};
+  in.host_budget = 256'000'000'000;
+  in.gpus_per_node = 8;
+  in.nodes = 8;
+  const Plan eight = make_plan(in);
+  EXPECT_TRUE(eight.fits) << (eight.reasons.empty() ? "" : eight.reasons[0]);
+  EXPECT_LE(eight.host_needed, in.host_budget);
+  in.nodes = 1;
+  const Plan one = make_plan(in);
+  EXPECT_FALSE(one.fits);
+  ASSERT_EQ(one.suggestion.rfind("--nodes ", 0), 0u) << one.suggestion;
+  const int nodes = std::stoi(one.suggestion.substr(8));
+  in.nodes = nodes;
+  EXPECT_TRUE(make_plan(in).fits) << nodes;
+  in.nodes = nodes - 1;
+  EXPECT_FALSE(make_plan(in).fits) << nodes - 1;
+}
+
+}  // namespace
+}  // namespace ms::test

@@ -21,7 +21,9 @@ declare -A allowed=(
   [plan]="core io ops model runtime registry"
   [sample]="core io ops model runtime backend/cpu vae t5 data"
   [train]="core io ops model runtime backend/cpu registry vae t5 data plan sample"
-  [cli]="core io ops model runtime backend/cpu backend/cuda registry vae t5 data eval plan sample train"
+  [dist]="core runtime"
+  [dist/mpi_plugin]="dist"
+  [cli]="core io ops model runtime backend/cpu backend/cuda registry vae t5 data eval plan sample train dist"
 )
 status=0
 while IFS= read -r file; do

@@ -13,6 +13,7 @@ packages=(
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # video decode / encode (FFmpeg)
   libopencv-video-dev libopencv-imgcodecs-dev                  # optical flow (eval), PNG plots
   libgtest-dev             # tests
+  libopenmpi-dev openmpi-bin  # distributed training: the MPI plugin and mpirun (docs/distributed.md)
   libbenchmark-dev         # micro-benchmarks
 )
 

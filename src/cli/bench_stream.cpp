@@ -2,7 +2,8 @@
 // job runs streamed on the CPU backend with an emulated link, overlapped and serialised, once with
 // the link fast enough to be compute-bound and once slow enough to be transfer-bound. --layers sets the
 // tiny model's depth: each step exposes a fixed chain at its boundary (see boundary_bytes), which a deeper
-// model amortises over more streamed stages.
+// model amortises over more streamed stages. Under mpirun (docs/distributed.md) each rank runs the job with the
+// global batch sharded, and rank 0 prints each rank's link bytes and collective time against the step.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "core/log.h"
+#include "dist/mpi.h"
 #include "io/atomic_file.h"
 #include "model/param_table.h"
 #include "plan/plan.h"
@@ -40,19 +42,83 @@ double boundary_bytes(const ModelConfig& c) {
   return (4.0 + 2.0) * first_two;
 }
 
-// Median step seconds of a run of the default job (the first step, which warms up, is left out).
-double step_seconds(TrainOptions o, const TrainHooks& hooks = {}) {
-  o.out = (std::filesystem::temp_directory_path() / ("megaslide-bench-stream-" + std::to_string(::getpid()))).string();
+// Median step seconds of a run of the default job (the first step, which warms up, is left out), on every rank of
+// comm (rank 0 reads them from the run's metrics).
+double step_seconds(TrainOptions o, Communicator& comm, const TrainHooks& hooks = {}) {
+  const double pid = double(::getpid());
+  const int64_t lead_pid = int64_t(comm.gather(Channel::control, std::span<const double>(&pid, 1))[0]);
+  o.out = (std::filesystem::temp_directory_path() / ("megaslide-bench-stream-" + std::to_string(lead_pid))).string();
   o.save_every = 0;
-  std::filesystem::remove_all(o.out);
-  train(o, hooks);
-  std::ifstream m(o.out + "/metrics.jsonl");
-  std::vector<double> secs;
-  for (std::string line; std::getline(m, line);) secs.push_back(nlohmann::json::parse(line)["seconds"].get<double>());
-  std::filesystem::remove_all(o.out);
-  secs.erase(secs.begin());
-  std::sort(secs.begin(), secs.end());
-  return secs[secs.size() / 2];
+  const bool lead = comm.rank() == 0;
+  if (lead) std::filesystem::remove_all(o.out);
+  train(o, hooks, &comm);
+  double median = 0;
+  if (lead) {
+    std::ifstream m(o.out + "/metrics.jsonl");
+    std::vector<double> secs;
+    for (std::string line; std::getline(m, line);) secs.push_back(nlohmann::json::parse(line)["seconds"].get<double>());
+    secs.erase(secs.begin());
+    std::sort(secs.begin(), secs.end());
+    median = secs[secs.size() / 2];
+  }
+  median = comm.sum(Channel::control, median);  // rank 0's, on every rank
+  if (lead) std::filesystem::remove_all(o.out);
+  return median;
+}
+
+// Under mpirun: the default job at an unthrottled link on every rank, and per rank the bytes it moves over the link
+// and between ranks per step, and the time its collectives take against the step's.
+void bench_stream_ranks(const BenchStreamArgs& a, TrainOptions base, const ModelConfig& cfg, Communicator& comm) {
+  const int R = comm.size();
+  const Communicator::Traffic w0 = comm.traffic(Channel::weights), g0 = comm.traffic(Channel::grads);
+  const double step = step_seconds(base, comm);
+  const Communicator::Traffic w = comm.traffic(Channel::weights), g = comm.traffic(Channel::grads);
+  const double steps = double(base.steps);
+  ArenaOptions ao;
+  ao.prefetch = base.prefetch;
+  ao.ranks = R;
+  const Traffic link = step_traffic(ParamTable(cfg), DevicePlan{}, ao);  // a stage's bytes, shared by R ranks
+  const double mine[] = {double(link.h2d()) / R,
+                         double(link.d2h()) / R,
+                         double(w.bytes - w0.bytes) / steps,
+                         double(g.bytes - g0.bytes) / steps,
+                         (w.seconds - w0.seconds) / steps,
+                         (g.seconds - g0.seconds) / steps};
+  const std::vector<double> all = comm.gather(Channel::control, mine);
+  if (comm.rank() != 0) return;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int r = 0; r < R; ++r) {
+    const double* v = all.data() + r * 6;
+    ranks.push_back({{"rank", r},
+                     {"h2d_bytes_per_step", v[0]},
+                     {"d2h_bytes_per_step", v[1]},
+                     {"all_gather_bytes_per_step", v[2]},
+                     {"reduce_scatter_bytes_per_step", v[3]},
+                     {"all_gather_seconds_per_step", v[4]},
+                     {"reduce_scatter_seconds_per_step", v[5]}});
+  }
+  nlohmann::json r{
+      {"model", base.model}, {"layers", cfg.num_layers}, {"ranks", R}, {"step_seconds", step}, {"per_rank", ranks}};
+  if (a.json) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return;
+  }
+  std::printf(
+      "bench stream: default job (%lld blocks) streamed on the CPU backend by %d ranks (global batch %lld), "
+      "median step %.3f s\n",
+      static_cast<long long>(cfg.num_layers), R, static_cast<long long>(R * base.batch_size), step);
+  std::printf("  %4s %10s %10s %14s %14s %14s %14s\n", "rank", "H2D MB", "D2H MB", "all-gather MB", "reduce-sc. MB",
+              "all-gather s", "reduce-sc. s");
+  for (const auto& x : ranks)
+    std::printf("  %4d %10.2f %10.2f %14.2f %14.2f %14.4f %14.4f\n", x["rank"].get<int>(),
+                x["h2d_bytes_per_step"].get<double>() / 1e6, x["d2h_bytes_per_step"].get<double>() / 1e6,
+                x["all_gather_bytes_per_step"].get<double>() / 1e6,
+                x["reduce_scatter_bytes_per_step"].get<double>() / 1e6, x["all_gather_seconds_per_step"].get<double>(),
+                x["reduce_scatter_seconds_per_step"].get<double>());
+  std::printf(
+      "  per step: each rank's link bytes (its chunks of the weights up, of the gradients down), the bytes it sends\n"
+      "  to the other ranks, and the time in its collectives (on the H2D and D2H streams, waiting for the slowest\n"
+      "  rank included), against the step\n");
 }
 
 // Bytes over the link per step in each direction, as the plan counts them (step_traffic: bf16 weights up for
@@ -65,6 +131,7 @@ Traffic link_bytes(const ModelConfig& c, int prefetch) {
 }
 
 void bench_stream(const BenchStreamArgs& a) {
+  const std::unique_ptr<Communicator> comm = connect_ranks(1800);
   set_log_level(LogLevel::warn);
   TrainOptions base;
   base.steps = std::max<int64_t>(a.steps, 3);
@@ -78,7 +145,12 @@ void bench_stream(const BenchStreamArgs& a) {
     write_file_atomic(config_path, config_to_json(cfg).dump(2));
     base.config = config_path;
   }
-  const double compute = step_seconds(base);  // unthrottled link: memcpy, far faster than compute
+  if (comm->size() > 1) {
+    bench_stream_ranks(a, base, cfg, *comm);
+    std::filesystem::remove(config_path);
+    return;
+  }
+  const double compute = step_seconds(base, *comm);  // unthrottled link: memcpy, far faster than compute
   const Traffic bytes = link_bytes(cfg, base.prefetch);
   const double busiest = double(std::max(bytes.h2d(), bytes.d2h()));  // the direction that sets the transfer time
   std::vector<double> rates;
@@ -90,9 +162,9 @@ void bench_stream(const BenchStreamArgs& a) {
   for (double gbps : rates) {
     TrainOptions o = base;
     o.link_gbps = gbps;
-    const double overlapped = step_seconds(o);
-    const double transfer = step_seconds(o, {.skip_compute = true});  // the same schedule, every compute op empty
-    const double serialised = step_seconds(o, {.serialize = true});
+    const double overlapped = step_seconds(o, *comm);
+    const double transfer = step_seconds(o, *comm, {.skip_compute = true});  // the same schedule, compute ops empty
+    const double serialised = step_seconds(o, *comm, {.serialize = true});
     const double boundary = boundary_bytes(cfg) / (gbps * 1e9);
     const bool compute_bound = compute >= transfer;
     runs.push_back(

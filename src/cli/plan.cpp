@@ -24,6 +24,7 @@ struct PlanArgs {
   std::optional<int64_t> offset_groups;
   std::string device_memory, host_memory, hbm;
   int prefetch = 2;
+  int gpus_per_node = 1, nodes = 1;
   bool offload_activations = false;
   Offload offload = Offload::stream;
   std::string gpu = "h200";
@@ -69,6 +70,8 @@ PlanInputs plan_inputs(const PlanArgs& a) {
   if (a.recompute == Recompute::never && !in.arena.resident)
     MS_FAIL("--recompute never needs --offload none: a streamed run recomputes each block from its input");
   in.recompute = a.recompute;
+  in.gpus_per_node = a.gpus_per_node;
+  in.nodes = a.nodes;
   return in;
 }
 
@@ -113,7 +116,12 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--link-gbps", a->link_gbps, "Override the host link, GB/s per direction (0: none)");
   cmd->add_option("--host-mem-gbps", a->host_mem_gbps, "Override the host DRAM bandwidth, GB/s");
   cmd->add_option("--host-memory", a->host_memory,
-                  "Host RAM for the pools (default: 1.5TB; cpu: what this process can get)");
+                  "Host RAM for the pools, per machine (default: 1.5TB; cpu: what this process can get)");
+  cmd->add_option("--gpus-per-node", a->gpus_per_node,
+                  "Distributed: GPUs (ranks) per machine, sharing its host memory (docs/distributed.md)")
+      ->capture_default_str();
+  cmd->add_option("--nodes", a->nodes, "Distributed: machines; above 1 the collectives run at the network's rate")
+      ->capture_default_str();
   cmd->add_option_function<std::string>(
          "--optimizer-schedule,--schedule",
          [a](const std::string& v) {

@@ -21,7 +21,7 @@ int run_app(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const Error& e) {
-    std::fprintf(stderr, "megaslide: error: %s\n", e.what());
+    std::fprintf(stderr, "%s: error: %s\n", log_name().c_str(), e.what());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "megaslide: internal error: %s\n", e.what());

@@ -1,8 +1,14 @@
 // `megaslide train`: with no arguments, a small model on the built-in synthetic shapes, in minutes.
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli/commands.h"
+#include "core/log.h"
+#include "core/parallel.h"
+#include "dist/mpi.h"
 #include "train/option_table.h"
 #include "train/trainer.h"
 
@@ -40,6 +46,12 @@ void add_train_command(CLI::App& app) {
       ->group("");
   cmd->add_option("--inject-data-error", hooks->inject_data_error, "Testing aid: loading this data sample fails")
       ->group("");
+  cmd->add_option("--inject-rank-exit", hooks->inject_rank_exit,
+                  "Testing aid: the last rank of a distributed run exits as this step starts")
+      ->group("");
+  cmd->add_option("--inject-rank-hang", hooks->inject_rank_hang,
+                  "Testing aid: the last rank of a distributed run stops answering as this step starts")
+      ->group("");
   cmd->callback([opts, hooks, resume_dir, cmd] {
     if (!resume_dir->empty()) {  // the run's saved options hold; only its length and this machine's may change
       std::string given;
@@ -56,10 +68,26 @@ void add_train_command(CLI::App& app) {
                                  {"--batch-size", &opts->batch_size}})
         if (!cmd->count(flag)) *value = 0;
     }
-    const TrainSummary s =
-        resume_dir->empty() ? train(*opts, *hooks)
-                            : resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0, *hooks, opts->host_memory);
-    if (s.interrupted) throw CLI::RuntimeError(130);
+    // Under mpirun or srun, one rank of several (docs/distributed.md).
+    const std::unique_ptr<Communicator> comm = connect_ranks(opts->collective_timeout);
+    if (comm->size() > 1) {
+      set_log_name(cat("megaslide[rank ", comm->rank(), "/", comm->size(), "]"));
+      if (comm->rank() > 0 && log_level() == LogLevel::info) set_log_level(LogLevel::warn);  // rank 0 reports
+      const int cores = int(std::thread::hardware_concurrency());
+      set_num_threads(std::max(1, cores / comm->local_size()));
+    }
+    try {
+      const TrainSummary s = resume_dir->empty() ? train(*opts, *hooks, comm.get())
+                                                 : resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0, *hooks,
+                                                          opts->host_memory, comm.get());
+      if (s.interrupted) throw CLI::RuntimeError(130);
+    } catch (const Error& e) {
+      if (comm->size() == 1) throw;
+      // The others would wait for this rank until their timeout: end them all now.
+      std::fprintf(stderr, "%s: error: %s\n", log_name().c_str(), e.what());
+      std::fflush(stderr);
+      comm->abort(1);
+    }
   });
 }
 

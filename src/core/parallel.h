@@ -6,6 +6,9 @@
 namespace ms {
 
 int num_threads();
+// The threads parallel loops (and OpenBLAS, an OpenMP build) use from now on: a rank of a distributed run takes its
+// share of the machine's cores.
+void set_num_threads(int n);
 
 // Calls fn(i) for i in [0, n), in parallel when n is large enough to pay for it.
 template <class F>

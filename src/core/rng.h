@@ -11,6 +11,8 @@ class Rng {
   explicit Rng(uint64_t seed = 0) : state_(seed) {}
   uint64_t state() const { return state_; }
   void set_state(uint64_t s) { state_ = s; }
+  // The state after n more next_u64 calls (the counter moves by the same constant each call).
+  uint64_t state_after(uint64_t n) const { return state_ + n * 0x9e3779b97f4a7c15ull; }
 
   uint64_t next_u64() {
     uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);

@@ -47,7 +47,7 @@ std::unique_ptr<Dataset> open_dataset(const DataOptions& o) {
                                                             o.width > 0 ? o.width : 24, o.seed});
     else
       g = std::make_unique<MovingMnist>(read_mnist(mnist_dir(o.mnist_dir)), o.frames, o.height, o.width, o.seed);
-    g->set_batch(o.batch_size > 0 ? o.batch_size : 2);
+    g->set_batch((o.batch_size > 0 ? o.batch_size : 2) * o.ranks);
     d = std::move(g);
   } else if (o.source.size() > 5 && o.source.ends_with(".toml")) {
     d = open_toml(o);

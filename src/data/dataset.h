@@ -67,6 +67,7 @@ struct EnumNames<BadDataPolicy> {
 struct DataOptions {
   std::string source = "synthetic";  // synthetic | moving-mnist | path to a dataset .toml
   int64_t batch_size = 0;            // clips per batch; 0: a TOML entry's batch_size (else 1, as musubi-tuner), else 2
+  int64_t ranks = 1;                 // a distributed run's ranks: batches are `ranks` times batch_size (the global batch)
   std::string mnist_dir;             // moving-mnist: the IDX files ("": $MEGASLIDE_DATA or ~/.cache/megaslide)
   BadDataPolicy on_bad_data = BadDataPolicy::skip;  // an unreadable, corrupt or too-short file
   uint64_t seed = 0;

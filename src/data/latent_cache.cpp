@@ -255,7 +255,7 @@ LatentCache::LatentCache(const DatasetFile& file, const std::vector<DatasetEntry
     if (ec) MS_FAIL("cannot list cache_directory '", e.cache_directory, "': ", ec.message());
     std::sort(paths.begin(), paths.end());
     if (paths.empty()) MS_FAIL("cache_directory '", e.cache_directory, "' holds no latent .safetensors files");
-    const int64_t batch = o.batch_size > 0 ? o.batch_size : e.batch_size;
+    const int64_t batch = (o.batch_size > 0 ? o.batch_size : e.batch_size) * o.ranks;
     for (const std::string& p : paths) {
       CacheClip c;
       try {

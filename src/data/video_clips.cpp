@@ -96,7 +96,7 @@ VideoClips::VideoClips(const DatasetFile& file, const std::vector<DatasetEntry>&
     const FrameExtraction extraction =
         images ? FrameExtraction{"head", {1}}
                : FrameExtraction{e.frame_extraction, e.target_frames, e.frame_stride, e.frame_sample, e.max_frames};
-    const int64_t batch = o.batch_size > 0 ? o.batch_size : e.batch_size;
+    const int64_t batch = (o.batch_size > 0 ? o.batch_size : e.batch_size) * o.ranks;
     for (Video& v : list(e)) {
       try {
         if (!e.video_directory.empty() || !e.image_directory.empty()) {

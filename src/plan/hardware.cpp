@@ -19,9 +19,16 @@ constexpr double kPcie5 = 55e9, kPcie5Peak = 64e9;
 // 307 GB/s theoretical; STREAM triad reaches ~75 % of it. Assumed, not measured: pass --host-mem-gbps.
 constexpr double kHostMem = 230e9;
 constexpr int64_t kPaperHost = 1'500'000'000'000;  // the paper's 1.5 TB of DDR5
+// Between GPUs (docs/distributed.md): NVLink 4 on H100/H200 SXM is 900 GB/s per GPU, both directions together (18
+// links x 50 GB/s), so 450 GB/s each way; H100 NVL pairs are bridged at 600 GB/s (300 each way). Between machines,
+// one NDR InfiniBand NIC (400 Gb/s) per GPU, as in DGX/HGX H100 and H200 systems: 50 GB/s each way. Datasheet rates;
+// NCCL's measured bus bandwidth is lower (about 80 %).
+constexpr double kNvlink4 = 450e9, kNvlinkBridge = 300e9, kNdr = 50e9;
 
-HardwareProfile gpu(const char* name, int64_t hbm, double flops, const char* source) {
+HardwareProfile gpu(const char* name, int64_t hbm, double flops, double peer, const char* source) {
   HardwareProfile p;
+  p.peer_bytes_per_s = peer;
+  p.network_bytes_per_s = kNdr;
   p.name = name;
   p.device_bytes = hbm;
   p.flops_per_s = flops;
@@ -45,6 +52,8 @@ HardwareProfile cpu() {
   p.host_mem_bytes_per_s = 100e9;
   p.weight_bytes = p.act_bytes = 4;
   p.grad_slots = 0;
+  p.peer_bytes_per_s = p.host_mem_bytes_per_s / 2;  // ranks of one machine exchange through its memory
+  p.network_bytes_per_s = 12.5e9;                   // 100 Gb Ethernet
   p.source =
       "nominal: 1 TFLOP/s f32 sgemm, 100 GB/s DRAM; RAM from sysconf, host memory what this process can get (this "
       "machine)";
@@ -56,13 +65,13 @@ HardwareProfile cpu() {
 HardwareProfile hardware_profile(const std::string& name) {
   // NVIDIA datasheets: dense bf16 tensor-core rate (half the "with sparsity" figure), HBM capacity.
   if (name == "h200")
-    return gpu("h200", 141'000'000'000, 989e12,
+    return gpu("h200", 141'000'000'000, 989e12, kNvlink4,
                "NVIDIA H200 SXM datasheet: 141 GB HBM3e, 989 TFLOP/s bf16 dense; PCIe Gen5 x16");
   if (name == "h100-sxm")
-    return gpu("h100-sxm", 80'000'000'000, 989e12,
+    return gpu("h100-sxm", 80'000'000'000, 989e12, kNvlink4,
                "NVIDIA H100 SXM datasheet: 80 GB HBM3, 989 TFLOP/s bf16 dense; PCIe Gen5 x16");
   if (name == "h100-nvl")
-    return gpu("h100-nvl", 94'000'000'000, 835e12,
+    return gpu("h100-nvl", 94'000'000'000, 835e12, kNvlinkBridge,
                "NVIDIA H100 NVL datasheet: 94 GB HBM3, 835 TFLOP/s bf16 dense; PCIe Gen5 x16");
   if (name == "cpu") return cpu();
   std::string all;

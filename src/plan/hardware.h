@@ -20,6 +20,8 @@ struct HardwareProfile {
   int grad_slots = 2;                // stage-sized fp32 gradient slots: one accumulating, one draining D2H; 0 on the
                                      // CPU backend, whose backward accumulates straight into the host grad pool
   int64_t reserve_bytes = 0;         // kept out of the default device budget (CUDA context, cuBLASLt workspace)
+  double peer_bytes_per_s = 0;       // between the devices of one machine, per device and direction (NVLink)
+  double network_bytes_per_s = 0;    // between machines, per device and direction (InfiniBand)
   std::string source;                // where the numbers come from
   bool unified() const { return link_bytes_per_s == 0; }
 };

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/units.h"
 #include "model/param_table.h"
+#include "runtime/shards.h"
 
 namespace ms {
 namespace {
@@ -33,7 +34,13 @@ Plan evaluate_kept(const PlanInputs& in) {
   p.block_params = c.num_layers ? st[1].numel : 0;
   for (size_t i = 1; i + 1 < st.size(); ++i) MS_CHECK(st[i].numel == p.block_params, "block ", i - 1, " differs");
 
-  p.device = plan_device(c, d, in.arena);
+  if (in.gpus_per_node < 1 || in.nodes < 1)
+    MS_FAIL("--gpus-per-node and --nodes must be >= 1, got ", in.gpus_per_node, " and ", in.nodes);
+  p.ranks = in.gpus_per_node * in.nodes;
+  const int R = p.ranks;
+  ArenaOptions arena = in.arena;
+  arena.ranks = R;
+  p.device = plan_device(c, d, arena);
   p.device_budget = in.device_memory ? in.device_memory : hw.device_bytes - hw.reserve_bytes;
   p.host_budget = in.host_budget ? in.host_budget : hw.host_bytes;
   const int64_t arena_in_host = hw.unified() ? p.device.peak() : 0;
@@ -41,23 +48,39 @@ Plan evaluate_kept(const PlanInputs& in) {
   const bool deferred =
       in.schedule
           ? *in.schedule == OptimizerSchedule::deferred
-          : host_pools(table, p.device, OptimizerSchedule::deferred, streamed).total() + arena_in_host <= p.host_budget;
+          : in.gpus_per_node * (host_pools(table, p.device, OptimizerSchedule::deferred, streamed, 1, R).total() +
+                                arena_in_host) <=
+                p.host_budget;
   p.schedule = deferred ? OptimizerSchedule::deferred : OptimizerSchedule::immediate;
-  p.host = host_pools(table, p.device, p.schedule, streamed);
-  p.host_needed = p.host.total() + arena_in_host;
+  p.host = host_pools(table, p.device, p.schedule, streamed, 1, R);
+  p.host_needed = in.gpus_per_node * (p.host.total() + arena_in_host);
 
-  p.traffic = step_traffic(table, p.device, in.arena);
-  p.host_dram_bytes = kOptimizerBytesPerParam * p.params + p.traffic.h2d() + p.traffic.d2h();
+  p.traffic = step_traffic(table, p.device, arena);
+  auto& co = p.collectives;  // each GPU moves its chunks over the link and the rest between GPUs
+  co.gather_bytes = p.traffic.h2d_weights * (R - 1) / R;
+  co.scatter_bytes = p.traffic.d2h_grads * (R - 1) / R;
+  p.traffic.h2d_weights /= R;
+  p.traffic.d2h_grads /= R;
+  co.bytes_per_s = in.nodes > 1 ? hw.network_bytes_per_s : hw.peer_bytes_per_s;
+  if (R > 1 && co.bytes_per_s <= 0)
+    MS_FAIL("hardware profile '", hw.name, "' has no rate between devices for ", R, " ranks");
+  co.gather_s = R > 1 ? double(co.gather_bytes) / co.bytes_per_s : 0;
+  co.scatter_s = R > 1 ? double(co.scatter_bytes) / co.bytes_per_s : 0;
+  p.host_dram_bytes =
+      in.gpus_per_node * ((kOptimizerBytesPerParam * p.params + R - 1) / R + p.traffic.h2d() + p.traffic.d2h());
   p.flops = in.arena.keep_block_acts ? model_step_flops(c, d) : train_step_flops(c, d);  // what is executed
   p.model_flops = model_step_flops(c, d);
   const double link = hw.link_bytes_per_s;
   p.bounds.compute = p.flops.total() / hw.flops_per_s;
-  p.bounds.link = hw.unified() ? 0 : double(std::max(p.traffic.h2d(), p.traffic.d2h())) / link;
+  const double up = hw.unified() ? 0 : double(p.traffic.h2d()) / link,
+               down = hw.unified() ? 0 : double(p.traffic.d2h()) / link;
+  p.bounds.link = std::max(up + co.gather_s, down + co.scatter_s);
   p.bounds.host_memory = double(p.host_dram_bytes) / hw.host_mem_bytes_per_s;
   p.step_s = std::max({p.bounds.compute, p.bounds.link, p.bounds.host_memory});
   p.bound_by = p.step_s == p.bounds.compute ? "compute" : p.step_s == p.bounds.link ? "host link" : "host memory";
-  p.step_serial_s = p.bounds.compute + double(kOptimizerBytesPerParam * p.params) / hw.host_mem_bytes_per_s +
-                    (hw.unified() ? 0 : double(p.traffic.h2d() + p.traffic.d2h()) / link);
+  p.step_serial_s = p.bounds.compute +
+                    double(in.gpus_per_node * kOptimizerBytesPerParam * p.params / R) / hw.host_mem_bytes_per_s + up +
+                    down + co.gather_s + co.scatter_s;
   p.mfu = p.model_flops.total() / (p.step_s * hw.flops_per_s);
   p.mfu_serial = p.model_flops.total() / (p.step_serial_s * hw.flops_per_s);
 
@@ -73,8 +96,9 @@ Plan evaluate_kept(const PlanInputs& in) {
         ", attention ", format_bytes(double(v.attention)), ", other ", format_bytes(double(v.other + v.inputs)), ")"));
   }
   if (p.host_needed > p.host_budget)
-    p.reasons.push_back(cat("host memory ", format_bytes(double(p.host_needed)), " (", p.schedule,
-                            " schedule) exceeds --host-memory ", format_bytes(double(p.host_budget))));
+    p.reasons.push_back(cat("host memory ", format_bytes(double(p.host_needed)), " (", p.schedule, " schedule",
+                            in.gpus_per_node > 1 ? cat(", ", in.gpus_per_node, " ranks a machine") : std::string(),
+                            ") exceeds --host-memory ", format_bytes(double(p.host_budget))));
   p.fits = p.reasons.empty();
   return p;
 }
@@ -150,6 +174,23 @@ std::string suggest(const PlanInputs& in, const Plan& p) {
     }
   for (const auto& [flags, v] : variants)
     if (!flags.empty() && evaluate(v).fits) return flags.substr(0, flags.size() - 1);
+  // A distributed plan short of host memory: the fewest machines whose shards fit (up to 4096).
+  if ((in.nodes > 1 || in.gpus_per_node > 1) && p.device.peak() <= p.device_budget) {
+    PlanInputs v = in;
+    for (v.nodes = in.nodes * 2; v.nodes <= 4096 && !evaluate(v).fits; v.nodes *= 2) {
+    }
+    if (v.nodes <= 4096) {
+      int lo = std::max(in.nodes + 1, v.nodes / 2), hi = v.nodes;  // fits(hi)
+      while (lo < hi) {
+        v.nodes = (lo + hi) / 2;
+        if (evaluate(v).fits)
+          hi = v.nodes;
+        else
+          lo = v.nodes + 1;
+      }
+      return cat("--nodes ", hi);
+    }
+  }
   int64_t best_frames = 0;
   std::string best;
   for (auto [flags, v] : variants) {
@@ -178,12 +219,13 @@ std::string suggest(const PlanInputs& in, const Plan& p) {
 }  // namespace
 
 HostPools host_pools(const ParamTable& t, const DevicePlan& dev, OptimizerSchedule schedule, bool streamed,
-                     int64_t grad_accum) {
-  const int64_t P = t.total();
+                     int64_t grad_accum, int ranks) {
+  const Shards shards(t, 0, ranks);
+  const int64_t P = shards.total();
   HostPools h;
   h.weights = 2 * P;
   h.master = h.exp_avg = h.exp_avg_sq = 4 * P;
-  h.grads = 4 * gradient_floats(t, schedule, streamed, grad_accum).total();
+  h.grads = 4 * gradient_floats(t, shards, schedule, streamed, grad_accum).total();
   h.activations = dev.checkpoints_host;
   return h;
 }

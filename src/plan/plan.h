@@ -28,6 +28,9 @@ struct PlanInputs {
   // --recompute, as train resolves it: a resident run (--offload none) keeps every block's activations (never) or
   // recomputes them (always); auto keeps them where the run then fits. arena.keep_block_acts is set from it.
   Recompute recompute = Recompute::automatic;
+  // A distributed run (docs/distributed.md): this many GPUs on each of this many machines, one rank each, the host
+  // state sharded over them. Everything below is per GPU, but host memory and its bandwidth, which are per machine.
+  int gpus_per_node = 1, nodes = 1;
 };
 
 // Host bytes by pool (docs/runtime.md): 14 bytes per parameter of persistent state, plus gradients and, with
@@ -42,9 +45,10 @@ struct HostPools {
 };
 
 // The host pools of a run with `schedule`, streamed or resident (--offload none), by the rule the runtime allocates
-// them with (runtime/host_state.h: gradient_floats): what `plan` reports and `train` checks before it allocates.
+// them with (runtime/host_state.h: gradient_floats): what `plan` reports and `train` checks before it allocates. The
+// pools of one rank of `ranks`, which keeps its shard (runtime/shards.h; rank 0's, the largest).
 HostPools host_pools(const ParamTable& t, const DevicePlan& dev, OptimizerSchedule schedule, bool streamed,
-                     int64_t grad_accum = 1);
+                     int64_t grad_accum = 1, int ranks = 1);
 
 // Host DRAM bytes AdamW moves per parameter: reads grad, master, exp_avg, exp_avg_sq (16), writes master,
 // exp_avg, exp_avg_sq (12) and the bf16 working weight (2).
@@ -63,10 +67,20 @@ struct Traffic {
 // slots, as slot_schedule in src/runtime keeps them), gradients and offloaded checkpoints.
 Traffic step_traffic(const ParamTable& t, const DevicePlan& dev, const ArenaOptions& o);
 
+// A distributed step's collectives, per GPU: each stage upload's all-gather of the other ranks' bf16 chunks and each
+// backward's reduce-scatter of the fp32 gradients, both (ranks - 1) / ranks of a stage, over NVLink within a
+// machine or, with several machines, at the network's rate (a ring is as fast as its slowest link).
+struct Collectives {
+  int64_t gather_bytes = 0, scatter_bytes = 0;  // received by the all-gathers, sent by the reduce-scatters
+  double bytes_per_s = 0;                       // the rate they run at
+  double gather_s = 0, scatter_s = 0;
+};
+
 struct Bounds {            // seconds per step
   double compute = 0;      // executed FLOPs (recompute included) at the profile's dense rate
-  double link = 0;         // the busier direction of the full-duplex host link
-  double host_memory = 0;  // AdamW plus every DMA byte through host DRAM
+  double link = 0;         // the busier direction of the full-duplex host link, with the collectives that share its
+                           // stream (all-gathers after uploads, reduce-scatters before downloads)
+  double host_memory = 0;  // AdamW plus every DMA byte through host DRAM (of every GPU of the machine)
 };
 
 struct Plan {
@@ -76,11 +90,14 @@ struct Plan {
   DevicePlan device;
   int64_t device_budget = 0;
   OptimizerSchedule schedule = OptimizerSchedule::deferred;  // the optimizer schedule planned
-  HostPools host;
-  int64_t host_needed = 0;  // host pools, plus the device arena when device memory is host memory (cpu)
+  int ranks = 1;                                             // gpus_per_node x nodes
+  HostPools host;                                            // one rank's
+  int64_t host_needed = 0;  // host pools, plus the device arena when device memory is host memory (cpu); of every
+                            // rank on a machine
   int64_t host_budget = 0;
-  Traffic traffic;
-  int64_t host_dram_bytes = 0;  // host DRAM traffic per step: AdamW and DMA
+  Traffic traffic;  // one GPU's: its shards of the weights up, of the gradients down
+  Collectives collectives;
+  int64_t host_dram_bytes = 0;  // host DRAM traffic per step: AdamW and DMA, of every rank on a machine
   Flops flops;                  // executed (blocks 4x forward with recompute)
   Flops model_flops;            // 3x forward: what MFU counts
   Bounds bounds;

@@ -55,6 +55,8 @@ nlohmann::json plan_to_json(const Plan& p) {
         {"link_bytes_per_s", hw.link_bytes_per_s},
         {"link_peak_bytes_per_s", hw.link_peak_bytes_per_s},
         {"host_mem_bytes_per_s", hw.host_mem_bytes_per_s},
+        {"peer_bytes_per_s", hw.peer_bytes_per_s},
+        {"network_bytes_per_s", hw.network_bytes_per_s},
         {"source", hw.source}}},
       {"video",
        {{"batch", d.B},
@@ -72,6 +74,15 @@ nlohmann::json plan_to_json(const Plan& p) {
         {"head", p.head_params},
         {"largest", v.stage_numel}}},
       {"schedule", name_of(p.schedule)},
+      {"ranks",
+       {{"gpus_per_node", p.in.gpus_per_node},
+        {"nodes", p.in.nodes},
+        {"total", p.ranks},
+        {"gather_bytes", p.collectives.gather_bytes},
+        {"scatter_bytes", p.collectives.scatter_bytes},
+        {"collective_bytes_per_s", p.collectives.bytes_per_s},
+        {"gather_s", p.collectives.gather_s},
+        {"scatter_s", p.collectives.scatter_s}}},
       {"host_bytes",
        {{"weights", h.weights},
         {"master", h.master},
@@ -144,7 +155,14 @@ std::string plan_to_table(const Plan& p) {
            p.in.video.vae_stride[0], ",", p.in.video.vae_stride[1], ",", p.in.video.vae_stride[2], "\n");
   line("latent / tokens", cat(d.F, "x", d.H, "x", d.W, " -> ", d.f, "x", d.h, "x", d.w, " = ", count(double(d.N())),
                               " tokens (", d.N(), ")"));
-  s += cat("host    ", bytes(p.host_needed), " of ", bytes(p.host_budget), ", ", p.schedule, " optimizer schedule\n");
+  if (p.ranks > 1)
+    s += cat("ranks   ", p.in.gpus_per_node, " GPUs x ", p.in.nodes, " machines = ", p.ranks, " ranks, each holding 1/",
+             p.ranks, " of the host state; per GPU below, host memory per machine\n");
+  s += cat("host    ", bytes(p.host_needed), " of ", bytes(p.host_budget), ", ", p.schedule, " optimizer schedule",
+           p.in.gpus_per_node > 1
+               ? cat(" (", p.in.gpus_per_node, " ranks x ", bytes(p.host_needed / p.in.gpus_per_node), ")")
+               : std::string(),
+           "\n");
   line("persistent", cat(bytes(h.persistent()), ": weights ", bytes(h.weights), ", master ", bytes(h.master),
                          ", moments ", bytes(h.exp_avg + h.exp_avg_sq)));
   line("grads", cat(bytes(h.grads), p.schedule == OptimizerSchedule::deferred ? " (full fp32 pool)"
@@ -166,15 +184,25 @@ std::string plan_to_table(const Plan& p) {
   line("other + inputs", bytes(v.other + v.inputs));
   s += "step\n";
   line("H2D / D2H", cat(bytes(p.traffic.h2d()), " / ", bytes(p.traffic.d2h())));
+  if (p.ranks > 1)
+    line("collectives", cat("all-gather ", bytes(p.collectives.gather_bytes), " ", seconds(p.collectives.gather_s),
+                            ", reduce-scatter ", bytes(p.collectives.scatter_bytes), " ",
+                            seconds(p.collectives.scatter_s), " at ", format_bytes(p.collectives.bytes_per_s), "/s (",
+                            p.in.nodes > 1 ? "network" : "between the GPUs of a machine", ")"));
   line("FLOPs", cat(fmt("%.3g", p.flops.total()), " (GEMM ", fmt("%.3g", p.flops.gemm), ", attention ",
                     fmt("%.3g", p.flops.attention),
                     p.in.arena.keep_block_acts ? "; activations kept, nothing recomputed)" : "; recompute included)"));
   line("compute bound", seconds(p.bounds.compute) + fmt(" at %.0f TFLOP/s", hw.flops_per_s / 1e12));
-  line("host link bound", hw.unified() ? std::string("none (device memory is host memory)")
-                                       : seconds(p.bounds.link) + fmt(" at %.0f GB/s", hw.link_bytes_per_s / 1e9) +
-                                             (hw.link_peak_bytes_per_s != hw.link_bytes_per_s
-                                                  ? fmt(" (%.0f theoretical)", hw.link_peak_bytes_per_s / 1e9)
-                                                  : ""));
+  line("host link bound",
+       hw.unified() && p.ranks == 1
+           ? std::string("none (device memory is host memory)")
+           : seconds(p.bounds.link) + (hw.unified()
+                                           ? std::string(" (the collectives)")
+                                           : fmt(" at %.0f GB/s", hw.link_bytes_per_s / 1e9) +
+                                                 (hw.link_peak_bytes_per_s != hw.link_bytes_per_s
+                                                      ? fmt(" (%.0f theoretical)", hw.link_peak_bytes_per_s / 1e9)
+                                                      : "") +
+                                                 (p.ranks > 1 ? " with the collectives on its streams" : "")));
   line("host memory bound", seconds(p.bounds.host_memory) + cat(" (", bytes(p.host_dram_bytes), " at ",
                                                                 format_bytes(hw.host_mem_bytes_per_s), "/s)"));
   line("predicted step",

@@ -1,4 +1,5 @@
 #include "runtime/arena.h"
+#include "runtime/shards.h"
 
 #include <algorithm>
 #include <functional>
@@ -67,7 +68,7 @@ DevicePlan plan_device(const ModelConfig& c, const StepShapes& shapes, const Are
   o.validate();
   const ParamTable table(c);
   DevicePlan p;
-  p.stage_numel = table.max_stage_numel();
+  p.stage_numel = Shards(table, 0, o.ranks).max_padded();
   const int64_t align = o.align();
   auto rounded = [&](int64_t bytes) { return round_up(bytes, align); };  // one buffer, as carved
   p.weight_slots =

@@ -65,6 +65,7 @@ struct ArenaOptions {
                                      // buffers); 4 the CPU backend's (everything f32, dense)
   int grad_slots = 2;                // stage-sized fp32 gradient slots: one accumulating, one draining D2H;
                                      // 0: the backward accumulates into the host grad pool (CPU backend)
+  int ranks = 1;                     // ranks of a distributed run: a slot holds ranks x a stage's chunk (runtime/shards.h)
   bool keep_block_acts = false;      // resident only: every block keeps its forward activations (--recompute
                                      // never, or auto where they fit): num_layers - 1 more blocks' BlockActs
   // Throws ms::Error naming the bad value.
@@ -84,7 +85,8 @@ inline int64_t offloaded_checkpoints(const ModelConfig& c) { return std::max<int
 
 // Device bytes by category; the arena is carved once, so the peak is their sum.
 struct DevicePlan {
-  int64_t stage_numel = 0;       // parameters of the largest stage (what a slot holds)
+  int64_t stage_numel = 0;       // parameters of the largest stage (what a slot holds; with several ranks, rounded
+                                 // up to a multiple of them)
   int64_t weight_slots = 0;      // K x largest stage x weight_bytes, or every parameter when resident
   int64_t grad_slots = 0;        // grad_slots x largest stage x 4 (fp32)
   int64_t checkpoints = 0;       // block inputs (num_layers + 1) x N x D, or the 3 staging slots when offloaded

@@ -7,21 +7,20 @@
 
 namespace ms {
 
-HostState::HostState(const ParamTable& table, int64_t grad_numel)
-    : weights(size_t(table.total())),
-      master(size_t(table.total())),
-      exp_avg(size_t(table.total())),
-      exp_avg_sq(size_t(table.total())),
+HostState::HostState(int64_t numel, int64_t grad_numel)
+    : weights(size_t(numel)), master(size_t(numel)), exp_avg(size_t(numel)), exp_avg_sq(size_t(numel)),
       grads(size_t(grad_numel)) {}
 
-GradientFloats gradient_floats(const ParamTable& table, OptimizerSchedule schedule, bool streamed, int64_t grad_accum) {
-  const int64_t P = table.total(), staging = kImmediateStaging * table.max_stage_numel();
+GradientFloats gradient_floats(const ParamTable& table, const Shards& shards, OptimizerSchedule schedule, bool streamed,
+                               int64_t grad_accum) {
+  const int64_t staging = kImmediateStaging * shards.max_count();
   GradientFloats g;
   if (schedule == OptimizerSchedule::deferred)
-    g.pool = P + (streamed && grad_accum > 1 ? staging : 0);
+    g.pool = shards.total() + (streamed && grad_accum > 1 ? staging : 0);
   else if (streamed)
     g.pool = staging;
-  if (!streamed && (schedule == OptimizerSchedule::immediate || grad_accum > 1)) g.backward = P;
+  if (!streamed && (schedule == OptimizerSchedule::immediate || grad_accum > 1 || shards.ranks() > 1))
+    g.backward = table.total();
   return g;
 }
 

@@ -8,23 +8,27 @@
 #include "core/aligned.h"
 #include "model/param_table.h"
 #include "runtime/arena.h"
+#include "runtime/shards.h"
 
 namespace ms {
 
-// The fp32 gradient buffers a run's schedule keeps in host memory (docs/runtime.md), in floats.
+// The fp32 gradient buffers a run's schedule keeps in host memory (docs/runtime.md), in floats; a rank of a
+// distributed run keeps its shard's (runtime/shards.h).
 struct GradientFloats {
-  int64_t pool = 0;      // HostState::grads: every parameter (deferred; streamed with --grad-accum > 1 also
-                         // kImmediateStaging stage-sized buffers a later micro-batch's gradients land in before
-                         // they are added), kImmediateStaging stage-sized buffers (immediate, streamed), or none
-  int64_t backward = 0;  // resident (--offload none), immediate or --grad-accum > 1: the backward's own pool
+  int64_t pool = 0;      // HostState::grads: every parameter of the shard (deferred; streamed with --grad-accum > 1
+                         // also kImmediateStaging stage-shard-sized buffers a later micro-batch's gradients land in
+                         // before they are added), kImmediateStaging such buffers (immediate, streamed), or none
+  int64_t backward = 0;  // resident (--offload none), immediate, --grad-accum > 1 or several ranks: the backward's
+                         // own pool of every parameter
   int64_t total() const { return pool + backward; }
 };
-GradientFloats gradient_floats(const ParamTable& table, OptimizerSchedule schedule, bool streamed, int64_t grad_accum);
+GradientFloats gradient_floats(const ParamTable& table, const Shards& shards, OptimizerSchedule schedule, bool streamed,
+                               int64_t grad_accum);
 
 struct HostState {
-  // grad_numel: the gradient pool (every parameter under the deferred schedule; a few stage-sized
-  // staging buffers under the immediate one).
-  HostState(const ParamTable& table, int64_t grad_numel);
+  // The pools of the shard's numel elements (P for a single rank); grad_numel: the gradient pool (every element
+  // under the deferred schedule; a few stage-sized staging buffers under the immediate one).
+  HostState(int64_t numel, int64_t grad_numel);
 
   AlignedBuffer<uint16_t> weights;  // [P] bf16 working weights (what the device computes with)
   AlignedBuffer<float> master;      // [P] fp32 master weights

@@ -25,6 +25,7 @@ ArenaOptions arena_options(int weight_bytes, int act_bytes, const StreamOptions&
   ao.act_bytes = act_bytes;
   ao.grad_slots = 2;
   ao.offload_activations = o.offload_activations;
+  ao.ranks = o.ranks;
   return ao;
 }
 
@@ -52,8 +53,17 @@ DevicePlan streamed_arena(const ModelConfig& c, const StepShapes& shapes, int we
 }
 
 StreamedModel::StreamedModel(const ModelConfig& c, const StepShapes& shapes, Backend& backend, const StreamOptions& o,
-                             std::unique_ptr<StageRunner> runner)
-    : cfg_(c), shapes_(shapes), table_(c), be_(backend), opts_(o), runner_(std::move(runner)) {
+                             std::unique_ptr<StageRunner> runner, Communicator* comm)
+    : cfg_(c),
+      shapes_(shapes),
+      table_(c),
+      comm_(comm),
+      shards_(table_, comm ? comm->rank() : 0, o.ranks),
+      be_(backend),
+      opts_(o),
+      runner_(std::move(runner)) {
+  MS_CHECK((comm ? comm->size() : 1) == o.ranks, "StreamedModel: ", o.ranks, " ranks planned, the communicator has ",
+           comm ? comm->size() : 1);
   const ArenaOptions ao = arena_options(backend.weight_bytes(), runner_->act_bytes(), o);
   plan_ = plan_device(c, shapes, ao);
   budget_ = o.device_memory > 0 ? o.device_memory : backend.default_device_memory();
@@ -82,7 +92,7 @@ StreamedModel::StreamedModel(const ModelConfig& c, const StepShapes& shapes, Bac
     p += round_up(bytes, align);
     return q;
   };
-  const int64_t stage = table_.max_stage_numel();
+  const int64_t stage = shards_.max_padded();
   for (int k = 0; k < o.prefetch; ++k) slots_.push_back(take(stage * ao.weight_bytes));
   for (int k = 0; k < 2; ++k) grad_slots_.push_back(reinterpret_cast<float*>(take(stage * 4)));
   MS_CHECK(p - arena_ == plan_.weight_slots + plan_.grad_slots, "arena plan and slots disagree");
@@ -128,7 +138,10 @@ void StreamedModel::enqueue_inputs(const ModelDims& d, const float* xt, const fl
 }
 
 void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route,
-                                 const std::function<Event(int)>& ready) {
+                                 const std::function<Event(int)>& ready, std::span<const float> rank_weight) {
+  MS_CHECK(opts_.ranks == 1 || int(rank_weight.size()) == opts_.ranks, "a step of ", opts_.ranks, " ranks needs ",
+           opts_.ranks, " rank weights, got ", rank_weight.size());
+  const std::vector<float> weight(rank_weight.begin(), rank_weight.end());
   const auto& stages = table_.stages();
   const int S = int(stages.size()), L = int(cfg_.num_layers);
   Inputs& in = inputs_[current_];
@@ -160,7 +173,14 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
         be_.wait(st_.h2d, be_.record(st_.d2h));
       }
       if (int(i) == s) be_.wait(st_.h2d, ready(s));
-      be_.upload_weights(st_.h2d, w, weights + info.offset, info.numel, "weights");
+      const StageShard& sh = shards_.stage(size_t(s));
+      if (opts_.ranks == 1) {
+        be_.upload_weights(st_.h2d, w, weights + info.offset, info.numel, "weights");
+      } else {  // this rank's chunk, then everyone's
+        const int64_t wb = be_.weight_bytes(), at = shards_.rank() * sh.chunk;
+        be_.upload_weights(st_.h2d, w + at * wb, weights + sh.offset, sh.count, "weights");
+        be_.launch(st_.h2d, "all-gather", [=, this] { comm_->allgather(Channel::weights, w, size_t(sh.chunk * wb)); });
+      }
       be_.wait(st_.compute, be_.record(st_.h2d));
     }
     const bool forward = int(i) < S - 1;
@@ -211,7 +231,14 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
       float* host = route.buffer(j, s);
       be_.wait(st_.d2h, slot_free[i]);
       be_.wait(st_.d2h, route.free(j));
-      be_.copy_d2h(st_.d2h, host, g, size_t(info.numel) * 4, "grads");
+      if (opts_.ranks == 1) {
+        be_.copy_d2h(st_.d2h, host, g, size_t(info.numel) * 4, "grads");
+      } else {  // everyone's sum into this rank's chunk, then that chunk
+        const StageShard& sh = shards_.stage(size_t(s));
+        be_.launch(st_.d2h, "reduce-scatter",
+                   [=, this] { comm_->reduce_scatter(Channel::grads, g, sh.chunk, weight); });
+        be_.copy_d2h(st_.d2h, host, g + shards_.rank() * sh.chunk, size_t(sh.count) * 4, "grads");
+      }
       grads_sent[size_t(j)] = be_.record(st_.d2h);
       route.landed(j, s, host, grads_sent[size_t(j)]);
     }
@@ -222,7 +249,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
 int64_t StreamedModel::uploaded_weights() const {
   int64_t n = 0;
   for (const SlotUse& u : schedule_)
-    if (!u.resident) n += table_.stages()[size_t(u.stage)].numel;
+    if (!u.resident) n += shards_.stage(size_t(u.stage)).count;
   return n;
 }
 

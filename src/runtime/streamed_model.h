@@ -6,12 +6,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/model.h"
 #include "runtime/arena.h"
 #include "runtime/backend.h"
+#include "runtime/communicator.h"
 #include "runtime/host_state.h"
+#include "runtime/shards.h"
 #include "runtime/stage_runner.h"
 
 namespace ms {
@@ -22,6 +25,8 @@ struct StreamOptions {
   bool serialize = false;     // no overlap: every copy waits for the previous compute and vice versa (benchmarks)
   bool skip_compute = false;  // every compute launch is empty: the schedule's copies alone (benchmarks)
   bool offload_activations = false;  // block-input checkpoints in host memory, 3 staging slots on the device
+  int ranks =
+      1;  // ranks of a distributed run: weight and gradient slots hold ranks x a stage's chunk (runtime/shards.h)
 };
 
 // The arena StreamedModel carves on a backend computing with `weight_bytes` weights and `act_bytes` activations.
@@ -30,7 +35,8 @@ DevicePlan streamed_arena(const ModelConfig& c, const StepShapes& shapes, int we
 
 // Where each backward use's gradients go on the host. Use j (0 = the head, then blocks L-1 .. 0, then
 // the stem) of stage s is copied into buffer(j, s) after the event free(j); landed(j, s, host, e) is
-// called once that copy is enqueued, e being its completion.
+// called once that copy is enqueued, e being its completion. With several ranks, what is copied is this rank's
+// shard of the stage (runtime/shards.h).
 struct GradRoute {
   std::function<float*(int j, int s)> buffer;
   std::function<Event(int j)> free;
@@ -52,9 +58,11 @@ std::vector<SlotUse> slot_schedule(int stages, int K);
 class StreamedModel {
  public:
   // Plans and carves the arena for `runner` (the backend's stage runner, made for the same shapes) once, for a
-  // step at any of `shapes`; throws ms::Error when it exceeds the budget, naming the minimum.
+  // step at any of `shapes`; throws ms::Error when it exceeds the budget, naming the minimum. comm: the ranks of a
+  // distributed run (o.ranks of them; null for one), whose weight shards are gathered on the H2D stream and whose
+  // gradients are reduce-scattered on the D2H stream (docs/distributed.md).
   StreamedModel(const ModelConfig& c, const StepShapes& shapes, Backend& backend, const StreamOptions& o,
-                std::unique_ptr<StageRunner> runner);
+                std::unique_ptr<StageRunner> runner, Communicator* comm = nullptr);
   ~StreamedModel();
   StreamedModel(const StreamedModel&) = delete;
   StreamedModel& operator=(const StreamedModel&) = delete;
@@ -65,10 +73,12 @@ class StreamedModel {
   // finished. The step runs at d.
   void enqueue_inputs(const ModelDims& d, const float* xt, const float* t, const float* context, const float* target);
   // One training step on the device from the inputs enqueued last: forward, MSE loss and backward, and
-  // every stage's gradients sent along `route`. Stage s's weights are uploaded from weights [P] (bf16,
-  // host) after the event ready(s) (its optimizer update). Enqueues everything and returns; the loss is
+  // every stage's gradients sent along `route`. Stage s's weights are uploaded from weights (bf16, host: [P], or
+  // this rank's shard pool) after the event ready(s) (its optimizer update). Several ranks: the gradients sent are
+  // the ranks' weighted by rank_weight (one per rank) and summed. Enqueues everything and returns; the loss is
   // valid after finish().
-  void enqueue_step(const uint16_t* weights, const GradRoute& route, const std::function<Event(int)>& ready);
+  void enqueue_step(const uint16_t* weights, const GradRoute& route, const std::function<Event(int)>& ready,
+                    std::span<const float> rank_weight = {});
   // Waits for the step and returns its loss.
   double finish();
 
@@ -77,7 +87,7 @@ class StreamedModel {
   void set_probe(StageProbe<float> probe) { runner_->set_probe(std::move(probe)); }
 
   const DevicePlan& plan() const { return plan_; }
-  // Weight elements uploaded per step (bf16 over the link).
+  // Weight elements uploaded per step (bf16 over the link; this rank's shards).
   int64_t uploaded_weights() const;
   int64_t arena_bytes() const { return plan_.peak(); }
   // The arena's budget in effect: --device-memory, else the backend's default; 0: no limit.
@@ -91,6 +101,8 @@ class StreamedModel {
   ModelConfig cfg_;
   StepShapes shapes_;
   ParamTable table_;
+  Communicator* comm_;  // null: one rank
+  Shards shards_;
   Backend& be_;
   StreamOptions opts_;
   DevicePlan plan_;

@@ -12,8 +12,9 @@
 
 namespace ms {
 
-std::unique_ptr<Dataset> open_training_data(TrainOptions& opts, const ModelConfig& cfg) {
+std::unique_ptr<Dataset> open_training_data(TrainOptions& opts, const ModelConfig& cfg, int ranks) {
   DataOptions d;
+  d.ranks = ranks;
   d.source = opts.data;
   d.mnist_dir = opts.mnist_dir;
   d.on_bad_data = opts.on_bad_data;
@@ -27,15 +28,27 @@ std::unique_ptr<Dataset> open_training_data(TrainOptions& opts, const ModelConfi
     const DataShape& s = shapes.front().shape;
     opts.frames = s.frames, opts.height = s.height, opts.width = s.width;
   }
-  if (opts.batch_size == 0 && dynamic_cast<const OneShapeDataset*>(data.get())) opts.batch_size = shapes.front().clips;
+  if (opts.batch_size == 0 && dynamic_cast<const OneShapeDataset*>(data.get()))
+    opts.batch_size = shapes.front().clips / ranks;
   return data;
 }
 
-StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg) {
+int64_t rank_clips(int64_t clips, int rank, int ranks) {
+  return std::max<int64_t>(0, (clips - rank + ranks - 1) / ranks);
+}
+
+std::vector<float> rank_weights(int64_t clips, int ranks) {
+  std::vector<float> w;
+  for (int r = 0; r < ranks; ++r) w.push_back(float(double(rank_clips(clips, r, ranks)) / double(clips)));
+  return w;
+}
+
+StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg, int ranks) {
   std::vector<ModelDims> dims;
   for (const BatchShape& b : data.batch_shapes()) {
     try {
-      dims.push_back(ModelDims::make(cfg, b.clips, b.shape.frames, b.shape.height, b.shape.width, cfg.text_len));
+      dims.push_back(ModelDims::make(cfg, std::max<int64_t>(1, rank_clips(b.clips, 0, ranks)), b.shape.frames,
+                                     b.shape.height, b.shape.width, cfg.text_len));
     } catch (const Error& e) {
       MS_FAIL("the data holds clips of ", b.shape.frames, "x", b.shape.height, "x", b.shape.width,
               " (F x H x W) that the model cannot take: ", e.what());
@@ -99,18 +112,25 @@ void BatchMaker::allocate(Batch& batch) const {
   batch.timesteps.resize(size_t(B));
 }
 
-int64_t BatchMaker::make(Batch& batch, int64_t position, Rng& rng) {
+int64_t BatchMaker::make(Batch& batch, int64_t position, Rng& rng, int rank, int ranks) {
   const BatchShape at = data_.batch_at(position);
-  batch.dims = ModelDims::make(cfg_, at.clips, at.shape.frames, at.shape.height, at.shape.width, cfg_.text_len);
+  const int64_t mine = rank_clips(at.clips, rank, ranks);
+  batch.clips = at.clips;
+  batch.dims = ModelDims::make(cfg_, std::max<int64_t>(1, mine), at.shape.frames, at.shape.height, at.shape.width,
+                               cfg_.text_len);
   const ModelDims& d = batch.dims;
   const int64_t clip = cfg_.in_dim * d.F * d.H * d.W, ctx = cfg_.text_len * cfg_.text_dim;
+  // Every clip of the batch draws the same count of numbers, so clip j's start at j x that count from rng's state.
+  const int64_t draws = (dropout_.p > 0 ? 1 : 0) + timestep_draws(flow_) + 2 * clip;
+  const Rng start = rng;
   for (int64_t b = 0; b < d.B; ++b) {
-    if (position + b == hooks_.inject_data_error) MS_FAIL("data sample ", position + b, ": injected data error");
-    DataSample s = data_.get(position + b);
-    MS_CHECK(int64_t(s.x0.size()) == clip, "data sample ", position + b, " has ", s.x0.size(), " values, expected ",
-             clip);
+    const int64_t j = mine > 0 ? rank + b * ranks : 0, item = position + j;  // the clip of the global batch
+    rng.set_state(start.state_after(uint64_t(j * draws)));
+    if (item == hooks_.inject_data_error) MS_FAIL("data sample ", item, ": injected data error");
+    DataSample s = data_.get(item);
+    MS_CHECK(int64_t(s.x0.size()) == clip, "data sample ", item, " has ", s.x0.size(), " values, expected ", clip);
     std::copy(s.x0.begin(), s.x0.end(), batch.x0.begin() + b * clip);
-    if (position + b == hooks_.inject_inf_data)  // testing aid
+    if (item == hooks_.inject_inf_data)  // testing aid
       batch.x0[size_t(b * clip + clip / 2)] = std::numeric_limits<float>::infinity();
     if (dropout_.p > 0 && rng.uniform() < dropout_.p) {
       if (s.context.empty())
@@ -136,8 +156,11 @@ int64_t BatchMaker::make(Batch& batch, int64_t position, Rng& rng) {
     for (int64_t i = 0; i < clip; ++i) noise_[size_t(b * clip + i)] = float(rng.normal());
     make_flow_pair(batch.x0.data() + b * clip, noise_.data() + b * clip, t, batch.xt.data() + b * clip,
                    batch.target.data() + b * clip, clip);
+    MS_CHECK(rng.state() == start.state_after(uint64_t((j + 1) * draws)), "a clip drew other than ", draws,
+             " random numbers");
   }
-  return d.B;
+  rng.set_state(start.state_after(uint64_t(at.clips * draws)));
+  return at.clips;
 }
 
 }  // namespace ms

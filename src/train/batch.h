@@ -20,7 +20,8 @@ namespace ms {
 // One step's batch in the model's input layout. The buffers hold the largest of the run's step shapes; the first
 // dims.B clips (at dims' F, H, W) are this step's.
 struct Batch {
-  ModelDims dims;                 // this step's
+  ModelDims dims;                 // this step's (this rank's part of the global batch)
+  int64_t clips = 0;              // the global batch's clips: samples [position, position + clips) of the data
   std::vector<float> x0;          // [B, C, F, H, W] clean video
   std::vector<float> context;     // [B, text_len, text_dim]
   std::vector<float> xt, target;  // [B, C, F, H, W] the noised input and the flow target
@@ -32,11 +33,16 @@ struct Batch {
 
 // Opens opts.data for the model and fills in what the data decides: a zero --frames/--height/--width where the data
 // has one clip shape (its size), and a zero --batch-size for generated data (2). With a dataset TOML a zero
-// --batch-size stays zero: each entry's batch_size.
-std::unique_ptr<Dataset> open_training_data(TrainOptions& opts, const ModelConfig& cfg);
-// The step shapes of a run on `data` (its buckets, each at its largest batch); throws ms::Error naming a clip shape
-// the model cannot take.
-StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg);
+// --batch-size stays zero: each entry's batch_size. With several ranks the data's batches are global: `ranks` times
+// the per-rank batch size.
+std::unique_ptr<Dataset> open_training_data(TrainOptions& opts, const ModelConfig& cfg, int ranks = 1);
+// The step shapes of one rank of `ranks` on `data` (its buckets, each at its largest batch, of which a rank takes
+// every ranks-th clip); throws ms::Error naming a clip shape the model cannot take.
+StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg, int ranks = 1);
+// The clips rank r takes from a global batch of `clips`: r, r + ranks, ... (docs/distributed.md).
+int64_t rank_clips(int64_t clips, int rank, int ranks);
+// Each rank's share of a global batch of `clips`: the weight of its mean-loss gradients in the batch's.
+std::vector<float> rank_weights(int64_t clips, int ranks);
 // The largest clip shape of the data (by latent positions F x H x W): what samples are drawn at.
 DataShape largest_shape(const Dataset& data);
 
@@ -63,10 +69,12 @@ class BatchMaker {
 
   // Sizes every buffer of a batch for the largest step shape.
   void allocate(Batch& batch) const;
-  // The batch that starts at data position `position` (Dataset::batch_at), samples [position, position + B):
-  // clips, caption embeddings (a cache's, zero-padded to text_len as Wan does, or the deterministic embedding of
-  // the caption), a timestep and noise per clip from rng. Returns B, the samples it drew.
-  int64_t make(Batch& batch, int64_t position, Rng& rng);
+  // Rank r's part of the batch that starts at data position `position` (Dataset::batch_at), samples [position,
+  // position + clips): its clips r, r + ranks, ... (rank_clips; a rank with none computes clip 0, weighted 0), their
+  // caption embeddings (a cache's, zero-padded to text_len as Wan does, or the deterministic embedding of the
+  // caption), and each clip's timestep and noise: the numbers one process would draw from rng for that clip of the
+  // whole batch, which leaves rng where one process leaves it. Returns the global batch's clips.
+  int64_t make(Batch& batch, int64_t position, Rng& rng, int rank = 0, int ranks = 1);
 
  private:
   ModelConfig cfg_;

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <regex>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -25,6 +27,44 @@ std::string step_name(int64_t step) {
 }
 
 const char* kPools[] = {"master", "exp_avg", "exp_avg_sq"};
+
+std::string shard_file(int rank, int ranks) {
+  return "optimizer-rank" + std::to_string(rank) + "-of-" + std::to_string(ranks) + ".safetensors";
+}
+
+// This rank's optimizer state: per parameter for one rank (optimizer.safetensors), else its shard of each stage.
+void write_optimizer(const fs::path& dir, const CheckpointParts& p) {
+  const HostState& host = p.host;
+  const float* pools[] = {host.master.data(), host.exp_avg.data(), host.exp_avg_sq.data()};
+  std::vector<TensorRef> optim;
+  const int ranks = p.shards.ranks();
+  for (int k = 0; k < 3; ++k) {
+    if (ranks == 1) {
+      for (const auto& q : p.table.params())
+        optim.push_back({std::string(kPools[k]) + "." + q.name, DType::f32, q.shape, pools[k] + q.offset});
+      continue;
+    }
+    for (size_t s = 0; s < p.table.stages().size(); ++s) {
+      const StageShard& sh = p.shards.stage(s);
+      optim.push_back(
+          {std::string(kPools[k]) + "." + p.table.stages()[s].name, DType::f32, {sh.count}, pools[k] + sh.offset});
+    }
+  }
+  write_safetensors((dir / (ranks == 1 ? "optimizer.safetensors" : shard_file(p.shards.rank(), ranks))).string(), optim,
+                    {{"ranks", std::to_string(ranks)}});
+}
+
+// Whether every rank got through `what` without an error (the first one's message in *why); a collective.
+bool all_ranks_ok(Communicator& comm, const std::string& error, std::string* why) {
+  const double failed = error.empty() ? 0 : 1;
+  const std::vector<double> all = comm.gather(Channel::control, std::span<const double>(&failed, 1));
+  std::string ranks;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r] != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  if (ranks.empty()) return true;
+  *why = error.empty() ? cat("rank ", ranks, " could not write its part") : error;
+  return false;
+}
 
 // A save that did not complete: names the step, the cause and the checkpoint that is still good.
 [[noreturn]] void save_failed(const fs::path& root, int64_t step, const std::string& why) {
@@ -49,43 +89,17 @@ bool is_temporary(const std::string& name) {
   return false;
 }
 
-}  // namespace
-
-void remove_stale_temporaries(const std::string& out) {
+// Rank 0 of a save whose parts are all written: trainer.json, then the directory renamed into place and `latest`
+// repointed. Returns what went wrong ("": nothing), the temporary directory removed then.
+std::string publish(const fs::path& root, const fs::path& tmp, const fs::path& final_dir, const TrainerState& state,
+                    const nlohmann::json& options) {
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(out, ec)) {
-    const std::string name = e.path().filename().string();
-    if (!is_temporary(name)) continue;
-    log_info("removing '", e.path().string(), "', left by a run that stopped while writing it");
-    fs::remove_all(e.path(), ec);
-  }
-}
-
-std::string save_checkpoint(const std::string& out, const ModelConfig& config, const ParamTable& table,
-                            const HostState& host, const TrainerState& state, const nlohmann::json& options,
-                            SaveFormat format) {
-  const fs::path root(out), final_dir = root / step_name(state.step);
-  const fs::path tmp = root / (step_name(state.step) + ".tmp-" + std::to_string(::getpid()));
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directories(tmp, ec) && ec)
-    MS_FAIL("cannot create checkpoint directory '", tmp.string(), "': ", ec.message());
   try {
-    std::vector<TensorRef> model, optim;
-    const float* pools[] = {host.master.data(), host.exp_avg.data(), host.exp_avg_sq.data()};
-    for (const auto& p : table.params())
-      model.push_back({p.name, DType::bf16, p.shape, host.weights.data() + p.offset});
-    for (int k = 0; k < 3; ++k)
-      for (const auto& p : table.params())
-        optim.push_back({std::string(kPools[k]) + "." + p.name, DType::f32, p.shape, pools[k] + p.offset});
-    write_model_files(tmp.string(), SaveFormat::megaslide, config, model);
-    if (format != SaveFormat::megaslide)
-      write_model_files(tmp.string(), format, config, model, kShardBytes, (tmp / "model.safetensors").string());
-    write_safetensors((tmp / "optimizer.safetensors").string(), optim);
     nlohmann::json t{{"step", state.step},
                      {"rng_state", std::to_string(state.rng_state)},
                      {"data_position", state.data_position},
                      {"clip_scale", state.clip_scale},
+                     {"ranks", state.ranks},
                      {"sample_shape", state.sample_shape},
                      {"options", options}};
     write_file_atomic((tmp / "trainer.json").string(), t.dump(2) + "\n");
@@ -101,13 +115,67 @@ std::string save_checkpoint(const std::string& out, const ModelConfig& config, c
     fs::rename(link_tmp, root / "latest");
     fsync_dir(root.string());
     fs::remove_all(aside, ec);
+    return "";
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(tmp, ec);
-    save_failed(root, state.step, cat(e.path1().string(), ": ", e.code().message()));
+    return cat(e.path1().string(), ": ", e.code().message());
   } catch (const Error& e) {
     fs::remove_all(tmp, ec);
-    save_failed(root, state.step, e.what());
+    return e.what();
   }
+}
+
+}  // namespace
+
+void remove_stale_temporaries(const std::string& out) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!is_temporary(name)) continue;
+    log_info("removing '", e.path().string(), "', left by a run that stopped while writing it");
+    fs::remove_all(e.path(), ec);
+  }
+}
+
+std::string save_checkpoint(const std::string& out, const CheckpointParts& parts, const TrainerState& state,
+                            const nlohmann::json& options, SaveFormat format, Communicator& comm) {
+  const bool lead = comm.rank() == 0;
+  // The temporary directory is named after rank 0's process.
+  const double pid = double(::getpid());
+  const int64_t lead_pid = int64_t(comm.gather(Channel::control, std::span<const double>(&pid, 1))[0]);
+  const fs::path root(out), final_dir = root / step_name(state.step);
+  const fs::path tmp = root / (step_name(state.step) + ".tmp-" + std::to_string(lead_pid));
+  std::error_code ec;
+  std::string error, why;
+  if (lead) {
+    fs::remove_all(tmp, ec);
+    if (!fs::create_directories(tmp, ec) && ec)
+      error = cat("cannot create checkpoint directory '", tmp.string(), "': ", ec.message());
+  }
+  if (!all_ranks_ok(comm, error, &why)) MS_FAIL(why);
+  // Each rank's part, then whether every part is there.
+  try {
+    if (lead) {
+      std::vector<TensorRef> model;
+      for (const auto& p : parts.table.params())
+        model.push_back({p.name, DType::bf16, p.shape, parts.weights + p.offset});
+      write_model_files(tmp.string(), SaveFormat::megaslide, parts.config, model);
+      if (format != SaveFormat::megaslide)
+        write_model_files(tmp.string(), format, parts.config, model, kShardBytes, (tmp / "model.safetensors").string());
+    }
+    write_optimizer(tmp, parts);
+  } catch (const fs::filesystem_error& e) {
+    error = cat(e.path1().string(), ": ", e.code().message());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  if (!all_ranks_ok(comm, error, &why)) {
+    if (lead) fs::remove_all(tmp, ec);
+    save_failed(root, state.step, why);
+  }
+  // Published, or not: every rank returns with `latest` naming the new checkpoint, or throws.
+  if (!all_ranks_ok(comm, lead ? publish(root, tmp, final_dir, state, options) : "", &why))
+    save_failed(root, state.step, why);
   return final_dir.string();
 }
 
@@ -151,6 +219,7 @@ CheckpointInfo read_checkpoint_info(const std::string& out) {
     info.state.rng_state = std::stoull(t.at("rng_state").get<std::string>());
     info.state.data_position = t.at("data_position").get<int64_t>();
     info.state.clip_scale = t.at("clip_scale").get<float>();
+    info.state.ranks = t.value("ranks", 1);
     info.options = t.at("options");
   } catch (const std::exception& e) {
     MS_FAIL((latest / "trainer.json").string(), " is unreadable (", escape_text(e.what()),
@@ -160,22 +229,80 @@ CheckpointInfo read_checkpoint_info(const std::string& out) {
   return info;
 }
 
-void load_optimizer_state(const std::string& dir, const ParamTable& table, HostState& host) {
-  const std::string path = (fs::path(dir) / "optimizer.safetensors").string();
-  SafetensorsFile f = SafetensorsFile::open(path);
+void load_optimizer_state(const std::string& dir, const ParamTable& table, const Shards& shards, HostState& host) {
   float* pools[] = {host.master.data(), host.exp_avg.data(), host.exp_avg_sq.data()};
-  WorkProgress progress("loading " + path, 3 * table.total(), sizeof(float));
-  for (int k = 0; k < 3; ++k)
-    for (const auto& p : table.params()) {
-      const std::string name = std::string(kPools[k]) + "." + p.name;
-      const TensorEntry* e = f.find(name);
-      if (!e) MS_FAIL(path, ": '", name, "' is missing; the checkpoint does not match its config");
-      if (e->shape != p.shape || e->dtype != DType::f32)
-        MS_FAIL(path, ": '", name, "' is ", dtype_name(e->dtype), " ", shape_str(e->shape), ", expected F32 ",
-                shape_str(p.shape));
-      read_as_f32(*e, pools[k] + p.offset);
-      progress.advance(p.numel);
-    }
+  const fs::path single = fs::path(dir) / "optimizer.safetensors";
+  // Whichever layout the state was saved in, a tensor's elements [from, from + n) go to this rank's pools at `to`.
+  auto checked = [](const std::string& path, const TensorEntry* e, const std::string& name, const Shape& shape) {
+    if (!e) MS_FAIL(path, ": '", name, "' is missing; the checkpoint does not match its config");
+    if (e->shape != shape || e->dtype != DType::f32)
+      MS_FAIL(path, ": '", name, "' is ", dtype_name(e->dtype), " ", shape_str(e->shape), ", expected F32 ",
+              shape_str(shape));
+    return e;
+  };
+  if (fs::exists(single)) {  // saved by one rank: per parameter
+    SafetensorsFile f = SafetensorsFile::open(single.string());
+    WorkProgress progress("loading " + single.string(), 3 * shards.total(), sizeof(float));
+    std::vector<float> whole;
+    for (int k = 0; k < 3; ++k)
+      for (const auto& p : table.params()) {
+        const std::string name = std::string(kPools[k]) + "." + p.name;
+        const TensorEntry* e = checked(single.string(), f.find(name), name, p.shape);
+        const StageShard& sh = shards.stage(size_t(p.stage));
+        const int64_t stage_at = p.offset - table.stages()[size_t(p.stage)].offset;  // the parameter in its stage
+        const int64_t lo = std::max(stage_at, sh.begin), hi = std::min(stage_at + p.numel, sh.begin + sh.count);
+        if (lo >= hi) continue;
+        if (hi - lo == p.numel) {
+          read_as_f32(*e, pools[k] + sh.offset + (lo - sh.begin));
+        } else {
+          whole.resize(size_t(p.numel));
+          read_as_f32(*e, whole.data());
+          std::copy(whole.begin() + (lo - stage_at), whole.begin() + (hi - stage_at),
+                    pools[k] + sh.offset + (lo - sh.begin));
+        }
+        progress.advance(hi - lo);
+      }
+    host.refresh_weights();
+    return;
+  }
+  // Saved by M ranks: rank j's shard of stage s holds the stage's elements [j c, j c + its count), c = ceil(n / M).
+  std::vector<int> saved_by;
+  const std::regex shard_name(R"(optimizer-rank(\d+)-of-(\d+)\.safetensors)");
+  std::error_code ec;
+  int M = 0;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, m, shard_name)) continue;
+    if (M == 0) M = std::stoi(m[2]);
+    if (std::stoi(m[2]) != M) MS_FAIL(dir, " holds optimizer shards of different runs (", name, "); it is damaged");
+    saved_by.push_back(std::stoi(m[1]));
+  }
+  std::sort(saved_by.begin(), saved_by.end());
+  for (int j = 0; j < M; ++j)
+    if (j >= int(saved_by.size()) || saved_by[size_t(j)] != j)
+      MS_FAIL(dir, " lacks ", shard_file(j, M), " (a checkpoint of ", M, " ranks needs every one); it is incomplete");
+  if (M == 0)
+    MS_FAIL(dir, " has no optimizer state (optimizer.safetensors, or optimizer-rankR-of-N.safetensors from a ",
+            "distributed run); it is not a complete checkpoint");
+  WorkProgress progress("loading the optimizer state of " + std::to_string(M) + " ranks from " + dir,
+                        3 * shards.total(), sizeof(float));
+  for (int j = 0; j < M; ++j) {
+    const Shards theirs(table, j, M);
+    const std::string path = (fs::path(dir) / shard_file(j, M)).string();
+    SafetensorsFile f = SafetensorsFile::open(path);
+    for (int k = 0; k < 3; ++k)
+      for (size_t s = 0; s < table.stages().size(); ++s) {
+        const StageShard &mine = shards.stage(s), &saved = theirs.stage(s);
+        const std::string name = std::string(kPools[k]) + "." + table.stages()[s].name;
+        const TensorEntry* e = checked(path, f.find(name), name, {saved.count});
+        const int64_t lo = std::max(mine.begin, saved.begin);
+        const int64_t hi = std::min(mine.begin + mine.count, saved.begin + saved.count);
+        if (lo >= hi) continue;
+        std::memcpy(pools[k] + mine.offset + (lo - mine.begin), e->data + (lo - saved.begin) * 4, size_t(hi - lo) * 4);
+        progress.advance(hi - lo);
+      }
+  }
   host.refresh_weights();
 }
 

@@ -52,6 +52,11 @@ double sample_timestep(const FlowConfig& c, int64_t latent_height, int64_t laten
   return t * (hi - lo) + lo;
 }
 
+int64_t timestep_draws(const FlowConfig& c) {
+  const bool uniform = c.sampling == TimestepSampling::uniform || c.sampling == TimestepSampling::uniform_shift;
+  return uniform ? 1 : 2;  // Rng::normal takes two
+}
+
 void make_flow_pair(const float* x0, const float* noise, double t, float* xt, float* target, int64_t n) {
   const float tf = float(t);
   for (int64_t i = 0; i < n; ++i) {

@@ -37,6 +37,8 @@ void validate(const FlowConfig& c);
 // A training timestep in [min_timestep, max_timestep] / 1000 for a batch of latents H x W (flux_shift's shift
 // depends on (H/2) (W/2), integer division as musubi-tuner packs 2 x 2).
 double sample_timestep(const FlowConfig& c, int64_t latent_height, int64_t latent_width, Rng& rng);
+// The random numbers (Rng::next_u64 calls) one sample_timestep draws: the same for every call of a config.
+int64_t timestep_draws(const FlowConfig& c);
 
 // x0, noise [n] -> xt [n] = (1 - t) x0 + t noise, target [n] = noise - x0.
 void make_flow_pair(const float* x0, const float* noise, double t, float* xt, float* target, int64_t n);

@@ -47,13 +47,16 @@ TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const 
   StreamOptions so;
   so.prefetch = o.prefetch;
   so.offload_activations = o.offload_activations;
+  so.ranks = o.ranks;
   const DevicePlan arena = streamed ? backend_arena(backend, c, shapes, so) : DevicePlan{};
   TrainHostNeed need;
-  need.pools = host_pools(table, arena, s, streamed, o.grad_accum);
+  need.pools = host_pools(table, arena, s, streamed, o.grad_accum, o.ranks);
   if (!streamed)  // StepSchedule's f32 copy of the weights and the resident model's workspace
     need.compute = 4 * table.total() + ResidentModel<float>::workspace_bytes(c, shapes, o.keep_block_acts);
   else if (backend == BackendKind::cpu)  // the arena is host memory
     need.compute = arena.peak();
+  if (!streamed && o.ranks > 1)  // every rank's working weights gathered, and this rank's share of a reduced backward
+    need.compute += 2 * table.total() + 4 * Shards(table, 0, o.ranks).total();
   // Two batches (clean video, noised input, target, context, timesteps), the noise, the velocity and its gradient.
   const int64_t in = shapes.most([&](const ModelDims& d) { return d.B * c.in_dim * d.F * d.H * d.W; });
   const int64_t out = shapes.most([&](const ModelDims& d) { return d.B * c.out_dim * d.F * d.H * d.W; });
@@ -64,7 +67,11 @@ TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const 
 
 void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& shapes, BackendKind backend,
                      bool resumed) {
-  const HostLimit limit = host_limit(o.host_memory);
+  HostLimit limit = host_limit(o.host_memory);
+  if (o.local_ranks > 1) {  // the ranks on this machine share it
+    limit.bytes /= o.local_ranks;
+    limit.source += cat(", shared by the ", o.local_ranks, " ranks on this machine");
+  }
   const auto need = [&](OptimizerSchedule s, const TrainOptions& v) {
     return train_host_need(v, s, c, shapes, backend);
   };

@@ -150,6 +150,13 @@ std::vector<TrainOption> make_table() {
   host_memory.show_default = false;
   host_memory.saved = false;
   host_memory.parse = [](TrainOptions& t, const std::string& text) { t.host_memory = parse_host_memory(text); };
+  TrainOption collective_timeout = option<double>(
+      "--collective-timeout",
+      "Distributed runs (mpirun): seconds a rank waits for the others in a collective before every rank stops with "
+      "an error naming the silent ones (a rank that died or hangs); allow for the slowest checkpoint write",
+      FIELD(collective_timeout), kPositive<double>);
+  collective_timeout.value_name = "SECONDS";
+  collective_timeout.saved = false;
   return {
       required(option<std::string>("--model", "Preset name, model directory (config.json + weights) or weights file",
                                    FIELD(model))),
@@ -268,6 +275,7 @@ std::vector<TrainOption> make_table() {
           "in host memory (the run stores the one picked)",
           FIELD(optimizer_schedule))),
       host_memory,
+      collective_timeout,
       option<Recompute>("--recompute",
                         "always: the backward recomputes each block from its input (least memory); never: every "
                         "block keeps its activations from the forward (about a quarter less compute; --offload none "

@@ -88,6 +88,10 @@ struct TrainOptions {
   std::string trace;     // Chrome trace JSON path ("" : none)
   NonFinitePolicy on_nonfinite = NonFinitePolicy::skip;
   int64_t host_memory = 0;  // bytes this run may use in host memory (0: detected; this machine's, never saved)
+  double collective_timeout =
+      1800;  // distributed: seconds before a silent rank stops the run (this machine's, never saved)
+  int ranks = 1, local_ranks = 1;  // a distributed run's ranks, and those on this machine (set from the launch: not
+                                   // options, not saved)
 
   // Throws ms::Error naming the bad value: each option's own check (the option table), then the combinations.
   void validate() const;
@@ -108,6 +112,8 @@ struct TrainHooks {
   int64_t inject_data_error = -1;     // loading this data sample fails (-1: never)
   bool serialize = false;             // stream: no overlap between copies and compute (`bench stream`)
   bool skip_compute = false;          // stream: enqueue the copies alone, no compute launch (`bench stream`)
+  int64_t inject_rank_exit = 0;  // distributed: the last rank exits (as if killed) when this step starts (0: never)
+  int64_t inject_rank_hang = 0;  // distributed: the last rank stops answering when this step starts (0: never)
 };
 
 // The backend this run computes on: cpu, or cuda where it is asked for (or auto) and the run can use the GPU

@@ -17,12 +17,16 @@
 namespace ms {
 
 StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg,
-                           const StepShapes& shapes, const ParamTable& table, HostState& host, const BatchMaker& maker,
-                           NonFiniteMonitor& nonfinite)
-    : opts_(opts), hooks_(hooks), table_(table), host_(host), out_dim_(cfg.out_dim) {
+                           const StepShapes& shapes, const ParamTable& table, const Shards& shards, HostState& host,
+                           Communicator& comm, const BatchMaker& maker, NonFiniteMonitor& nonfinite)
+    : opts_(opts), hooks_(hooks), table_(table), shards_(shards), host_(host), comm_(comm), out_dim_(cfg.out_dim) {
   const BackendKind backend = resolve_backend(opts, hooks, cfg);  // cpu for --offload none
   if (opts.offload == Offload::stream) {
     if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
+    if (comm.size() > 1 && backend != BackendKind::cpu)
+      MS_FAIL("a distributed run on the ", backend,
+              " backend needs GPU collectives (NCCL), which megaslide does not "
+              "have yet (docs/distributed.md); run the ranks with --backend cpu");
     backend_ = make_backend(backend, opts.link_gbps, trace_.get());
     optimizer_stream_ = backend_->create_stream("optimizer", StreamKind::host);
     // The pools the link reads and writes: pinned in place where there is a link (a no-op on the CPU backend).
@@ -33,13 +37,19 @@ StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, co
                            .device_memory = opts.device_memory,
                            .serialize = hooks.serialize,
                            .skip_compute = hooks.skip_compute,
-                           .offload_activations = opts.offload_activations};
-    streamed_ = std::make_unique<StreamedModel>(cfg, shapes, *backend_, so, make_stage_runner(*backend_, cfg, shapes));
+                           .offload_activations = opts.offload_activations,
+                           .ranks = comm.size()};
+    streamed_ = std::make_unique<StreamedModel>(cfg, shapes, *backend_, so, make_stage_runner(*backend_, cfg, shapes),
+                                                comm.size() > 1 ? &comm : nullptr);
   } else {
     resident_ = std::make_unique<ResidentModel<float>>(cfg, shapes, opts.keep_block_acts);
     params_ = AlignedBuffer<float>(size_t(table_.total()));
     resident_grads_ =
-        AlignedBuffer<float>(size_t(gradient_floats(table_, opts.schedule(), false, opts.grad_accum).backward));
+        AlignedBuffer<float>(size_t(gradient_floats(table_, shards, opts.schedule(), false, opts.grad_accum).backward));
+    if (comm.size() > 1) {
+      gathered_ = AlignedBuffer<uint16_t>(size_t(table_.total()));
+      shard_grads_ = AlignedBuffer<float>(size_t(shards.total()));
+    }
   }
   auto probe = [&nonfinite](int64_t s, float* out, int64_t n) { nonfinite.probe(s, out, n); };
   if (resident_)
@@ -75,7 +85,7 @@ double StepSchedule::step(const Batch& batch, const Update& u, const std::functi
   stage_sumsq_.assign(table_.stages().size(), 0.0);
   if (opts_.schedule() == OptimizerSchedule::immediate) {
     MS_CHECK(micro.count == 1, "the immediate schedule takes one micro-batch per step");
-    return step_immediate(batch, u, during);
+    return step_immediate(batch, u, during, micro);
   }
   return step_deferred(batch, u.step, during, micro);
 }
@@ -107,8 +117,8 @@ double StepSchedule::step_deferred(const Batch& batch, int64_t t, const std::fun
       pending_ = Update{};
     }
     // The first micro-batch's gradients land in the pool; a later one's in staging buffers, added on arrival.
-    float* staging = host_.grads.data() + table_.total();
-    const int64_t stage = table_.max_stage_numel();
+    float* staging = host_.grads.data() + shards_.total();
+    const int64_t stage = shards_.max_count();
     std::vector<Event> gathered(table_.stages().size() + 1);
     GradRoute route{
         [&](int j, int s) { return first ? host_grads(size_t(s)) : staging + (j % kImmediateStaging) * stage; },
@@ -119,22 +129,26 @@ double StepSchedule::step_deferred(const Batch& batch, int64_t t, const std::fun
                            [=, this] { gather(size_t(s), host, t, micro); });
           gathered[size_t(j)] = backend_->record(optimizer_stream_);
         }};
-    streamed_->enqueue_step(host_.weights.data(), route, [&](int s) { return ready[size_t(s)]; });
+    streamed_->enqueue_step(
+        host_.weights.data(), route, [&](int s) { return ready[size_t(s)]; }, micro.rank_weight);
     during();
     return streamed_->finish();
   }
-  // As streamed: the first micro-batch's gradients are computed in the pool, a later one's apart and added.
-  float* grads = first ? host_.grads.data() : resident_grads_.data();
-  std::fill(grads, grads + table_.total(), 0.0f);
-  const double loss = resident_step(batch, grads);
-  for (size_t s = 0; s < stage_sumsq_.size(); ++s) gather(s, grads + table_.stages()[s].offset, t, micro);
+  // As streamed: the first micro-batch's gradients are computed in the pool, a later one's apart and added (several
+  // ranks: every parameter's in the backward's pool, their sum's shard in the host pool or apart).
+  const bool ranks = comm_.size() > 1;
+  float* full = first && !ranks ? host_.grads.data() : resident_grads_.data();
+  float* shard = first ? host_.grads.data() : shard_grads_.data();
+  const double loss = resident_step(batch, full, shard, micro);
+  const float* grads = ranks ? shard : full;
+  for (size_t s = 0; s < stage_sumsq_.size(); ++s) gather(s, grads + shards_.stage(s).offset, t, micro);
   during();
   return loss;
 }
 
 void StepSchedule::gather(size_t s, const float* grads, int64_t t, const Micro& micro) {
   float* pool = host_grads(s);
-  const int64_t n = table_.stages()[s].numel;
+  const int64_t n = shards_.stage(s).count;
   if (grads != pool)
     for (int64_t i = 0; i < n; ++i) pool[i] += grads[i];
   if (micro.index + 1 < micro.count) return;
@@ -148,16 +162,16 @@ void StepSchedule::gather(size_t s, const float* grads, int64_t t, const Micro& 
 // Immediate schedule: every stage is updated (clipped by the previous step's norm) as soon as its gradients land,
 // overlapped with the rest of the backward; streamed, gradients pass through kImmediateStaging stage-sized host
 // buffers. A stage with non-finite gradients is skipped.
-double StepSchedule::step_immediate(const Batch& batch, const Update& u, const std::function<void()>& during) {
+double StepSchedule::step_immediate(const Batch& batch, const Update& u, const std::function<void()>& during,
+                                    const Micro& micro) {
   if (!streamed_) {
-    resident_grads_.zero();
-    const double loss = resident_step(batch, resident_grads_.data());
-    for (size_t s = 0; s < stage_sumsq_.size(); ++s)
-      immediate_update(s, resident_grads_.data() + table_.stages()[s].offset, u);
+    float* grads = comm_.size() > 1 ? shard_grads_.data() : resident_grads_.data();
+    const double loss = resident_step(batch, resident_grads_.data(), grads, micro);
+    for (size_t s = 0; s < stage_sumsq_.size(); ++s) immediate_update(s, grads + shards_.stage(s).offset, u);
     during();
     return loss;
   }
-  const int64_t stage = table_.max_stage_numel();
+  const int64_t stage = shards_.max_count();
   std::vector<Event> consumed(table_.stages().size() + 1);
   GradRoute route{[&](int j, int) { return host_.grads.data() + (j % kImmediateStaging) * stage; },
                   [&](int j) { return j >= kImmediateStaging ? consumed[size_t(j - kImmediateStaging)] : Event{}; },
@@ -167,7 +181,8 @@ double StepSchedule::step_immediate(const Batch& batch, const Update& u, const s
                     consumed[size_t(j)] = updated_[size_t(s)] = backend_->record(optimizer_stream_);
                   }};
   std::vector<Event> ready = updated_;  // this step's uploads wait for the previous step's updates
-  streamed_->enqueue_step(host_.weights.data(), route, [&](int s) { return ready[size_t(s)]; });
+  streamed_->enqueue_step(
+      host_.weights.data(), route, [&](int s) { return ready[size_t(s)]; }, micro.rank_weight);
   during();
   return streamed_->finish();
 }
@@ -181,27 +196,30 @@ void StepSchedule::immediate_update(size_t s, float* grads, const Update& u) {
 // Sum of squares of stage s's gradients (poisoned first when --inject-nan-grad names this step).
 double StepSchedule::checked_sumsq(size_t s, float* grads, int64_t t) {
   if (t == hooks_.inject_nan_grad && s == 0) grads[0] = std::numeric_limits<float>::quiet_NaN();
-  return sum_squares(grads, table_.stages()[s].numel);
+  return sum_squares(grads, shards_.stage(s).count);
 }
 
-// Resident forward, loss and backward with the bf16 working weights; the gradients are added into grads [P].
-double StepSchedule::resident_step(const Batch& batch, float* grads) {
-  convert_to_f32(DType::bf16, host_.weights.data(), params_.data(), table_.total());
+double StepSchedule::resident_step(const Batch& batch, float* full, float* shard, const Micro& micro) {
+  const bool ranks = comm_.size() > 1;
+  if (ranks) gather_stages(comm_, table_, shards_, host_.weights.data(), gathered_.data());
+  convert_to_f32(DType::bf16, ranks ? gathered_.data() : host_.weights.data(), params_.data(), table_.total());
+  std::fill(full, full + table_.total(), 0.0f);
   const ModelDims& d = batch.dims;
   resident_->set_dims(d);
   resident_->forward(params_.data(), batch.xt.data(), batch.timesteps.data(), batch.context.data(), pred_.data());
   const int64_t video = d.B * out_dim_ * d.F * d.H * d.W;
   const double loss = cpu::mse_loss(pred_.data(), batch.target.data(), dpred_.data(), video);
-  resident_->backward(params_.data(), dpred_.data(), grads, nullptr, nullptr);
+  resident_->backward(params_.data(), dpred_.data(), full, nullptr, nullptr);
+  if (ranks) reduce_stages(comm_, table_, shards_, full, shard, micro.rank_weight);
   return loss;
 }
 
 // AdamW on one stage's span of every pool, from that stage's gradients.
 void StepSchedule::update_stage(size_t s, const float* grads, const Update& u) {
-  const StageInfo& st = table_.stages()[s];
-  adamw_update(opts_.adamw, opts_.lr_at(u.step), u.step, u.scale, grads, host_.master.data() + st.offset,
-               host_.exp_avg.data() + st.offset, host_.exp_avg_sq.data() + st.offset, host_.weights.data() + st.offset,
-               st.numel);
+  const StageShard& sh = shards_.stage(s);
+  adamw_update(opts_.adamw, opts_.lr_at(u.step), u.step, u.scale, grads, host_.master.data() + sh.offset,
+               host_.exp_avg.data() + sh.offset, host_.exp_avg_sq.data() + sh.offset, host_.weights.data() + sh.offset,
+               sh.count);
 }
 
 void StepSchedule::apply_pending() {

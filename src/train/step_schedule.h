@@ -13,7 +13,9 @@
 #include "model/dims.h"
 #include "model/param_table.h"
 #include "runtime/backend.h"
+#include "runtime/communicator.h"
 #include "runtime/host_state.h"
+#include "runtime/shards.h"
 #include "train/batch.h"
 #include "train/nonfinite.h"
 #include "train/options.h"
@@ -31,17 +33,21 @@ struct Update {
   float scale = 1;
 };
 
-// Which of a step's --grad-accum micro-batches a forward and backward computes.
+// Which of a step's --grad-accum micro-batches a forward and backward computes, and (several ranks) the weight of
+// each rank's mean-loss gradients in the batch's: its share of the global batch's clips (docs/distributed.md).
 struct Micro {
   int64_t index = 0, count = 1;
+  std::vector<float> rank_weight{1.0f};
 };
 
 class StepSchedule {
  public:
   // Chooses the backend (resolve_backend), builds the model and allocates the batches with `maker`.
-  // The model and arena hold a step at any of `shapes`; each step runs at its batch's dims.
+  // The model and arena hold a step at any of `shapes`; each step runs at its batch's dims. host holds this rank's
+  // shards of the state (all of it for one rank); comm: the run's ranks.
   StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg, const StepShapes& shapes,
-               const ParamTable& table, HostState& host, const BatchMaker& maker, NonFiniteMonitor& nonfinite);
+               const ParamTable& table, const Shards& shards, HostState& host, Communicator& comm,
+               const BatchMaker& maker, NonFiniteMonitor& nonfinite);
   // Waits for device work still in flight (an exception may have left a step midway), then unpins.
   ~StepSchedule();
   StepSchedule(const StepSchedule&) = delete;
@@ -55,8 +61,9 @@ class StepSchedule {
   // Micro-batch `micro` of step u.step on `batch`: forward, loss, backward, and the optimizer as the schedule places
   // it (immediate: clipped by u.scale, the previous step's norm). Returns the loss. Deferred, the gradients of the
   // step's micro-batches are summed in the host pool and, after the last, scaled by 1 / count (the mean of the
-  // micro-batches' mean losses); stage_sumsq() then holds each stage's sum of squared gradients. `during` runs
-  // while the device works. The immediate schedule takes one micro-batch per step.
+  // micro-batches' mean losses); stage_sumsq() then holds each stage's sum of squared gradients (this rank's
+  // shards'). `during` runs while the device works. The immediate schedule takes one micro-batch per step. Returns
+  // this rank's loss.
   double step(const Batch& batch, const Update& u, const std::function<void()>& during, const Micro& micro = {});
   // A step whose batch is not finite: computes nothing, lets the previous pending update land; returns NaN.
   double skip();
@@ -65,7 +72,7 @@ class StepSchedule {
   // Applies the pending update to every stage now (before a checkpoint or samples read the weights).
   void apply_pending();
 
-  const std::vector<double>& stage_sumsq() const { return stage_sumsq_; }
+  std::vector<double>& stage_sumsq() { return stage_sumsq_; }
   // What the device side holds during a step: the streamed arena, or all f32 weights and the workspace.
   int64_t device_peak_bytes() const;
   int64_t uploaded_weight_bytes() const;  // per step, streamed; 0 resident
@@ -78,21 +85,29 @@ class StepSchedule {
   // Deferred, after micro-batch `micro` of step t landed stage s's gradients in `grads` (the host pool for the
   // first): adds them to the pool, and after the last scales the pool's span and sums its squares.
   void gather(size_t s, const float* grads, int64_t t, const Micro& micro);
-  double step_immediate(const Batch& batch, const Update& u, const std::function<void()>& during);
+  double step_immediate(const Batch& batch, const Update& u, const std::function<void()>& during, const Micro& micro);
   void immediate_update(size_t s, float* grads, const Update& u);
   double checked_sumsq(size_t s, float* grads, int64_t t);
-  double resident_step(const Batch& batch, float* grads);
-  float* host_grads(size_t s) { return host_.grads.data() + table_.stages()[s].offset; }
+  // Resident forward, loss and backward; this rank's gradients of every parameter are added into full [P], and with
+  // several ranks their weighted sum's shard lands in shard (pool layout).
+  double resident_step(const Batch& batch, float* full, float* shard, const Micro& micro);
+  float* host_grads(size_t s) { return host_.grads.data() + shards_.stage(s).offset; }
   void update_stage(size_t s, const float* grads, const Update& u);
 
   const TrainOptions& opts_;
   const TrainHooks& hooks_;
   const ParamTable& table_;
+  const Shards& shards_;
   HostState& host_;
+  Communicator& comm_;
   int64_t out_dim_;                                 // the model's
   std::unique_ptr<ResidentModel<float>> resident_;  // --offload none
   AlignedBuffer<float> params_;                     // [P] resident: f32 copy of the working weights
-  AlignedBuffer<float> resident_grads_;             // [P] resident, immediate or --grad-accum: a backward's gradients
+  AlignedBuffer<float> resident_grads_;             // [P] resident, immediate, --grad-accum or several ranks: a
+                                                    // backward's gradients
+  AlignedBuffer<uint16_t> gathered_;                // [P] resident, several ranks: every rank's working weights
+  AlignedBuffer<float> shard_grads_;                // [shard] resident, several ranks: a later micro-batch's or the
+                                                    // immediate schedule's reduced gradients
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<Backend> backend_;  // --offload stream
   int optimizer_stream_ = -1;

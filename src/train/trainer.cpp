@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -10,6 +11,8 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -42,23 +45,42 @@ void log_resident(const char* after) {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
 
-// Installs the SIGINT handler for the life of a run and restores the previous one after.
+// Installs the SIGINT and SIGTERM handlers for the life of a run (mpirun forwards Ctrl-C to its ranks as SIGTERM)
+// and restores the previous ones after.
 struct SigintGuard {
-  struct sigaction old {};
+  struct sigaction old_int {
+  }, old_term{};
   SigintGuard() {
     g_interrupted = false;
     struct sigaction sa {};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
   }
-  ~SigintGuard() { sigaction(SIGINT, &old, nullptr); }
+  ~SigintGuard() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  }
 };
 
-// opts with --optimizer-schedule resolved, once the run is known to fit in host memory (fit_host_memory).
+SingleProcess g_single;
+
+// opts with --optimizer-schedule and --recompute resolved, once the run is known to fit in host memory
+// (fit_host_memory), the same on every rank.
 TrainOptions fitted(TrainOptions opts, const TrainHooks& hooks, const ModelConfig& cfg, const Dataset& data,
-                    bool resumed) {
-  fit_host_memory(opts, cfg, step_shapes(data, cfg), resolve_backend(opts, hooks, cfg), resumed);
+                    bool resumed, Communicator& comm) {
+  opts.ranks = comm.size();
+  opts.local_ranks = comm.local_size();
+  fit_host_memory(opts, cfg, step_shapes(data, cfg, comm.size()), resolve_backend(opts, hooks, cfg), resumed);
+  if (comm.size() > 1) {
+    const double mine[] = {double(opts.schedule()), opts.keep_block_acts ? 1.0 : 0.0};
+    const std::vector<double> all = comm.gather(Channel::control, mine);
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i] != mine[i % 2])
+        MS_FAIL("the ranks' machines resolve --", i % 2 ? "recompute" : "optimizer-schedule",
+                " auto differently (their host memory differs); give it explicitly");
+  }
   return opts;
 }
 
@@ -67,37 +89,63 @@ class Run {
   // opts: with the clip size and batch size resolved by open_training_data. Checks that the run fits in host memory
   // before it allocates anything large.
   Run(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg, std::unique_ptr<Dataset> data,
-      bool resumed)
-      : opts_(fitted(opts, hooks, cfg, *data, resumed)),
+      bool resumed, Communicator& comm)
+      : comm_(comm),
+        opts_(fitted(opts, hooks, cfg, *data, resumed, comm)),
         hooks_(hooks),
         cfg_(checked_for_flow(cfg)),
         table_(cfg),
-        host_(table_,
-              gradient_floats(table_, opts_.schedule(), opts_.offload == Offload::stream, opts_.grad_accum).pool),
-        shapes_(step_shapes(*data, cfg)),
+        shards_(table_, comm.rank(), comm.size()),
+        host_(shards_.total(),
+              gradient_floats(table_, shards_, opts_.schedule(), opts_.offload == Offload::stream, opts_.grad_accum)
+                  .pool),
+        shapes_(step_shapes(*data, cfg, comm.size())),
         sample_shape_(largest_shape(*data)),
         data_(std::move(data)),
         text_encoder_(load_text_encoder(opts_, *data_, cfg_)),
         batch_maker_(cfg, shapes_, *data_, opts.flow, caption_dropout(opts, *data_, cfg), hooks, text_encoder_.get()),
         nonfinite_(cfg, hooks.inject_nan_activation),
-        schedule_(opts_, hooks_, cfg, shapes_, table_, host_, batch_maker_, nonfinite_),
+        schedule_(opts_, hooks_, cfg, shapes_, table_, shards_, host_, comm_, batch_maker_, nonfinite_),
         sample_vae_(load_sample_vae(opts_.samples, cfg_)) {}
 
   HostState& host() { return host_; }
   const ParamTable& table() const { return table_; }
+  const Shards& shards() const { return shards_; }
+
+  // The master weights of the model src names (or initialised from seed), this rank's shards of them.
+  void load_model(const ModelSource& src, uint64_t seed) {
+    if (shards_.ranks() == 1) {
+      load_params(src, table_, seed, host_.master.data());
+    } else {  // every rank reads the whole model and keeps its shards
+      std::vector<float> all(size_t(table_.total()));
+      load_params(src, table_, seed, all.data());
+      for (size_t s = 0; s < table_.stages().size(); ++s) {
+        const StageShard& sh = shards_.stage(s);
+        const float* from = all.data() + table_.stages()[s].offset + sh.begin;
+        std::copy(from, from + sh.count, host_.master.data() + sh.offset);
+      }
+    }
+    host_.refresh_weights();
+  }
 
   TrainSummary run(TrainerState state) {
     state.sample_shape = {sample_shape_.frames, sample_shape_.height, sample_shape_.width};
-    RunDirectory dir(opts_.out, state.step);
-    dir.write_summary({{"param_count", table_.total()},
-                       {"weights_bytes", table_.total() * 2},
-                       {"host_state_bytes", host_.bytes()},
-                       {"device_budget_bytes", schedule_.device_budget_bytes()},
-                       {"device_arena_bytes", schedule_.device_peak_bytes()},
-                       {"h2d_weight_bytes_per_step", schedule_.uploaded_weight_bytes()},
-                       {"prefetch", opts_.prefetch},
-                       {"offload", name_of(opts_.offload)},
-                       {"backend", name_of(schedule_.backend_kind())}});
+    state.ranks = comm_.size();
+    const bool lead = comm_.rank() == 0;  // writes the run directory's files and reports progress
+    std::optional<RunDirectory> dir;
+    if (lead) dir.emplace(opts_.out, state.step);
+    comm_.barrier(Channel::control);  // the run directory exists for every rank
+    if (lead)
+      dir->write_summary({{"param_count", table_.total()},
+                          {"weights_bytes", table_.total() * 2},
+                          {"host_state_bytes", host_.bytes()},
+                          {"device_budget_bytes", schedule_.device_budget_bytes()},
+                          {"device_arena_bytes", schedule_.device_peak_bytes()},
+                          {"h2d_weight_bytes_per_step", schedule_.uploaded_weight_bytes()},
+                          {"prefetch", opts_.prefetch},
+                          {"offload", name_of(opts_.offload)},
+                          {"backend", name_of(schedule_.backend_kind())},
+                          {"ranks", comm_.size()}});
     if (const std::string w = attention_export_warning(cfg_, opts_.save_format); !w.empty())
       log_warn("--save-format ", opts_.save_format, ": ", w);
     const int64_t epoch = data_->epoch_size();
@@ -115,9 +163,12 @@ class Run {
     int64_t saved_step = state.step;   // the run starts from a saved state (or from scratch)
     const Batch* prepared = nullptr;   // the next step's batch, when made during the previous step's device work
     std::exception_ptr prepare_error;  // what making it threw: raised once the step it overlapped has finished
-    while (state.step < opts_.steps && !g_interrupted) {
+    const int ranks = comm_.size();
+    bool stop = false;  // interrupted: on every rank at the same step boundary
+    while (state.step < opts_.steps && !stop) {
       const auto t0 = std::chrono::steady_clock::now();
       const int64_t t = state.step + 1, n = opts_.grad_accum;
+      injected_rank_fault(t);
       const bool immediate = opts_.schedule() == OptimizerSchedule::immediate;
       nonfinite_.start_step(t);
       std::string fault;  // the first non-finite batch of the step: the step is skipped
@@ -134,8 +185,10 @@ class Run {
         const ModelDims d = batch.dims;
         if (fault.empty())
           fault = nonfinite_.check_batch(d, batch.x0.data(), batch.context.data(), state.data_position);
-        state.data_position += d.B;
-        step_tokens += d.N();
+        if (ranks > 1 && comm_.sum(Channel::control, fault.empty() ? 0 : 1) > 0 && fault.empty())
+          fault = "another rank's batch is not finite";  // every rank skips the step
+        state.data_position += batch.clips;
+        step_tokens += d.N() / d.B * batch.clips;
         shapes.push_back({d.F, d.H, d.W});
         const bool last = k + 1 == n;
         if (last) rng_after = rng.state();
@@ -149,12 +202,16 @@ class Run {
             prepare_error = std::current_exception();
           }
         };
+        const Micro micro{k, n, rank_weights(batch.clips, ranks)};
         if (fault.empty())
-          loss_sum += schedule_.step(batch, Update{t, state.clip_scale}, prepare_next, Micro{k, n});
+          loss_sum += micro.rank_weight[size_t(comm_.rank())] *
+                      schedule_.step(batch, Update{t, state.clip_scale}, prepare_next, micro);
         else if (!last)  // the step is skipped; its batches are still drawn, as an unskipped step draws them
           prepare_next();
       }
-      const double loss = fault.empty() ? loss_sum / double(n) : schedule_.skip();
+      double loss = fault.empty() ? loss_sum / double(n) : schedule_.skip();
+      stop = g_interrupted;
+      if (ranks > 1) agree(loss, stop);
       double sumsq = 0;  // per stage, in stage order: the same sum in every schedule
       for (double x : schedule_.stage_sumsq()) sumsq += x;
       const double norm = std::sqrt(sumsq);
@@ -182,19 +239,20 @@ class Run {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double tps = double(step_tokens) / secs;
       tokens += step_tokens;
-      dir.append_metrics({{"step", t},
-                          {"loss", loss},
-                          {"lr", opts_.lr_at(t)},
-                          {"grad_norm", norm},
-                          {"seconds", secs},
-                          {"tokens_per_second", tps},
-                          {"device_peak_bytes", schedule_.device_peak_bytes()},
-                          {"skipped", !finite},
-                          {"shape", n == 1 ? shapes[0] : shapes},
-                          {"tokens", step_tokens}});
+      if (lead)
+        dir->append_metrics({{"step", t},
+                             {"loss", loss},
+                             {"lr", opts_.lr_at(t)},
+                             {"grad_norm", norm},
+                             {"seconds", secs},
+                             {"tokens_per_second", tps},
+                             {"device_peak_bytes", schedule_.device_peak_bytes()},
+                             {"skipped", !finite},
+                             {"shape", n == 1 ? shapes[0] : shapes},
+                             {"tokens", step_tokens}});
       ++sum.steps_run;
       if (std::isfinite(loss)) losses.push_back(loss);
-      progress.update(t, loss, tps);
+      if (lead) progress.update(t, loss, tps);
       if (sum.steps_run == 1) log_resident("the first step");
       const bool epoch_end = epoch > 0 && state.data_position % epoch == 0 && opts_.save_every_epochs > 0 &&
                              (state.data_position / epoch) % opts_.save_every_epochs == 0;
@@ -205,12 +263,14 @@ class Run {
       }
       if (sample_due(opts_.samples, t)) {
         schedule_.apply_pending();
-        write_train_samples(opts_.samples, opts_.out, cfg_, host_.weights.data(), t, sample_shape_, opts_.seed,
-                            sample_vae_.get(), text_encoder_.get());
+        const uint16_t* weights = working_weights();
+        if (lead)
+          write_train_samples(opts_.samples, opts_.out, cfg_, weights, t, sample_shape_, opts_.seed, sample_vae_.get(),
+                              text_encoder_.get());
       }
     }
-    progress.finish();
-    if (g_interrupted) {
+    if (lead) progress.finish();
+    if (stop) {
       sum.interrupted = true;
       schedule_.apply_pending();
       if (state.step > 0 && saved_step != state.step) save(state);
@@ -245,20 +305,62 @@ class Run {
 
   // Checkpoints the run (the pending update applied) and, with --keep-last, removes the oldest beyond it.
   void save(const TrainerState& state) {
-    save_checkpoint(opts_.out, cfg_, table_, host_, state, options_to_json(opts_), opts_.save_format);
-    if (opts_.keep_last > 0) prune_checkpoints(opts_.out, opts_.keep_last);
+    const uint16_t* weights = working_weights();
+    save_checkpoint(opts_.out, {cfg_, table_, shards_, host_, weights}, state, options_to_json(opts_),
+                    opts_.save_format, comm_);
+    if (opts_.keep_last > 0 && comm_.rank() == 0) prune_checkpoints(opts_.out, opts_.keep_last);
+    gathered_ = {};
+  }
+
+  // The bf16 working weights of every parameter: the pool of one rank, or every rank's shards gathered (a collective;
+  // held until the next save).
+  const uint16_t* working_weights() {
+    if (comm_.size() == 1) return host_.weights.data();
+    gathered_.resize(size_t(table_.total()));
+    gather_stages(comm_, table_, shards_, host_.weights.data(), gathered_.data());
+    return gathered_.data();
+  }
+
+  // Several ranks, after a step: the loss (each rank's share of it), each stage's squared gradient norm (each rank's
+  // shards') summed over the ranks in rank order, and whether any rank was interrupted.
+  void agree(double& loss, bool& stop) {
+    std::vector<double>& sumsq = schedule_.stage_sumsq();
+    std::vector<double> mine{loss, stop ? 1.0 : 0.0};
+    mine.insert(mine.end(), sumsq.begin(), sumsq.end());
+    const std::vector<double> all = comm_.gather(Channel::control, mine);
+    std::vector<double> total(mine.size(), 0.0);
+    for (size_t r = 0; r < all.size() / mine.size(); ++r)
+      for (size_t i = 0; i < mine.size(); ++i) total[i] += all[r * mine.size() + i];
+    loss = total[0];
+    stop = total[1] > 0;
+    std::copy(total.begin() + 2, total.end(), sumsq.begin());
+  }
+
+  // Testing aids (TrainHooks): the last rank of a distributed run dies, or stops answering, as step t starts.
+  void injected_rank_fault(int64_t t) const {
+    if (comm_.size() == 1 || comm_.rank() != comm_.size() - 1) return;
+    if (t == hooks_.inject_rank_exit) {
+      log_warn("rank ", comm_.rank(), ": exiting at step ", t, " (--inject-rank-exit)");
+      std::_Exit(9);
+    }
+    if (t == hooks_.inject_rank_hang) {
+      log_warn("rank ", comm_.rank(), ": hanging at step ", t, " (--inject-rank-hang)");
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
   }
 
   // Makes the batch that starts at data position `position` and, streamed, enqueues its upload.
   void prepare(Batch& batch, int64_t position, Rng& rng) {
-    batch_maker_.make(batch, position, rng);
+    batch_maker_.make(batch, position, rng, comm_.rank(), comm_.size());
     schedule_.enqueue_inputs(batch);
   }
 
+  Communicator& comm_;
   TrainOptions opts_;
   TrainHooks hooks_;
   ModelConfig cfg_;
   ParamTable table_;
+  Shards shards_;  // this rank's part of the host state
   HostState host_;
   StepShapes shapes_;       // the data's buckets at their largest batches
   DataShape sample_shape_;  // the largest bucket's clip shape: what samples are drawn at
@@ -268,11 +370,13 @@ class Run {
   NonFiniteMonitor nonfinite_;
   StepSchedule schedule_;
   std::unique_ptr<VaeWeights> sample_vae_;  // decodes latent samples (--vae); null: none
+  std::vector<uint16_t> gathered_;          // [P] several ranks: every rank's working weights (working_weights)
 };
 
 }  // namespace
 
-TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks) {
+TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks, Communicator* comm) {
+  Communicator& ranks = comm ? *comm : g_single;
   opts.validate();
   const fs::path out(opts.out);
   if (fs::exists(out / "latest"))
@@ -281,18 +385,19 @@ TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks) {
   ModelSource src = resolve_model(opts.model, opts.config);
   TrainOptions resolved = opts;
   resolved.make_paths_absolute();
-  std::unique_ptr<Dataset> data = open_training_data(resolved, src.config);
-  Run run(resolved, hooks, src.config, std::move(data), false);
+  std::unique_ptr<Dataset> data = open_training_data(resolved, src.config, ranks.size());
+  Run run(resolved, hooks, src.config, std::move(data), false, ranks);
   log_resident("allocating the pools");
-  load_params(src, run.table(), opts.seed, run.host().master.data());
-  run.host().refresh_weights();
+  run.load_model(src, opts.seed);
   log_resident("loading the model");
   TrainerState state;
   state.rng_state = opts.seed * 0x9e3779b97f4a7c15ull + 1;
   return run.run(state);
 }
 
-TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks& hooks, int64_t host_memory) {
+TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks& hooks, int64_t host_memory,
+                    Communicator* comm) {
+  Communicator& ranks = comm ? *comm : g_single;
   CheckpointInfo info = read_checkpoint_info(run_dir);
   TrainOptions opts = options_from_json(info.options);
   opts.out = run_dir;
@@ -300,10 +405,14 @@ TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks&
   if (steps > 0) opts.steps = steps;
   opts.validate();
   log_info("resuming ", run_dir, " from ", info.dir, " at step ", info.state.step, " of ", opts.steps);
-  std::unique_ptr<Dataset> data = open_training_data(opts, info.config);
-  Run run(opts, hooks, info.config, std::move(data), true);
+  if (info.state.ranks != ranks.size())
+    log_warn("the checkpoint was saved by ", info.state.ranks, " rank(s) and continues on ", ranks.size(),
+             ": its optimizer state is re-sharded, and the global batch is now ", ranks.size(),
+             " times the per-rank --batch-size");
+  std::unique_ptr<Dataset> data = open_training_data(opts, info.config, ranks.size());
+  Run run(opts, hooks, info.config, std::move(data), true, ranks);
   log_resident("allocating the pools");
-  load_optimizer_state(info.dir, run.table(), run.host());
+  load_optimizer_state(info.dir, run.table(), run.shards(), run.host());
   log_resident("loading the checkpoint");
   return run.run(info.state);
 }

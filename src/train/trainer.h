@@ -5,6 +5,7 @@
 #pragma once
 #include <string>
 
+#include "runtime/communicator.h"
 #include "train/options.h"
 
 namespace ms {
@@ -18,11 +19,14 @@ struct TrainSummary {
   bool recomputed = true;    // the backward recomputed each block (--recompute; false: activations were kept)
 };
 
-// Trains from scratch (or from --model's weights) into opts.out.
-TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks = {});
+// Trains from scratch (or from --model's weights) into opts.out. comm: the ranks of a distributed run, each calling
+// this (docs/distributed.md); null: one process.
+TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks = {}, Communicator* comm = nullptr);
 // Continues the run in `run_dir` from its latest checkpoint up to `steps` total steps (0: the saved target), with
 // the options it was started with (hooks are never saved: a resumed run has those given here), the optimizer
-// schedule included. host_memory: this machine's --host-memory (0: the detected limit).
-TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks& hooks = {}, int64_t host_memory = 0);
+// schedule included, on comm's ranks (any number: the state is re-sharded). host_memory: this machine's
+// --host-memory (0: the detected limit).
+TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks& hooks = {}, int64_t host_memory = 0,
+                    Communicator* comm = nullptr);
 
 }  // namespace ms
