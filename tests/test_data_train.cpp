@@ -217,3 +217,74 @@ TEST(DataTrain, CaptionDropoutUsesTheEmptyPrompt) {
 
 }  // namespace
 }  // namespace ms::test
+
+namespace ms::test {
+namespace {
+
+// A distributed run's data (docs/distributed.md): over the cache's buckets at a global batch of 3 (so that short
+// last batches leave some ranks one clip and some none), rank r's part of each batch holds the global batch's clips
+// r, r + 3, ... with the timesteps, noise and context one process draws for them, and every rank's generator ends
+// where one process's does; the ranks' weights are their shares of the clips.
+TEST(DataTrain, RanksSplitTheGlobalBatchAsOneProcessDrawsIt) {
+  QuietLogs quiet;
+  TempDir dir;
+  musubi_setup(dir, "");
+  const int N = 3;
+  TrainOptions o;
+  o.config = dir.file("config.json"), o.data = dir.file("data.toml");
+  o.frames = o.height = o.width = 0;
+  o.caption_dropout = 0.2, o.empty_prompt = dir.file("cache/wide_wan_te.safetensors");
+  const ModelConfig c = load_config(o.config);
+  TrainOptions one_opts = o, rank_opts = o;
+  one_opts.batch_size = N, rank_opts.batch_size = 1;
+  std::unique_ptr<Dataset> one_data = open_training_data(one_opts, c, 1);
+  std::vector<std::unique_ptr<Dataset>> rank_data;
+  for (int r = 0; r < N; ++r) rank_data.push_back(open_training_data(rank_opts, c, N));
+  const CaptionDropout dropout = caption_dropout(o, *one_data, c);
+  BatchMaker one(c, step_shapes(*one_data, c), *one_data, o.flow, dropout, {}, nullptr);
+  std::vector<std::unique_ptr<BatchMaker>> ranks;
+  for (int r = 0; r < N; ++r)
+    ranks.push_back(std::make_unique<BatchMaker>(c, step_shapes(*rank_data[size_t(r)], c, N), *rank_data[size_t(r)],
+                                                 o.flow, dropout, TrainHooks{}, nullptr));
+  Batch whole, part;
+  one.allocate(whole);
+  ranks[0]->allocate(part);
+  Rng rng(11);
+  int short_batches = 0, idle_ranks = 0;
+  for (int64_t position = 0; position < 40;) {
+    const Rng before = rng;
+    const int64_t clips = one.make(whole, position, rng);
+    const ModelDims& d = whole.dims;
+    const int64_t clip = c.in_dim * d.F * d.H * d.W, ctx = c.text_len * c.text_dim;
+    const std::vector<float> w = rank_weights(clips, N);
+    short_batches += clips % N != 0;
+    double total = 0;
+    for (int r = 0; r < N; ++r) {
+      Rng mine = before;
+      ASSERT_EQ(ranks[size_t(r)]->make(part, position, mine, r, N), clips);
+      EXPECT_EQ(mine.state(), rng.state()) << "rank " << r << " at " << position;
+      const int64_t k = rank_clips(clips, r, N);
+      EXPECT_EQ(w[size_t(r)], float(double(k) / double(clips)));
+      total += w[size_t(r)];
+      idle_ranks += k == 0;
+      EXPECT_EQ(part.dims.B, std::max<int64_t>(1, k));
+      for (int64_t b = 0; b < k; ++b) {
+        const int64_t j = r + b * N;  // the clip of the whole batch
+        EXPECT_EQ(part.timesteps[size_t(b)], whole.timesteps[size_t(j)]);
+        EXPECT_TRUE(
+            std::equal(part.xt.begin() + b * clip, part.xt.begin() + (b + 1) * clip, whole.xt.begin() + j * clip));
+        EXPECT_TRUE(std::equal(part.target.begin() + b * clip, part.target.begin() + (b + 1) * clip,
+                               whole.target.begin() + j * clip));
+        EXPECT_TRUE(std::equal(part.context.begin() + b * ctx, part.context.begin() + (b + 1) * ctx,
+                               whole.context.begin() + j * ctx));
+      }
+    }
+    EXPECT_NEAR(total, 1.0, 1e-6);
+    position += clips;
+  }
+  EXPECT_GT(short_batches, 0);  // the buckets' last batches
+  EXPECT_GT(idle_ranks, 0);     // a batch of 1 or 2 clips leaves a rank without one
+}
+
+}  // namespace
+}  // namespace ms::test

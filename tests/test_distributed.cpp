@@ -168,6 +168,11 @@ TEST(Distributed, RepeatedRunsAreBitIdentical) {
   expect_same_files(dir.file("a/latest"), dir.file("b/latest"),
                     {"model.safetensors", "optimizer-rank0-of-2.safetensors", "optimizer-rank1-of-2.safetensors"});
   EXPECT_EQ(metric(dir.file("a")), metric(dir.file("b")));
+  // A checkpoint that lacks a rank's shard is incomplete, and resuming says which file is missing.
+  fs::remove(dir.file("b/latest/optimizer-rank1-of-2.safetensors"));
+  const Launch r = megaslide(0, "-q train --resume " + dir.file("b") + " --steps 7");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("lacks optimizer-rank1-of-2.safetensors"), std::string::npos) << r.output;
 }
 
 // Stopped at step 3 and resumed on the same two ranks: the same bits as the run that did not stop.

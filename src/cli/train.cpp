@@ -1,4 +1,6 @@
 // `megaslide train`: with no arguments, a small model on the built-in synthetic shapes, in minutes.
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -73,20 +75,27 @@ void add_train_command(CLI::App& app) {
     if (comm->size() > 1) {
       set_log_name(cat("megaslide[rank ", comm->rank(), "/", comm->size(), "]"));
       if (comm->rank() > 0 && log_level() == LogLevel::info) set_log_level(LogLevel::warn);  // rank 0 reports
-      const int cores = int(std::thread::hardware_concurrency());
-      set_num_threads(std::max(1, cores / comm->local_size()));
+      // Its share of the machine's cores, within the cores the launcher bound it to.
+      const int share = std::max(1, int(std::thread::hardware_concurrency()) / comm->local_size());
+      cpu_set_t bound;
+      const int allowed = sched_getaffinity(0, sizeof bound, &bound) == 0 ? CPU_COUNT(&bound) : share;
+      if (allowed < share && comm->rank() == 0)
+        log_warn("mpirun bound each rank to ", allowed, " core(s) of the ", share,
+                 " it could use; pass --bind-to none, or --map-by slot:PE=", share, ", to give it them");
+      set_num_threads(std::min(share, allowed));
     }
     try {
       const TrainSummary s = resume_dir->empty() ? train(*opts, *hooks, comm.get())
                                                  : resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0, *hooks,
                                                           opts->host_memory, comm.get());
       if (s.interrupted) throw CLI::RuntimeError(130);
-    } catch (const Error& e) {
-      if (comm->size() == 1) throw;
+    } catch (const std::exception& e) {
+      if (comm->size() == 1 || dynamic_cast<const CLI::Error*>(&e)) throw;
       // The others would wait for this rank until their timeout: end them all now.
-      std::fprintf(stderr, "%s: error: %s\n", log_name().c_str(), e.what());
+      const bool ours = dynamic_cast<const Error*>(&e);
+      std::fprintf(stderr, "%s: %s: %s\n", log_name().c_str(), ours ? "error" : "internal error", e.what());
       std::fflush(stderr);
-      comm->abort(1);
+      comm->abort(ours ? 1 : 2);
     }
   });
 }

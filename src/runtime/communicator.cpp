@@ -21,8 +21,8 @@ void Communicator::reduce_scatter(Channel c, float* buf, int64_t chunk, std::spa
 
 std::vector<double> Communicator::gather(Channel c, std::span<const double> mine) {
   std::vector<double> all(mine.size() * size_t(size()));
-  std::memcpy(all.data() + mine.size() * size_t(rank()), mine.data(), mine.size_bytes());
-  allgather(c, all.data(), mine.size_bytes());
+  if (!mine.empty()) std::memcpy(all.data() + mine.size() * size_t(rank()), mine.data(), mine.size_bytes());
+  allgather(c, all.data(), mine.size_bytes());  // a barrier when mine is empty
   return all;
 }
 
@@ -35,7 +35,7 @@ double Communicator::sum(Channel c, double x) {
 void Communicator::barrier(Channel c) { gather(c, std::span<const double>()); }
 
 void SingleProcess::alltoall(Channel, const void* send, void* recv, size_t bytes) {
-  if (send != recv) std::memmove(recv, send, bytes);
+  if (send != recv && bytes) std::memmove(recv, send, bytes);
 }
 
 void SingleProcess::abort(int code) noexcept { std::_Exit(code); }

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <regex>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -30,6 +29,13 @@ const char* kPools[] = {"master", "exp_avg", "exp_avg_sq"};
 
 std::string shard_file(int rank, int ranks) {
   return "optimizer-rank" + std::to_string(rank) + "-of-" + std::to_string(ranks) + ".safetensors";
+}
+
+// The rank and rank count of a name shard_file wrote; false for any other name.
+bool parse_shard_file(const std::string& name, int* rank, int* ranks) {
+  int end = 0;
+  return std::sscanf(name.c_str(), "optimizer-rank%d-of-%d.safetensors%n", rank, ranks, &end) == 2 &&
+         size_t(end) == name.size() && name == shard_file(*rank, *ranks) && *ranks > 0;
 }
 
 // This rank's optimizer state: per parameter for one rank (optimizer.safetensors), else its shard of each stage.
@@ -267,16 +273,15 @@ void load_optimizer_state(const std::string& dir, const ParamTable& table, const
   }
   // Saved by M ranks: rank j's shard of stage s holds the stage's elements [j c, j c + its count), c = ceil(n / M).
   std::vector<int> saved_by;
-  const std::regex shard_name(R"(optimizer-rank(\d+)-of-(\d+)\.safetensors)");
   std::error_code ec;
   int M = 0;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::smatch m;
     const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, m, shard_name)) continue;
-    if (M == 0) M = std::stoi(m[2]);
-    if (std::stoi(m[2]) != M) MS_FAIL(dir, " holds optimizer shards of different runs (", name, "); it is damaged");
-    saved_by.push_back(std::stoi(m[1]));
+    int rank = 0, ranks = 0;
+    if (!parse_shard_file(name, &rank, &ranks)) continue;
+    if (M == 0) M = ranks;
+    if (ranks != M) MS_FAIL(dir, " holds optimizer shards of different runs (", name, "); it is damaged");
+    saved_by.push_back(rank);
   }
   std::sort(saved_by.begin(), saved_by.end());
   for (int j = 0; j < M; ++j)
