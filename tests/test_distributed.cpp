@@ -157,16 +157,20 @@ TEST(Distributed, ThreeRanksResidentImmediateMatchOneProcess) {
   EXPECT_LT(worst_relative(metric(dir.file("one"), "grad_norm"), metric(dir.file("three"), "grad_norm")), 1e-3);
 }
 
-// The ranks' gradients are summed in rank order: two runs give the same bits, the optimizer shards included.
+// The ranks' gradients are summed in rank order: two runs give the same bits, the optimizer shards included. The
+// model rank 0 writes from the gathered shards serves diffusers too (--save-format diffusers: read back from it).
 TEST(Distributed, RepeatedRunsAreBitIdentical) {
   SKIP_WITHOUT_MPI();
   TempDir dir;
   for (const char* run : {"a", "b"}) {
-    const Launch r = megaslide(2, kRun + "--steps 6 --out " + dir.file(run));
+    const Launch r = megaslide(2, kRun + "--steps 6 --save-format diffusers --out " + dir.file(run));
     ASSERT_EQ(r.code, 0) << r.output;
   }
   expect_same_files(dir.file("a/latest"), dir.file("b/latest"),
-                    {"model.safetensors", "optimizer-rank0-of-2.safetensors", "optimizer-rank1-of-2.safetensors"});
+                    {"model.safetensors", "optimizer-rank0-of-2.safetensors", "optimizer-rank1-of-2.safetensors",
+                     "transformer/diffusion_pytorch_model.safetensors", "config.json"});
+  EXPECT_EQ(tensor(dir.file("a/latest/model.safetensors"), "head.head.weight"),
+            tensor(dir.file("a/latest/transformer/diffusion_pytorch_model.safetensors"), "proj_out.weight"));
   EXPECT_EQ(metric(dir.file("a")), metric(dir.file("b")));
   // A checkpoint that lacks a rank's shard is incomplete, and resuming says which file is missing.
   fs::remove(dir.file("b/latest/optimizer-rank1-of-2.safetensors"));

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/check.h"
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "io/weight_files.h"
 #include "temp_dir.h"
@@ -205,6 +206,36 @@ TEST(SafetensorsWrite, ReplacesExistingFile) {
   SafetensorsFile f = SafetensorsFile::open(p);
   ASSERT_EQ(f.entries().size(), 1u);
   EXPECT_EQ(f.entries()[0].name, "new");
+  EXPECT_FALSE(has_temp_files(dir.path));
+}
+
+// SafetensorsWriter places tensor bytes in any order: pieces written backwards, across tensor borders, give the file
+// write_safetensors writes byte for byte; a writer destroyed before commit leaves neither file nor temporary.
+TEST(SafetensorsWrite, PiecesInAnyOrderMakeTheSameFile) {
+  TempDir dir;
+  std::vector<uint16_t> a(37), b(5 * 7);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = uint16_t(i * 977 + 3);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = uint16_t(i * 131 + 11);
+  const std::vector<TensorRef> tensors{{"a", DType::bf16, {37}, a.data()}, {"b", DType::bf16, {5, 7}, b.data()}};
+  write_safetensors(dir.file("whole.safetensors"), tensors, {{"format", "pt"}});
+  std::vector<uint16_t> data(a);
+  data.insert(data.end(), b.begin(), b.end());
+  {
+    SafetensorsWriter w(dir.file("pieces.safetensors"),
+                        {{"a", DType::bf16, {37}, nullptr}, {"b", DType::bf16, {5, 7}, nullptr}}, {{"format", "pt"}});
+    for (int64_t end = int64_t(data.size()); end > 0; end -= 13) {  // 13 elements at a time, last first
+      const int64_t begin = std::max<int64_t>(0, end - 13);
+      w.write_at(begin * 2, data.data() + begin, size_t(end - begin) * 2);
+    }
+    EXPECT_THROW(w.write_at(int64_t(data.size()) * 2 - 1, data.data(), 2), Error);  // past the tensors' bytes
+    w.commit();
+  }
+  EXPECT_EQ(read_file(dir.file("pieces.safetensors")), read_file(dir.file("whole.safetensors")));
+  {
+    SafetensorsWriter w(dir.file("dropped.safetensors"), tensors);
+    w.write_at(0, a.data(), 8);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("dropped.safetensors")));
   EXPECT_FALSE(has_temp_files(dir.path));
 }
 

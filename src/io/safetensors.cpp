@@ -115,8 +115,9 @@ Placed parse_entry(const std::string& path, const std::string& name, const json&
   const json& dtype = v.at("dtype");
   if (!dtype.is_string()) corrupt(path, cat(t, " dtype is not a string"));
   if (!dtype_from_name(dtype.get_ref<const std::string&>(), &p.entry.dtype))
-    corrupt(path, cat(t, " has unknown dtype ", quote_text(dtype.get_ref<const std::string&>())),
-            "supported dtypes are F32, F64, F16, BF16, F8_E4M3, F8_E5M2, I64, I32, U8: convert the tensor to one of them");
+    corrupt(
+        path, cat(t, " has unknown dtype ", quote_text(dtype.get_ref<const std::string&>())),
+        "supported dtypes are F32, F64, F16, BF16, F8_E4M3, F8_E5M2, I64, I32, U8: convert the tensor to one of them");
 
   const json& shape = v.at("shape");
   if (!shape.is_array()) corrupt(path, cat(t, " shape is not an array of integers"));
@@ -218,28 +219,6 @@ struct Fd {
           "); check that the directory exists, is writable and has free space");
 }
 
-// The temp file of one write; removed on destruction unless renamed into place.
-struct TempFile {
-  explicit TempFile(std::string p) : path(std::move(p)) {}
-  std::string path;
-  Fd fd;
-  bool renamed = false;
-  ~TempFile() {
-    if (!renamed) ::unlink(path.c_str());
-  }
-};
-
-void write_all(const std::string& path, int fd, const void* src, size_t n) {
-  const char* p = static_cast<const char*>(src);
-  while (n > 0) {
-    ssize_t k = ::write(fd, p, std::min(n, size_t(1) << 30));
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) write_failed(path, "write", errno);
-    p += k;
-    n -= size_t(k);
-  }
-}
-
 // The header text (space-padded to a multiple of 8 bytes) for tensors written in order.
 std::string make_header(const std::string& path, const std::vector<TensorRef>& tensors,
                         const std::map<std::string, std::string>& metadata) {
@@ -254,8 +233,6 @@ std::string make_header(const std::string& path, const std::vector<TensorRef>& t
     if (!checked_nbytes(t.shape, t.dtype, &nbytes) || __builtin_add_overflow(offset, nbytes, &offset))
       MS_FAIL(path, ": tensor ", quote_text(t.name), " has an invalid shape ", shape_str(t.shape),
               " (negative dimension or byte size overflow)");
-    if (nbytes > 0 && t.data == nullptr)
-      MS_FAIL(path, ": tensor ", quote_text(t.name), " has ", nbytes, " bytes but no data");
     header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset - nbytes, offset}}};
   }
   std::string text;
@@ -288,26 +265,66 @@ const TensorEntry* SafetensorsFile::find(const std::string& name) const {
 
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  const std::string header = make_header(path, tensors, metadata);
+  for (const TensorRef& t : tensors)
+    if (numel(t.shape) > 0 && t.data == nullptr)
+      MS_FAIL(path, ": tensor ", quote_text(t.name), " has ", numel(t.shape) * dtype_size(t.dtype),
+              " bytes but no data");
+  SafetensorsWriter w(path, tensors, metadata);
+  int64_t at = 0;
+  for (const TensorRef& t : tensors) {
+    const size_t n = size_t(numel(t.shape) * dtype_size(t.dtype));
+    w.write_at(at, t.data, n);
+    at += int64_t(n);
+  }
+  w.commit();
+}
+
+SafetensorsWriter::SafetensorsWriter(std::string path, const std::vector<TensorRef>& tensors,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)), tmp_(cat(path_, ".tmp-", ::getpid())) {
+  const std::string header = make_header(path_, tensors, metadata);
+  for (const TensorRef& t : tensors) data_bytes_ += numel(t.shape) * dtype_size(t.dtype);
   uint8_t length[8];
   for (int i = 0; i < 8; ++i) length[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) write_failed(path_, "create temp file", errno);
+  put(0, length, 8);
+  put(8, header.data(), header.size());
+  data_start_ = 8 + int64_t(header.size());
+}
 
-  TempFile tmp{cat(path, ".tmp-", ::getpid())};
-  tmp.fd.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (tmp.fd.fd < 0) write_failed(path, "create temp file", errno);
-  write_all(path, tmp.fd.fd, length, 8);
-  write_all(path, tmp.fd.fd, header.data(), header.size());
-  for (const TensorRef& t : tensors) write_all(path, tmp.fd.fd, t.data, size_t(numel(t.shape) * dtype_size(t.dtype)));
-  if (::fsync(tmp.fd.fd) != 0) write_failed(path, "fsync", errno);
-  const int fd = std::exchange(tmp.fd.fd, -1);
-  if (::close(fd) != 0) write_failed(path, "close", errno);
-  if (::rename(tmp.path.c_str(), path.c_str()) != 0) write_failed(path, "rename temp file over it", errno);
-  tmp.renamed = true;
+SafetensorsWriter::~SafetensorsWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
 
-  std::string dir = std::filesystem::path(path).parent_path().string();
+void SafetensorsWriter::write_at(int64_t at, const void* bytes, size_t n) {
+  MS_CHECK(at >= 0 && at + int64_t(n) <= data_bytes_, path_, ": a write outside the tensors' bytes");
+  put(data_start_ + at, bytes, n);
+}
+
+void SafetensorsWriter::put(int64_t at, const void* bytes, size_t n) {
+  const char* p = static_cast<const char*>(bytes);
+  off_t pos = off_t(at);
+  while (n > 0) {
+    const ssize_t k = ::pwrite(fd_, p, std::min(n, size_t(1) << 30), pos);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) write_failed(path_, "write", errno);
+    p += k, pos += k;
+    n -= size_t(k);
+  }
+}
+
+void SafetensorsWriter::commit() {
+  if (::fsync(fd_) != 0) write_failed(path_, "fsync", errno);
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) write_failed(path_, "close", errno);
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) write_failed(path_, "rename temp file over it", errno);
+  committed_ = true;
+  const std::string dir = std::filesystem::path(path_).parent_path().string();
   Fd dfd{::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (dfd.fd < 0 || ::fsync(dfd.fd) != 0)
-    MS_FAIL(path, ": written, but syncing its directory failed (", std::strerror(errno),
+    MS_FAIL(path_, ": written, but syncing its directory failed (", std::strerror(errno),
             "); the new file may not survive a crash");
 }
 

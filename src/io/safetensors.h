@@ -60,4 +60,28 @@ class SafetensorsFile {
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// A safetensors file whose tensor bytes are placed in any order, for data that arrives in pieces (a model gathered
+// from the ranks of a distributed run): the header is written from the tensors' names, dtypes and shapes (their data
+// pointers are not read), the bytes by write_at, and commit() makes it as atomic as write_safetensors (a temporary
+// beside path, fsynced and renamed over it). Destroyed uncommitted, it removes the temporary. Throws ms::Error as
+// write_safetensors does.
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(std::string path, const std::vector<TensorRef>& tensors,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+  // n bytes at byte `at` of the data (the tensors back to back in the order given).
+  void write_at(int64_t at, const void* bytes, size_t n);
+  void commit();
+
+ private:
+  void put(int64_t at, const void* bytes, size_t n);  // at: from the file's start
+  std::string path_, tmp_;
+  int fd_ = -1;
+  int64_t data_start_ = 0, data_bytes_ = 0;
+  bool committed_ = false;
+};
+
 }  // namespace ms

@@ -62,6 +62,21 @@ void write_sharded(const fs::path& dir, const std::vector<TensorRef>& tensors, i
 
 }  // namespace
 
+std::unique_ptr<SafetensorsWriter> model_file_writer(const std::string& dir, const std::vector<TensorRef>& tensors) {
+  return std::make_unique<SafetensorsWriter>((fs::path(dir) / "model.safetensors").string(), tensors, kMetadata);
+}
+
+void finish_model_files(const std::string& dir, SaveFormat format, const ModelConfig& config) {
+  const fs::path d(dir);
+  write_file_atomic((d / "config.json").string(), config_to_json(config).dump(2) + "\n");
+  if (format == SaveFormat::megaslide) return;
+  const std::string model = (d / "model.safetensors").string();
+  const SafetensorsFile f = SafetensorsFile::open(model);  // mapped: its pages, not a copy
+  std::vector<TensorRef> tensors;
+  for (const TensorEntry& e : f.entries()) tensors.push_back({e.name, e.dtype, e.shape, e.data});
+  write_model_files(dir, format, config, tensors, kShardBytes, model);
+}
+
 std::string attention_export_warning(const ModelConfig& config, SaveFormat format) {
   if (format == SaveFormat::megaslide || config.attention.type == AttentionType::dense) return {};
   return cat("the model uses ", config.attention.type, " attention, but Wan, diffusers and ComfyUI run dense ",

@@ -8,6 +8,7 @@
 // Every file is written atomically (io/safetensors.h); tensors are written in the order given, bytes as given.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,13 @@ constexpr int64_t kShardBytes = 5'000'000'000;  // diffusers' and Hugging Face's
 void write_model_files(const std::string& dir, SaveFormat format, const ModelConfig& config,
                        const std::vector<TensorRef>& tensors, int64_t shard_bytes = kShardBytes,
                        const std::string& linked_from = "");
+
+// The megaslide layout's DIR/model.safetensors for tensors whose bytes arrive in pieces (a distributed save gathers
+// them stage by stage): a writer whose header names `tensors` (their data pointers are not read), with the metadata
+// write_model_files records. Then finish_model_files writes the rest of write_model_files(dir, format, ...): the
+// config and, for wan or diffusers, those tools' files read back from model.safetensors.
+std::unique_ptr<SafetensorsWriter> model_file_writer(const std::string& dir, const std::vector<TensorRef>& tensors);
+void finish_model_files(const std::string& dir, SaveFormat format, const ModelConfig& config);
 
 // The warning a non-dense model draws when saved for Wan, diffusers or ComfyUI, which run dense attention and
 // ignore the offset network; empty for a dense model or the megaslide format.

@@ -55,17 +55,25 @@ void init_one(const ParamInfo& p, int64_t dim, int64_t patch_fan_in, uint64_t se
   }
 }
 
+int64_t patch_fan_in(const ParamTable& table) {
+  const ParamInfo* patch = table.find("patch_embedding.weight");
+  return patch->numel / patch->shape[0];
+}
+
 }  // namespace
+
+void init_param(const ParamTable& table, const ParamInfo& p, int64_t dim, uint64_t seed, float* out) {
+  init_one(p, dim, patch_fan_in(table), seed, out);
+}
 
 void init_params(const ParamTable& table, int64_t dim, uint64_t seed, float* params,
                  const std::function<bool(const ParamInfo&)>& which, WorkProgress* progress) {
   const auto& ps = table.params();
-  const ParamInfo* patch = table.find("patch_embedding.weight");
-  const int64_t patch_fan_in = patch->numel / patch->shape[0];
+  const int64_t fan_in = patch_fan_in(table);
   parallel_for(int64_t(ps.size()), [&](int64_t i) {
     const ParamInfo& p = ps[size_t(i)];
     if (which && !which(p)) return;
-    init_one(p, dim, patch_fan_in, seed, params + p.offset);
+    init_one(p, dim, fan_in, seed, params + p.offset);
     if (progress) progress->advance(p.numel);
   });
 }

@@ -18,5 +18,7 @@ namespace ms {
 // advances by each one's numel.
 void init_params(const ParamTable& table, int64_t dim, uint64_t seed, float* params,
                  const std::function<bool(const ParamInfo&)>& which = {}, WorkProgress* progress = nullptr);
+// One parameter p of the table, as init_params fills it, into out [p.numel].
+void init_param(const ParamTable& table, const ParamInfo& p, int64_t dim, uint64_t seed, float* out);
 
 }  // namespace ms

@@ -1,9 +1,12 @@
 #include "model/loader.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/parallel.h"
 #include "core/text.h"
 #include "io/weight_files.h"
 #include "model/init.h"
@@ -116,11 +119,55 @@ ModelSource resolve_model(const std::string& model, const std::string& config) {
 }
 
 void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed, float* params) {
+  load_params(src, table, seed, {{0, table.total(), params}});
+}
+
+void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed, const std::vector<ParamSpan>& spans) {
   const int64_t dim = src.config.dim;
+  int64_t kept = 0;
+  for (const ParamSpan& s : spans) kept += s.end - s.begin;
+  // Each parameter that overlaps a span: filled in place when one span holds it whole, else whole in a buffer and cut.
+  struct Piece {
+    const ParamInfo* p;
+    float* whole;  // the parameter in place, or null: it straddles a span's edge
+  };
+  std::vector<Piece> pieces;
+  for (const auto& p : table.params())
+    for (const ParamSpan& s : spans)
+      if (p.offset < s.end && p.offset + p.numel > s.begin) {
+        const bool inside = p.offset >= s.begin && p.offset + p.numel <= s.end;
+        pieces.push_back({&p, inside ? s.dst + (p.offset - s.begin) : nullptr});
+        break;
+      }
+  std::vector<float> buffer;  // one straddling parameter at a time
+  // Makes the piece's parameter and keeps what the spans hold of it; returns that count.
+  auto fill = [&](const Piece& piece, const std::function<void(const ParamInfo&, float*)>& make) {
+    const ParamInfo& p = *piece.p;
+    if (piece.whole) {
+      make(p, piece.whole);
+      return p.numel;
+    }
+    buffer.resize(size_t(p.numel));
+    make(p, buffer.data());
+    int64_t n = 0;
+    for (const ParamSpan& s : spans) {
+      const int64_t lo = std::max(s.begin, p.offset), hi = std::min(s.end, p.offset + p.numel);
+      if (lo >= hi) continue;
+      std::copy(buffer.data() + (lo - p.offset), buffer.data() + (hi - p.offset), s.dst + (lo - s.begin));
+      n += hi - lo;
+    }
+    return n;
+  };
+  auto init = [&](const ParamInfo& p, float* out) { init_param(table, p, dim, seed, out); };
   if (src.weights.empty()) {
     log_info("model ", src.description, ": no weights given, Wan initialisation with seed ", seed);
-    WorkProgress progress("initialising " + src.description, table.total(), sizeof(float));
-    init_params(table, dim, seed, params, {}, &progress);
+    WorkProgress progress("initialising " + src.description, kept, sizeof(float));
+    parallel_for(int64_t(pieces.size()), [&](int64_t i) {  // those in place; each draws from its own stream
+      const Piece& piece = pieces[size_t(i)];
+      if (piece.whole) progress.advance(fill(piece, init));
+    });
+    for (const Piece& piece : pieces)
+      if (!piece.whole) progress.advance(fill(piece, init));
     return;
   }
   const WeightFiles files = open_model_weights(src.weights);
@@ -139,15 +186,15 @@ void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed,
     MS_FAIL(src.weights, ": ", missing.size(), " parameters missing (", list_names(missing),
             "); the checkpoint does not match the config");
   {
-    WorkProgress progress("loading " + fs::path(src.weights).filename().string(), table.total(), sizeof(float));
-    for (const auto& p : table.params()) {
-      if (!files.find(p.name)) continue;
-      files.read_f32(p.name, params + p.offset);
-      progress.advance(p.numel);
-    }
+    WorkProgress progress("loading " + fs::path(src.weights).filename().string(), kept, sizeof(float));
     // What the checkpoint lacks keeps Wan's initialisation.
-    init_params(
-        table, dim, seed, params, [&](const ParamInfo& p) { return !files.find(p.name); }, &progress);
+    for (const Piece& piece : pieces)
+      progress.advance(fill(piece, [&](const ParamInfo& p, float* out) {
+        if (files.find(p.name))
+          files.read_f32(p.name, out);
+        else
+          init(p, out);
+      }));
   }
   if (!added.empty())
     log_info("model ", src.description, ": added ", added.size(),

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "io/weight_files.h"
 #include "model/config.h"
@@ -34,5 +35,14 @@ ModelConfig infer_config(const std::string& weights);
 // its initialisation (offset_proj zero: the layer starts as dsa_fixed) and is reported. Unused checkpoint tensors
 // draw a warning. A model of 1 GB or more (f32) shows its progress (core/work_progress.h).
 void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed, float* params);
+
+// A run of the flat parameter pool [begin, end) that a caller keeps, at dst [end - begin].
+struct ParamSpan {
+  int64_t begin = 0, end = 0;
+  float* dst = nullptr;
+};
+// load_params for the spans alone (sorted, disjoint): a rank of a distributed run loads its shards holding at most
+// one parameter beyond them (one that straddles a span's edge is read or initialised whole, then cut).
+void load_params(const ModelSource& src, const ParamTable& table, uint64_t seed, const std::vector<ParamSpan>& spans);
 
 }  // namespace ms

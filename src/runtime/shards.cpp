@@ -35,6 +35,28 @@ void gather_stages(Communicator& comm, const ParamTable& table, const Shards& sh
   }
 }
 
+void gather_to_lead(Communicator& comm, const ParamTable& table, const Shards& shards, const uint16_t* shard,
+                    const std::function<void(size_t s, int64_t begin, const uint16_t* values, int64_t n)>& sink) {
+  const int N = shards.ranks(), r = shards.rank();
+  const int64_t round = std::max<int64_t>(1, (int64_t(32) << 20) / N);  // elements per rank: 64 MiB in all
+  std::vector<uint16_t> parts(size_t(N * std::min(round, shards.max_padded() / N)));
+  for (size_t s = 0; s < table.stages().size(); ++s) {
+    const StageShard& sh = shards.stage(s);
+    const int64_t numel = table.stages()[s].numel;
+    for (int64_t k = 0; k < sh.chunk; k += round) {
+      const int64_t n = std::min(round, sh.chunk - k);  // this round's elements per rank, the same on every rank
+      const int64_t mine = std::clamp<int64_t>(sh.count - k, 0, n);
+      if (mine > 0) std::memcpy(parts.data() + r * n, shard + sh.offset + k, size_t(mine) * 2);
+      comm.allgather(Channel::weights, parts.data(), size_t(n) * 2);
+      if (r != 0) continue;
+      for (int j = 0; j < N; ++j) {
+        const int64_t begin = j * sh.chunk + k, real = std::clamp<int64_t>(numel - begin, 0, n);
+        if (real > 0) sink(s, begin, parts.data() + j * n, real);
+      }
+    }
+  }
+}
+
 void reduce_stages(Communicator& comm, const ParamTable& table, const Shards& shards, const float* full, float* shard,
                    std::span<const float> rank_weight) {
   std::vector<float> padded(size_t(shards.max_padded()));  // [ranks x chunk]

@@ -4,6 +4,7 @@
 // table's own offsets.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -39,6 +40,12 @@ class Shards {
 // on the weights channel.
 void gather_stages(Communicator& comm, const ParamTable& table, const Shards& shards, const uint16_t* shard,
                    uint16_t* full);
+// Every rank's bf16 shards (`shard`: this rank's pool) brought to rank 0 stage by stage, in rounds that hold 64 MiB
+// whatever the rank count (an all-gather on the weights channel, so every rank calls it): on rank 0 only,
+// sink(s, begin, values, n) receives the elements [begin, begin + n) of stage s. What a checkpoint or a sample of a
+// distributed run reads, without any rank holding the whole model.
+void gather_to_lead(Communicator& comm, const ParamTable& table, const Shards& shards, const uint16_t* shard,
+                    const std::function<void(size_t s, int64_t begin, const uint16_t* values, int64_t n)>& sink);
 // The ranks' gradients full [P] weighted by rank_weight and summed (Communicator::reduce_scatter), stage by stage on
 // the grads channel: this rank's shard of the sum into `shard` (its pool layout).
 void reduce_stages(Communicator& comm, const ParamTable& table, const Shards& shards, const float* full, float* shard,

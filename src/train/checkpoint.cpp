@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -58,6 +60,39 @@ void write_optimizer(const fs::path& dir, const CheckpointParts& p) {
   }
   write_safetensors((dir / (ranks == 1 ? "optimizer.safetensors" : shard_file(p.shards.rank(), ranks))).string(), optim,
                     {{"ranks", std::to_string(ranks)}});
+}
+
+// Runs fn; returns what it threw ("": nothing).
+std::string attempt(const std::function<void()>& fn) {
+  try {
+    fn();
+    return "";
+  } catch (const fs::filesystem_error& e) {
+    return cat(e.path1().string(), ": ", e.code().message());
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+// Several ranks: rank 0 writes dir's model files from every rank's working weights, gathered a round at a time (a
+// collective that every rank sees to its end, even after rank 0 failed). Returns rank 0's error ("": none).
+std::string write_gathered_model(const fs::path& dir, const CheckpointParts& p, SaveFormat format, Communicator& comm) {
+  const bool lead = comm.rank() == 0;
+  std::vector<TensorRef> model;  // the table's order, so element e of the pool is at byte 2e of the data
+  for (const auto& q : p.table.params()) model.push_back({q.name, DType::bf16, q.shape, nullptr});
+  std::unique_ptr<SafetensorsWriter> w;
+  std::string error = lead ? attempt([&] { w = model_file_writer(dir.string(), model); }) : "";
+  gather_to_lead(
+      comm, p.table, p.shards, p.host.weights.data(), [&](size_t s, int64_t begin, const uint16_t* values, int64_t n) {
+        if (error.empty())
+          error = attempt([&] { w->write_at((p.table.stages()[s].offset + begin) * 2, values, size_t(n) * 2); });
+      });
+  if (lead && error.empty())
+    error = attempt([&] {
+      w->commit();
+      finish_model_files(dir.string(), format, p.config);
+    });
+  return error;
 }
 
 // Whether every rank got through `what` without an error (the first one's message in *why); a collective.
@@ -160,21 +195,19 @@ std::string save_checkpoint(const std::string& out, const CheckpointParts& parts
   }
   if (!all_ranks_ok(comm, error, &why)) MS_FAIL(why);
   // Each rank's part, then whether every part is there.
-  try {
-    if (lead) {
+  if (comm.size() > 1) {
+    error = write_gathered_model(tmp, parts, format, comm);
+  } else {
+    error = attempt([&] {
       std::vector<TensorRef> model;
       for (const auto& p : parts.table.params())
-        model.push_back({p.name, DType::bf16, p.shape, parts.weights + p.offset});
+        model.push_back({p.name, DType::bf16, p.shape, parts.host.weights.data() + p.offset});
       write_model_files(tmp.string(), SaveFormat::megaslide, parts.config, model);
       if (format != SaveFormat::megaslide)
         write_model_files(tmp.string(), format, parts.config, model, kShardBytes, (tmp / "model.safetensors").string());
-    }
-    write_optimizer(tmp, parts);
-  } catch (const fs::filesystem_error& e) {
-    error = cat(e.path1().string(), ": ", e.code().message());
-  } catch (const Error& e) {
-    error = e.what();
+    });
   }
+  if (error.empty()) error = attempt([&] { write_optimizer(tmp, parts); });
   if (!all_ranks_ok(comm, error, &why)) {
     if (lead) fs::remove_all(tmp, ec);
     save_failed(root, state.step, why);

@@ -30,19 +30,18 @@ struct TrainerState {
   std::array<int64_t, 3> sample_shape{};
 };
 
-// What a checkpoint holds of a run: its model, this rank's state (host: the shards' pools) and the working weights of
-// every parameter (weights [P]: the pool itself for one rank, gathered for several; read on rank 0 only).
+// What a checkpoint holds of a run: its model and this rank's state (host: its shards' pools, all of it for one rank).
 struct CheckpointParts {
   const ModelConfig& config;
   const ParamTable& table;
   const Shards& shards;
   const HostState& host;
-  const uint16_t* weights;
 };
 
 // Writes OUT/step-<step>/ and repoints OUT/latest; `format` wan or diffusers adds those tools' files beside
-// model.safetensors (model/export.h). Called by every rank of comm: rank 0 writes the model and trainer.json and
-// publishes the checkpoint once every rank's optimizer shard is written. Returns the checkpoint directory.
+// model.safetensors (model/export.h). Called by every rank of comm: rank 0 writes the model (the ranks' working
+// weights gathered a round at a time, runtime/shards.h: gather_to_lead) and trainer.json, and publishes the
+// checkpoint once every rank's optimizer shard is written. Returns the checkpoint directory.
 std::string save_checkpoint(const std::string& out, const CheckpointParts& parts, const TrainerState& state,
                             const nlohmann::json& options, SaveFormat format, Communicator& comm);
 

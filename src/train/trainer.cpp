@@ -112,19 +112,15 @@ class Run {
   const ParamTable& table() const { return table_; }
   const Shards& shards() const { return shards_; }
 
-  // The master weights of the model src names (or initialised from seed), this rank's shards of them.
+  // The master weights of the model src names (or initialised from seed): this rank's shards of them.
   void load_model(const ModelSource& src, uint64_t seed) {
-    if (shards_.ranks() == 1) {
-      load_params(src, table_, seed, host_.master.data());
-    } else {  // every rank reads the whole model and keeps its shards
-      std::vector<float> all(size_t(table_.total()));
-      load_params(src, table_, seed, all.data());
-      for (size_t s = 0; s < table_.stages().size(); ++s) {
-        const StageShard& sh = shards_.stage(s);
-        const float* from = all.data() + table_.stages()[s].offset + sh.begin;
-        std::copy(from, from + sh.count, host_.master.data() + sh.offset);
-      }
+    std::vector<ParamSpan> spans;
+    for (size_t s = 0; s < table_.stages().size(); ++s) {
+      const StageShard& sh = shards_.stage(s);
+      const int64_t at = table_.stages()[s].offset + sh.begin;
+      if (sh.count) spans.push_back({at, at + sh.count, host_.master.data() + sh.offset});
     }
+    load_params(src, table_, seed, spans);
     host_.refresh_weights();
   }
 
@@ -267,6 +263,7 @@ class Run {
         if (lead)
           write_train_samples(opts_.samples, opts_.out, cfg_, weights, t, sample_shape_, opts_.seed, sample_vae_.get(),
                               text_encoder_.get());
+        gathered_ = {};
       }
     }
     if (lead) progress.finish();
@@ -305,19 +302,20 @@ class Run {
 
   // Checkpoints the run (the pending update applied) and, with --keep-last, removes the oldest beyond it.
   void save(const TrainerState& state) {
-    const uint16_t* weights = working_weights();
-    save_checkpoint(opts_.out, {cfg_, table_, shards_, host_, weights}, state, options_to_json(opts_),
-                    opts_.save_format, comm_);
+    save_checkpoint(opts_.out, {cfg_, table_, shards_, host_}, state, options_to_json(opts_), opts_.save_format, comm_);
     if (opts_.keep_last > 0 && comm_.rank() == 0) prune_checkpoints(opts_.out, opts_.keep_last);
-    gathered_ = {};
   }
 
-  // The bf16 working weights of every parameter: the pool of one rank, or every rank's shards gathered (a collective;
-  // held until the next save).
+  // The bf16 working weights of every parameter on rank 0, what samples are drawn with: the pool of one rank, or every
+  // rank's shards gathered there (a collective; null on the other ranks; held until the samples are written).
   const uint16_t* working_weights() {
     if (comm_.size() == 1) return host_.weights.data();
-    gathered_.resize(size_t(table_.total()));
-    gather_stages(comm_, table_, shards_, host_.weights.data(), gathered_.data());
+    std::vector<uint16_t> all(comm_.rank() == 0 ? size_t(table_.total()) : 0);
+    gather_to_lead(comm_, table_, shards_, host_.weights.data(),
+                   [&](size_t s, int64_t begin, const uint16_t* values, int64_t n) {
+                     std::copy(values, values + n, all.data() + table_.stages()[s].offset + begin);
+                   });
+    gathered_ = std::move(all);
     return gathered_.data();
   }
 
@@ -370,7 +368,7 @@ class Run {
   NonFiniteMonitor nonfinite_;
   StepSchedule schedule_;
   std::unique_ptr<VaeWeights> sample_vae_;  // decodes latent samples (--vae); null: none
-  std::vector<uint16_t> gathered_;          // [P] several ranks: every rank's working weights (working_weights)
+  std::vector<uint16_t> gathered_;          // [P] several ranks, rank 0: every rank's working weights (working_weights)
 };
 
 }  // namespace
