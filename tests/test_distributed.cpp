@@ -243,6 +243,32 @@ TEST(Distributed, ADeadRankEndsTheRunAndTheLastCheckpointResumes) {
   expect_same_files(dir.file("whole/latest"), run + "/latest", {"model.safetensors"});
 }
 
+// A rank that dies in the middle of the save of step 4 (rank 0 has written the model into the temporary directory and
+// waits for the other shards): the checkpoint of step 2 stays `latest`, the partial one is never published, and the
+// resumed run removes it and gives the bits of a run that never failed.
+TEST(Distributed, ARankDyingMidSaveLeavesTheLastCheckpoint) {
+  SKIP_WITHOUT_MPI();
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const Launch died = megaslide(2, kRun + "--steps 6 --save-every 2 --inject-rank-exit-saving 4 --out " + run);
+  EXPECT_NE(died.code, 0);
+  EXPECT_NE(died.output.find("rank 1: exiting saving step 4"), std::string::npos) << died.output;
+  EXPECT_EQ(fs::read_symlink(run + "/latest").string(), "step-00000002");
+  EXPECT_FALSE(fs::exists(run + "/step-00000004"));
+  int partial = 0;
+  for (const auto& e : fs::directory_iterator(run))
+    partial += e.path().filename().string().starts_with("step-00000004.tmp-");
+  EXPECT_EQ(partial, 1) << "the save in progress when the rank died";
+  const Launch resumed = megaslide(2, "-q train --resume " + run);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  for (const auto& e : fs::directory_iterator(run))
+    EXPECT_FALSE(e.path().filename().string().find(".tmp-") != std::string::npos) << e.path();
+  const Launch whole = megaslide(2, kRun + "--steps 6 --save-every 2 --out " + dir.file("whole"));
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  expect_same_files(dir.file("whole/latest"), run + "/latest",
+                    {"model.safetensors", "optimizer-rank1-of-2.safetensors"});
+}
+
 // A rank that stops answering at step 3: within the collective timeout every rank stops, with one error naming it,
 // and the checkpoint of step 2 is intact.
 TEST(Distributed, AHungRankIsNamedWithinTheTimeout) {

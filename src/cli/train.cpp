@@ -54,6 +54,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--inject-rank-hang", hooks->inject_rank_hang,
                   "Testing aid: the last rank of a distributed run stops answering as this step starts")
       ->group("");
+  cmd->add_option("--inject-rank-exit-saving", hooks->inject_rank_exit_saving,
+                  "Testing aid: the last rank of a distributed run exits while the checkpoint of this step is saved")
+      ->group("");
   cmd->callback([opts, hooks, resume_dir, cmd] {
     if (!resume_dir->empty()) {  // the run's saved options hold; only its length and this machine's may change
       std::string given;

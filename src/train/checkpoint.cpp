@@ -179,7 +179,8 @@ void remove_stale_temporaries(const std::string& out) {
 }
 
 std::string save_checkpoint(const std::string& out, const CheckpointParts& parts, const TrainerState& state,
-                            const nlohmann::json& options, SaveFormat format, Communicator& comm) {
+                            const nlohmann::json& options, SaveFormat format, Communicator& comm,
+                            const std::function<void()>& midway) {
   const bool lead = comm.rank() == 0;
   // The temporary directory is named after rank 0's process.
   const double pid = double(::getpid());
@@ -207,6 +208,7 @@ std::string save_checkpoint(const std::string& out, const CheckpointParts& parts
         write_model_files(tmp.string(), format, parts.config, model, kShardBytes, (tmp / "model.safetensors").string());
     });
   }
+  if (midway) midway();
   if (error.empty()) error = attempt([&] { write_optimizer(tmp, parts); });
   if (!all_ranks_ok(comm, error, &why)) {
     if (lead) fs::remove_all(tmp, ec);

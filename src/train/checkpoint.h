@@ -7,6 +7,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -42,8 +43,10 @@ struct CheckpointParts {
 // model.safetensors (model/export.h). Called by every rank of comm: rank 0 writes the model (the ranks' working
 // weights gathered a round at a time, runtime/shards.h: gather_to_lead) and trainer.json, and publishes the
 // checkpoint once every rank's optimizer shard is written. Returns the checkpoint directory.
+// midway: a testing aid, called on every rank once the model file is written and before the optimizer state is.
 std::string save_checkpoint(const std::string& out, const CheckpointParts& parts, const TrainerState& state,
-                            const nlohmann::json& options, SaveFormat format, Communicator& comm);
+                            const nlohmann::json& options, SaveFormat format, Communicator& comm,
+                            const std::function<void()>& midway = {});
 
 // Removes all but the `keep` newest step-N/ checkpoints of the run in `out` (never the one `latest` names); returns
 // how many it removed. Throws ms::Error naming a directory it cannot remove.

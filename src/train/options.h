@@ -114,6 +114,8 @@ struct TrainHooks {
   bool skip_compute = false;          // stream: enqueue the copies alone, no compute launch (`bench stream`)
   int64_t inject_rank_exit = 0;  // distributed: the last rank exits (as if killed) when this step starts (0: never)
   int64_t inject_rank_hang = 0;  // distributed: the last rank stops answering when this step starts (0: never)
+  int64_t inject_rank_exit_saving = 0;  // distributed: the last rank exits as the checkpoint of this step is being
+                                        // saved, rank 0 having begun it (0: never)
 };
 
 // The backend this run computes on: cpu, or cuda where it is asked for (or auto) and the run can use the GPU

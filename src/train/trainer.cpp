@@ -302,7 +302,10 @@ class Run {
 
   // Checkpoints the run (the pending update applied) and, with --keep-last, removes the oldest beyond it.
   void save(const TrainerState& state) {
-    save_checkpoint(opts_.out, {cfg_, table_, shards_, host_}, state, options_to_json(opts_), opts_.save_format, comm_);
+    save_checkpoint(opts_.out, {cfg_, table_, shards_, host_}, state, options_to_json(opts_), opts_.save_format, comm_,
+                    [&] {
+                      if (state.step == hooks_.inject_rank_exit_saving) exit_as_last_rank("saving step", state.step);
+                    });
     if (opts_.keep_last > 0 && comm_.rank() == 0) prune_checkpoints(opts_.out, opts_.keep_last);
   }
 
@@ -336,15 +339,19 @@ class Run {
 
   // Testing aids (TrainHooks): the last rank of a distributed run dies, or stops answering, as step t starts.
   void injected_rank_fault(int64_t t) const {
+    if (t == hooks_.inject_rank_exit) exit_as_last_rank("at step", t);
     if (comm_.size() == 1 || comm_.rank() != comm_.size() - 1) return;
-    if (t == hooks_.inject_rank_exit) {
-      log_warn("rank ", comm_.rank(), ": exiting at step ", t, " (--inject-rank-exit)");
-      std::_Exit(9);
-    }
     if (t == hooks_.inject_rank_hang) {
       log_warn("rank ", comm_.rank(), ": hanging at step ", t, " (--inject-rank-hang)");
       for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
     }
+  }
+
+  // The last rank of a distributed run exits as if killed (testing aids); `when` and t say where, for the log.
+  void exit_as_last_rank(const char* when, int64_t t) const {
+    if (comm_.size() == 1 || comm_.rank() != comm_.size() - 1) return;
+    log_warn("rank ", comm_.rank(), ": exiting ", when, " ", t, " (testing aid)");
+    std::_Exit(9);
   }
 
   // Makes the batch that starts at data position `position` and, streamed, enqueues its upload.
