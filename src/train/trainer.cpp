@@ -1,7 +1,6 @@
 #include "train/trainer.h"
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -48,8 +47,8 @@ extern "C" void on_sigint(int) { g_interrupted = true; }
 // Installs the SIGINT and SIGTERM handlers for the life of a run (mpirun forwards Ctrl-C to its ranks as SIGTERM)
 // and restores the previous ones after.
 struct SigintGuard {
-  struct sigaction old_int {
-  }, old_term{};
+  struct sigaction old_int = {};
+  struct sigaction old_term = {};
   SigintGuard() {
     g_interrupted = false;
     struct sigaction sa {};
