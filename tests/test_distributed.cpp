@@ -225,22 +225,31 @@ TEST(Distributed, ResumeOnOtherRanksReshardsTheState) {
   }
 }
 
+// The run the fault tests break: 6 steps on two ranks, a checkpoint every 2.
+const std::string kFaultRun = kRun + "--steps 6 --save-every 2 ";
+
+// `run`, a kFaultRun broken on purpose, resumed on two ranks to its end: it must end with the files `names` of the same
+// run never broken.
+void expect_resume_matches_unbroken(const TempDir& dir, const std::string& run, const std::vector<std::string>& names) {
+  const Launch resumed = megaslide(2, "-q train --resume " + run);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  const Launch whole = megaslide(2, kFaultRun + "--out " + dir.file("whole"));
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  expect_same_files(dir.file("whole/latest"), run + "/latest", names);
+}
+
 // A rank that dies at step 5 (saves every 2 steps): mpirun ends the job with an error naming that process, the
 // checkpoint of step 4 is intact, and resuming from it gives the bits of a run that never failed.
 TEST(Distributed, ADeadRankEndsTheRunAndTheLastCheckpointResumes) {
   SKIP_WITHOUT_MPI();
   TempDir dir;
   const std::string run = dir.file("run");
-  const Launch died = megaslide(2, kRun + "--steps 6 --save-every 2 --inject-rank-exit 5 --out " + run);
+  const Launch died = megaslide(2, kFaultRun + "--inject-rank-exit 5 --out " + run);
   EXPECT_NE(died.code, 0);
   EXPECT_NE(died.output.find("rank 1: exiting at step 5"), std::string::npos) << died.output;
   EXPECT_NE(died.output.find("exited with non-zero status"), std::string::npos) << died.output;
   EXPECT_EQ(fs::read_symlink(run + "/latest").string(), "step-00000004");
-  const Launch resumed = megaslide(2, "-q train --resume " + run);
-  ASSERT_EQ(resumed.code, 0) << resumed.output;
-  const Launch whole = megaslide(2, kRun + "--steps 6 --save-every 2 --out " + dir.file("whole"));
-  ASSERT_EQ(whole.code, 0) << whole.output;
-  expect_same_files(dir.file("whole/latest"), run + "/latest", {"model.safetensors"});
+  expect_resume_matches_unbroken(dir, run, {"model.safetensors"});
 }
 
 // A rank that dies in the middle of the save of step 4 (rank 0 has written the model into the temporary directory and
@@ -250,7 +259,7 @@ TEST(Distributed, ARankDyingMidSaveLeavesTheLastCheckpoint) {
   SKIP_WITHOUT_MPI();
   TempDir dir;
   const std::string run = dir.file("run");
-  const Launch died = megaslide(2, kRun + "--steps 6 --save-every 2 --inject-rank-exit-saving 4 --out " + run);
+  const Launch died = megaslide(2, kFaultRun + "--inject-rank-exit-saving 4 --out " + run);
   EXPECT_NE(died.code, 0);
   EXPECT_NE(died.output.find("rank 1: exiting saving step 4"), std::string::npos) << died.output;
   EXPECT_EQ(fs::read_symlink(run + "/latest").string(), "step-00000002");
@@ -259,14 +268,9 @@ TEST(Distributed, ARankDyingMidSaveLeavesTheLastCheckpoint) {
   for (const auto& e : fs::directory_iterator(run))
     partial += e.path().filename().string().starts_with("step-00000004.tmp-");
   EXPECT_EQ(partial, 1) << "the save in progress when the rank died";
-  const Launch resumed = megaslide(2, "-q train --resume " + run);
-  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  expect_resume_matches_unbroken(dir, run, {"model.safetensors", "optimizer-rank1-of-2.safetensors"});
   for (const auto& e : fs::directory_iterator(run))
     EXPECT_FALSE(e.path().filename().string().find(".tmp-") != std::string::npos) << e.path();
-  const Launch whole = megaslide(2, kRun + "--steps 6 --save-every 2 --out " + dir.file("whole"));
-  ASSERT_EQ(whole.code, 0) << whole.output;
-  expect_same_files(dir.file("whole/latest"), run + "/latest",
-                    {"model.safetensors", "optimizer-rank1-of-2.safetensors"});
 }
 
 // A rank that stops answering at step 3: within the collective timeout every rank stops, with one error naming it,
@@ -275,8 +279,7 @@ TEST(Distributed, AHungRankIsNamedWithinTheTimeout) {
   SKIP_WITHOUT_MPI();
   TempDir dir;
   const std::string run = dir.file("run");
-  const Launch hung =
-      megaslide(2, kRun + "--steps 6 --save-every 2 --inject-rank-hang 3 --collective-timeout 3 --out " + run);
+  const Launch hung = megaslide(2, kFaultRun + "--inject-rank-hang 3 --collective-timeout 3 --out " + run);
   EXPECT_NE(hung.code, 0);
   EXPECT_NE(hung.output.find("rank 1 did not take part"), std::string::npos) << hung.output;
   EXPECT_LT(hung.seconds, 30) << hung.output;

@@ -45,8 +45,7 @@ double boundary_bytes(const ModelConfig& c) {
 // Median step seconds of a run of the default job (the first step, which warms up, is left out), on every rank of
 // comm (rank 0 reads them from the run's metrics).
 double step_seconds(TrainOptions o, Communicator& comm, const TrainHooks& hooks = {}) {
-  const double pid = double(::getpid());
-  const int64_t lead_pid = int64_t(comm.gather(Channel::control, std::span<const double>(&pid, 1))[0]);
+  const int64_t lead_pid = int64_t(comm.from_lead(Channel::control, double(::getpid())));
   o.out = (std::filesystem::temp_directory_path() / ("megaslide-bench-stream-" + std::to_string(lead_pid))).string();
   o.save_every = 0;
   const bool lead = comm.rank() == 0;
@@ -61,7 +60,7 @@ double step_seconds(TrainOptions o, Communicator& comm, const TrainHooks& hooks 
     std::sort(secs.begin(), secs.end());
     median = secs[secs.size() / 2];
   }
-  median = comm.sum(Channel::control, median);  // rank 0's, on every rank
+  median = comm.from_lead(Channel::control, median);
   if (lead) std::filesystem::remove_all(o.out);
   return median;
 }
@@ -76,8 +75,7 @@ void bench_stream_ranks(const BenchStreamArgs& a, TrainOptions base, const Model
   const double steps = double(base.steps);
   ArenaOptions ao;
   ao.prefetch = base.prefetch;
-  ao.ranks = R;
-  const Traffic link = step_traffic(ParamTable(cfg), DevicePlan{}, ao);  // a stage's bytes, shared by R ranks
+  const Traffic link = step_traffic(ParamTable(cfg), DevicePlan{}, ao);  // one process's, shared by R ranks
   const double mine[] = {double(link.h2d()) / R,
                          double(link.d2h()) / R,
                          double(w.bytes - w0.bytes) / steps,

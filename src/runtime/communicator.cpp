@@ -32,6 +32,8 @@ double Communicator::sum(Channel c, double x) {
   return total;
 }
 
+double Communicator::from_lead(Channel c, double x) { return gather(c, std::span<const double>(&x, 1))[0]; }
+
 void Communicator::barrier(Channel c) { gather(c, std::span<const double>()); }
 
 void SingleProcess::alltoall(Channel, const void* send, void* recv, size_t bytes) {

@@ -37,6 +37,8 @@ class Communicator {
   std::vector<double> gather(Channel c, std::span<const double> mine);
   // The sum over ranks, in rank order.
   double sum(Channel c, double x);
+  // Rank 0's x, on every rank.
+  double from_lead(Channel c, double x);
   void barrier(Channel c);
 
   // What this rank's collectives on a channel have moved and waited, for benchmarks (`bench stream` under mpirun).

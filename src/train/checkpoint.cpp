@@ -183,8 +183,7 @@ std::string save_checkpoint(const std::string& out, const CheckpointParts& parts
                             const std::function<void()>& midway) {
   const bool lead = comm.rank() == 0;
   // The temporary directory is named after rank 0's process.
-  const double pid = double(::getpid());
-  const int64_t lead_pid = int64_t(comm.gather(Channel::control, std::span<const double>(&pid, 1))[0]);
+  const int64_t lead_pid = int64_t(comm.from_lead(Channel::control, double(::getpid())));
   const fs::path root(out), final_dir = root / step_name(state.step);
   const fs::path tmp = root / (step_name(state.step) + ".tmp-" + std::to_string(lead_pid));
   std::error_code ec;

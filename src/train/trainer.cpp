@@ -258,11 +258,11 @@ class Run {
       }
       if (sample_due(opts_.samples, t)) {
         schedule_.apply_pending();
-        const uint16_t* weights = working_weights();
+        std::vector<uint16_t> gathered;
+        const uint16_t* weights = working_weights(gathered);
         if (lead)
           write_train_samples(opts_.samples, opts_.out, cfg_, weights, t, sample_shape_, opts_.seed, sample_vae_.get(),
                               text_encoder_.get());
-        gathered_ = {};
       }
     }
     if (lead) progress.finish();
@@ -309,16 +309,15 @@ class Run {
   }
 
   // The bf16 working weights of every parameter on rank 0, what samples are drawn with: the pool of one rank, or every
-  // rank's shards gathered there (a collective; null on the other ranks; held until the samples are written).
-  const uint16_t* working_weights() {
+  // rank's shards gathered there into `all` (a collective; null on the other ranks).
+  const uint16_t* working_weights(std::vector<uint16_t>& all) {
     if (comm_.size() == 1) return host_.weights.data();
-    std::vector<uint16_t> all(comm_.rank() == 0 ? size_t(table_.total()) : 0);
+    all.resize(comm_.rank() == 0 ? size_t(table_.total()) : 0);
     gather_to_lead(comm_, table_, shards_, host_.weights.data(),
                    [&](size_t s, int64_t begin, const uint16_t* values, int64_t n) {
                      std::copy(values, values + n, all.data() + table_.stages()[s].offset + begin);
                    });
-    gathered_ = std::move(all);
-    return gathered_.data();
+    return all.data();
   }
 
   // Several ranks, after a step: the loss (each rank's share of it), each stage's squared gradient norm (each rank's
@@ -374,7 +373,6 @@ class Run {
   NonFiniteMonitor nonfinite_;
   StepSchedule schedule_;
   std::unique_ptr<VaeWeights> sample_vae_;  // decodes latent samples (--vae); null: none
-  std::vector<uint16_t> gathered_;          // [P] several ranks, rank 0: every rank's working weights (working_weights)
 };
 
 }  // namespace
