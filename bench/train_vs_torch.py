@@ -3,7 +3,9 @@
 
 Each round runs `megaslide bench train --json` and then bench/torch_train.py --json on the same config, clip shape
 and batch, and prints both tokens/s; the last lines give each side's median and their ratio. Alternating keeps a
-noisy machine's drift out of the ratio. Not a test: it needs Debian's python3-torch and ../shared/reference.
+noisy machine's drift out of the ratio. Both sides call the same OpenBLAS, which picks its kernels from the CPU
+unless OPENBLAS_CORETYPE names them: the environment given to this script reaches both. Not a test: it needs
+Debian's python3-torch and ../shared/reference.
 
   /usr/bin/python3 bench/train_vs_torch.py --config configs/bench-dim256-dense.json --frames 4 --height 32 \\
       --width 32 --rounds 3
@@ -50,7 +52,7 @@ def main():
               f"PyTorch {theirs[-1]:8.1f} tokens/s", flush=True)
     mo, mt = statistics.median(ours), statistics.median(theirs)
     print(f"{a.config}: {m['tokens_per_step']} tokens/step, {a.threads} threads, {a.steps} steps a round, "
-          f"torch {t['torch']}")
+          f"torch {t['torch']}, OpenBLAS {m['sgemm_kernels']} kernels (OPENBLAS_CORETYPE, read by both sides)")
     print(f"median tokens/s: megaslide {mo:.1f}, PyTorch {mt:.1f}; megaslide / PyTorch = {mo / mt:.2f}")
 
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "backend/cpu/gemm.h"
 #include "cli/ceilings.h"
 #include "cli/commands.h"
 #include "core/log.h"
@@ -60,6 +61,7 @@ void bench_train(const BenchTrainArgs& a) {
                    {"step_flops_attention", f.attention},
                    {"achieved_flops_per_second", achieved},
                    {"sgemm_flops_per_second", sgemm},
+                   {"sgemm_kernels", cpu::openblas_coretype()},
                    {"fraction_of_sgemm", achieved / sgemm}};
   if (a.json) {
     std::printf("%s\n", r.dump(2).c_str());
@@ -72,7 +74,8 @@ void bench_train(const BenchTrainArgs& a) {
   std::printf("  achieved GFLOP/s    %10.2f  (%.2f GFLOP/step executed, %.0f%% attention; blocks %s)\n", achieved / 1e9,
               f.total() / 1e9, 100 * f.attention / f.total(),
               s.recomputed ? "recomputed in the backward" : "not recomputed: activations kept");
-  std::printf("  sgemm GFLOP/s       %10.2f  (2048^3, same run)\n", sgemm / 1e9);
+  std::printf("  sgemm GFLOP/s       %10.2f  (2048^3, same run; OpenBLAS %s kernels)\n", sgemm / 1e9,
+              cpu::openblas_coretype());
   std::printf("  fraction of sgemm   %10.3f\n", achieved / sgemm);
 }
 

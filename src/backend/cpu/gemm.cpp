@@ -20,4 +20,6 @@ void gemm<double>(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alph
               alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
 
+const char* openblas_coretype() { return openblas_get_corename(); }
+
 }  // namespace ms::cpu

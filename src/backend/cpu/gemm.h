@@ -6,7 +6,10 @@
 namespace ms::cpu {
 
 template <class T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc);
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb,
+          T beta, T* C, int64_t ldc);
+
+// The name of the OpenBLAS kernels in use ("Haswell", "SkylakeX", ...), for benchmark headers.
+const char* openblas_coretype();
 
 }  // namespace ms::cpu

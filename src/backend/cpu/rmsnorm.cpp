@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/row_sum.h"
 #include "core/parallel.h"
 
 namespace ms::cpu {
@@ -14,33 +15,37 @@ constexpr int64_t kChannelBlock = 64;  // channels per task in the dw reduction 
 
 template <class T>
 void rmsnorm_forward(const T* x, const T* w, T* y, T* rstd, int64_t N, int64_t C, double eps) {
-  parallel_for(N, [&](int64_t n) {
-    const T* xr = x + n * C;  // [C]
-    T* yr = y + n * C;        // [C]
-    double s = 0;
-    for (int64_t c = 0; c < C; ++c) s += double(xr[c]) * double(xr[c]);
-    const double rs = 1.0 / std::sqrt(s / double(C) + eps);
-    for (int64_t c = 0; c < C; ++c) yr[c] = T(double(xr[c]) * rs * double(w[c]));
-    rstd[n] = T(rs);
-  }, 4);
+  parallel_for(
+      N,
+      [&](int64_t n) {
+        const T* xr = x + n * C;  // [C]
+        T* yr = y + n * C;        // [C]
+        const double s = row_sum(C, [&](int64_t c) { return double(xr[c]) * double(xr[c]); });
+        const double rs = 1.0 / std::sqrt(s / double(C) + eps);
+        for (int64_t c = 0; c < C; ++c) yr[c] = T(double(xr[c]) * rs * double(w[c]));
+        rstd[n] = T(rs);
+      },
+      4);
 }
 
 template <class T>
 void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw, int64_t N, int64_t C) {
   // dx = rstd * (g - xhat * mean(g * xhat)), g = dy * w, xhat = x * rstd.
-  parallel_for(N, [&](int64_t n) {
-    const T* xr = x + n * C;    // [C]
-    const T* dyr = dy + n * C;  // [C]
-    T* dxr = dx + n * C;        // [C]
-    const double rs = rstd[n];
-    double sgx = 0;
-    for (int64_t c = 0; c < C; ++c) sgx += double(dyr[c]) * double(w[c]) * double(xr[c]) * rs;
-    sgx /= double(C);
-    for (int64_t c = 0; c < C; ++c) {
-      const double xh = double(xr[c]) * rs;
-      dxr[c] += T(rs * (double(dyr[c]) * double(w[c]) - xh * sgx));
-    }
-  }, 4);
+  parallel_for(
+      N,
+      [&](int64_t n) {
+        const T* xr = x + n * C;    // [C]
+        const T* dyr = dy + n * C;  // [C]
+        T* dxr = dx + n * C;        // [C]
+        const double rs = rstd[n];
+        const double sgx =
+            row_sum(C, [&](int64_t c) { return double(dyr[c]) * double(w[c]) * double(xr[c]) * rs; }) / double(C);
+        for (int64_t c = 0; c < C; ++c) {
+          const double xh = double(xr[c]) * rs;
+          dxr[c] += T(rs * (double(dyr[c]) * double(w[c]) - xh * sgx));
+        }
+      },
+      4);
   // dw [C] += sum_n dy * xhat: each task owns a block of channels.
   parallel_for((C + kChannelBlock - 1) / kChannelBlock, [&](int64_t blk) {
     const int64_t c0 = blk * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
