@@ -3,6 +3,7 @@
 #include <optional>
 #include <vector>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/resident_model.h"
 #include "core/check.h"
 #include "core/log.h"
@@ -150,7 +151,10 @@ void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& sh
   log_info("model: ", table.total(), " parameters, ", c.num_layers, " blocks, dim ", c.dim, "; ", shapes_label(shapes),
            "; host memory ", bytes(n.total()), " of ", bytes(limit.bytes), " (", n.breakdown(), "); ", *picked,
            " optimizer schedule; ", o.keep_block_acts ? "activations kept" : "blocks recomputed", "; ", num_threads(),
-           " threads; backend ", backend);
+           " threads; backend ", backend,
+           backend == BackendKind::cpu ? cat(" (OpenBLAS ", cpu::openblas_coretype(), " kernels)") : std::string());
+  if (const std::string note = cpu::openblas_coretype_note(); backend == BackendKind::cpu && !note.empty())
+    log_info(note);
 }
 
 }  // namespace ms
