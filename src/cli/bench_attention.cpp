@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/gemm.h"
 #include "cli/ceilings.h"
 #include "cli/commands.h"
 #include "core/check.h"
@@ -180,6 +181,7 @@ void bench_attention(const BenchAttentionArgs& a) {
                      {"repeat", a.repeat},
                      {"window_shifted", true},
                      {"sgemm_flops_per_second", sgemm},
+                     {"sgemm_kernels", cpu::openblas_coretype()},
                      {"rows", nlohmann::json::array()},
                      {"scaling", scaling},
                      {"notes", notes}};
@@ -201,8 +203,10 @@ void bench_attention(const BenchAttentionArgs& a) {
       static_cast<long long>(a.heads), static_cast<long long>(a.head_dim), static_cast<long long>(kWindow[0]),
       static_cast<long long>(kWindow[1]), static_cast<long long>(kWindow[2]), num_threads(),
       static_cast<long long>(a.repeat), a.budget_s);
-  std::printf("  sgemm ceiling %.1f GFLOP/s (2048^3, same run); GFLOP/s counts model FLOPs (see model_flops)\n",
-              sgemm / 1e9);
+  std::printf(
+      "  sgemm ceiling %.1f GFLOP/s (2048^3, same run; OpenBLAS %s kernels); GFLOP/s counts model FLOPs (see "
+      "model_flops)\n",
+      sgemm / 1e9, cpu::openblas_coretype());
   std::printf("  %-9s %-10s %7s %10s %10s %10s %10s %9s %9s\n", "type", "grid", "tokens", "fwd ms", "bwd ms",
               "total ms", "extra MiB", "GFLOP/s", "of sgemm");
   for (const auto& r : rows) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "backend/cpu/gemm.h"
 #include "cli/ceilings.h"
 #include "cli/commands.h"
 #include "core/check.h"
@@ -40,13 +41,14 @@ void bench_t5(const BenchT5Args& a) {
                    {"weights", w->source()},
                    {"weights_seconds", made},
                    {"sgemm_gflops", sgemm / 1e9},
+                   {"sgemm_kernels", cpu::openblas_coretype()},
                    {"prompts", nlohmann::json::array()}};
   if (!a.json)
     std::printf(
         "umT5 encoder (%s, %.2f B parameters, %lld layers of width %lld) ready in %.1f s; %d threads, sgemm "
-        "2048^3 %.1f GFLOP/s\n",
+        "2048^3 %.1f GFLOP/s (OpenBLAS %s kernels)\n",
         w->source().c_str(), double(t5_param_count(c)) / 1e9, (long long)c.num_layers, (long long)c.dim, made,
-        num_threads(), sgemm / 1e9);
+        num_threads(), sgemm / 1e9, cpu::openblas_coretype());
   for (int64_t L : a.tokens) {
     if (L < 1 || L > c.text_len) MS_FAIL("--tokens ", L, " must be in [1, text_len = ", c.text_len, "]");
     std::vector<int64_t> ids(static_cast<size_t>(L));

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/cpu/gemm.h"
 #include "cli/ceilings.h"
 #include "cli/commands.h"
 #include "core/check.h"
@@ -58,11 +59,16 @@ void bench_vae(const BenchVaeArgs& a) {
   const VaeConfig& c = w.config();
   check_vae_video_shape(c, a.frames, c.space_stride(), c.space_stride(), "--frames");
   const double sgemm = measure_sgemm_rate(2048);
-  nlohmann::json j{{"threads", num_threads()},    {"params", w.count()}, {"weights", w.source()},
-                   {"sgemm_gflops", sgemm / 1e9}, {"frames", a.frames},  {"sizes", nlohmann::json::array()}};
+  nlohmann::json j{{"threads", num_threads()},
+                   {"params", w.count()},
+                   {"weights", w.source()},
+                   {"sgemm_gflops", sgemm / 1e9},
+                   {"sgemm_kernels", cpu::openblas_coretype()},
+                   {"frames", a.frames},
+                   {"sizes", nlohmann::json::array()}};
   if (!a.json)
-    std::printf("Wan2.1 VAE (%s, %.1f M parameters), %d threads; sgemm 2048^3 %.1f GFLOP/s\n", w.source().c_str(),
-                double(w.count()) / 1e6, num_threads(), sgemm / 1e9);
+    std::printf("Wan2.1 VAE (%s, %.1f M parameters), %d threads; sgemm 2048^3 %.1f GFLOP/s (OpenBLAS %s kernels)\n",
+                w.source().c_str(), double(w.count()) / 1e6, num_threads(), sgemm / 1e9, cpu::openblas_coretype());
   // The conv kernel alone: the encoder's first stage (dim channels at full size) and its last (4 dim at 1/8).
   const int64_t top = c.dim * c.dim_mult.front(), low = c.dim * c.dim_mult.back();
   const double conv_top = conv_rate(top, 120, 208), conv_low = conv_rate(low, 60, 104);
