@@ -56,6 +56,32 @@ TEST(MemoryFit, ARunOverItsLimitIsRefusedWithNumbersAndNoRunDirectory) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// Samples while training (--sample-every) are drawn on rank 0 beside the run's own buffers, with an f32 copy of every
+// weight and a forward workspace at the largest clip: a run whose samples would not fit is refused before it starts.
+TEST(MemoryFit, SamplesWhileTrainingAreCountedBeforeTheRunStarts) {
+  TempDir dir;
+  const std::string prompts = dir.file("prompts.txt");
+  std::ofstream(prompts) << "a red square moving right\n";
+  TrainOptions o = small_run(dir.file("run"), 1, 3, 16);
+  const int64_t plain = need_of(o, OptimizerSchedule::deferred).total();
+  o.samples.every = 1;
+  o.samples.prompts = prompts;
+  const TrainHostNeed with = need_of(o, OptimizerSchedule::deferred);
+  EXPECT_GE(with.samples, 4 * ParamTable(preset_config("tiny")).total()) << "at least the f32 copy of the weights";
+  EXPECT_EQ(with.total(), plain + with.samples);
+  EXPECT_NE(with.breakdown().find(cat("samples ", format_bytes(double(with.samples)))), std::string::npos)
+      << with.breakdown();
+  const std::string run = cat("train --steps 1 --frames 3 --height 16 --width 16 --recompute always ",
+                              "--optimizer-schedule deferred --host-memory ", (plain + with.total()) / 2, " --out ");
+  const CliResult refused = run_cli(cat(run, dir.file("sampled"), " --sample-every 1 --sample-prompts ", prompts));
+  EXPECT_EQ(refused.code, 1) << refused.output;
+  EXPECT_NE(refused.output.find(cat("this run needs ", format_bytes(double(with.total())))), std::string::npos)
+      << refused.output;
+  EXPECT_FALSE(fs::exists(dir.file("sampled")));
+  const CliResult fits = run_cli(run + dir.file("plain"));
+  EXPECT_EQ(fits.code, 0) << fits.output;
+}
+
 TEST(MemoryFit, AutoPicksImmediateWhenOnlyItFitsAndResumesWithIt) {
   QuietLogs quiet;
   TempDir dir;

@@ -12,6 +12,7 @@
 #include "core/units.h"
 #include "model/param_table.h"
 #include "registry/registry.h"
+#include "sample/generate.h"
 
 namespace ms {
 namespace {
@@ -38,7 +39,9 @@ std::string TrainHostNeed::breakdown() const {
   std::string s = cat("model state ", bytes(pools.persistent()), ", gradients ", bytes(pools.grads));
   if (pools.activations) s += cat(", offloaded checkpoints ", bytes(pools.activations));
   if (compute) s += cat(", CPU compute ", bytes(compute));
-  return s + cat(", batches ", bytes(batches));
+  s += cat(", batches ", bytes(batches));
+  if (samples) s += cat(", samples ", bytes(samples));
+  return s;
 }
 
 TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const ModelConfig& c,
@@ -63,6 +66,16 @@ TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const 
   const int64_t out = shapes.most([&](const ModelDims& d) { return d.B * c.out_dim * d.F * d.H * d.W; });
   const int64_t B = shapes.most([](const ModelDims& d) { return d.B; });
   need.batches = 4 * (2 * (3 * in + B * c.text_len * c.text_dim + B) + in + 2 * out);
+  if (o.samples.every > 0) {
+    // Rank 0 draws them after a step, its buffers still held: an f32 copy of every weight and a forward workspace at
+    // the largest clip (write_train_samples), and in a distributed run every rank's bf16 weights gathered first.
+    // Counted on every rank: each rank's share of a machine is checked alike.
+    const ModelDims* largest = &shapes.all.front();
+    for (const ModelDims& d : shapes.all)
+      if (d.F * d.H * d.W > largest->F * largest->H * largest->W) largest = &d;
+    need.samples = sample_host_bytes(c, {c.in_dim, largest->F, largest->H, largest->W}, false) +
+                   (o.ranks > 1 ? 2 * table.total() : 0);
+  }
   return need;
 }
 
