@@ -16,7 +16,9 @@
 #include "model/config.h"
 #include "temp_dir.h"
 #include "test_util.h"
+#include "train/memory_fit.h"
 #include "vae/vae_model.h"
+#include "vae/vae_weights.h"
 #include "video_util.h"
 
 namespace ms::test {
@@ -28,13 +30,17 @@ const std::string kDir = std::string(MEGASLIDE_TEST_DATA) + "/vae/";
 const std::string kVae = " --vae " + kDir + "tiny_vae.pth --vae-config " + kDir + "tiny_config.json";
 
 // A latent model (16 channels, Wan's text width) in dir/config.json.
-void latent_model(const TempDir& dir) {
+ModelConfig latent_config() {
   ModelConfig c;
   c.dim = 16, c.ffn_dim = 24, c.num_heads = 2, c.num_layers = 2, c.freq_dim = 8;
   c.in_dim = c.out_dim = 16, c.text_dim = 4096, c.text_len = 8;
   c.patch_size = {1, 2, 2};
   c.validate();
-  std::ofstream(dir.file("config.json")) << config_to_json(c).dump();
+  return c;
+}
+
+void latent_model(const TempDir& dir) {
+  std::ofstream(dir.file("config.json")) << config_to_json(latent_config()).dump();
 }
 
 }  // namespace
@@ -155,6 +161,24 @@ TEST(VaePipeline, TrainingSamplesAreDecoded) {
   EXPECT_EQ(info.frames, 9);  // the largest bucket: 3 x 6 x 8 latents
   EXPECT_EQ(info.height, 48);
   EXPECT_EQ(info.width, 64);
+}
+
+// A training run's host-memory check counts the VAE that decodes its samples: its weights, held from the start, and its
+// pass at the samples' pixel size (the largest bucket: 3 x 6 x 8 latents, 9 x 48 x 64 pixels).
+TEST(VaePipeline, TrainingSamplesCountTheVaeInTheMemoryCheck) {
+  const ModelConfig c = latent_config();
+  const StepShapes shapes(ModelDims::make(c, 2, 3, 6, 8, c.text_len));
+  TrainOptions o;
+  o.samples.every = 1;
+  o.samples.prompts = "prompts.txt";
+  const int64_t without = train_host_need(o, OptimizerSchedule::deferred, c, shapes, BackendKind::cpu).samples;
+  o.samples.vae = kDir + "tiny_vae.pth";
+  o.samples.vae_config = kDir + "tiny_config.json";
+  const int64_t with = train_host_need(o, OptimizerSchedule::deferred, c, shapes, BackendKind::cpu).samples;
+  const VaeWeights w = VaeWeights::load(o.samples.vae, o.samples.vae_config);
+  EXPECT_GE(with - without, 4 * w.count()) << "the VAE's f32 weights";
+  EXPECT_GE(with, 4 * w.count() + 4 * 3 * 9 * 48 * 64) << "its weights and the decoded f32 pixels";
+  EXPECT_EQ(VaeWeights::count_for(w.config()), w.count());
 }
 
 }  // namespace ms::test

@@ -1,5 +1,6 @@
 #include "train/memory_fit.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -13,6 +14,8 @@
 #include "model/param_table.h"
 #include "registry/registry.h"
 #include "sample/generate.h"
+#include "vae/vae_model.h"
+#include "vae/vae_weights.h"
 
 namespace ms {
 namespace {
@@ -73,8 +76,20 @@ TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const 
     const ModelDims* largest = &shapes.all.front();
     for (const ModelDims& d : shapes.all)
       if (d.F * d.H * d.W > largest->F * largest->H * largest->W) largest = &d;
-    need.samples = sample_host_bytes(c, {c.in_dim, largest->F, largest->H, largest->W}, false) +
-                   (o.ranks > 1 ? 2 * table.total() : 0);
+    const DataShape clip{c.in_dim, largest->F, largest->H, largest->W};
+    int64_t drawing = sample_host_bytes(c, clip, false);  // the f32 weights, the forward's workspace, the clips
+    if (!o.samples.vae.empty() && c.in_dim != 3) {
+      // The VAE that decodes them (loaded at start, 4 bytes a parameter) and its pass, which runs once the forward's
+      // workspace is returned but the f32 weights are not: the latents, the f32 pixels, the RGB frames, the pass's
+      // own activations (vae_decode_bytes, the sample verb's count).
+      const VaeConfig vc = VaeWeights::config_for(o.samples.vae, o.samples.vae_config);
+      const int64_t F = vc.video_frames(clip.frames), H = clip.height * vc.space_stride(),
+                    W = clip.width * vc.space_stride();
+      const int64_t decoding = 4 * table.total() + 4 * clip.channels * clip.frames * clip.height * clip.width +
+                               (4 + 1) * 3 * F * H * W + vae_decode_bytes(vc, F, H, W);
+      drawing = std::max(drawing, decoding) + 4 * VaeWeights::count_for(vc);
+    }
+    need.samples = drawing + (o.ranks > 1 ? 2 * table.total() : 0);
   }
   return need;
 }

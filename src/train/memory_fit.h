@@ -17,7 +17,7 @@ struct TrainHostNeed {
   HostPools pools;      // model state (14 bytes per parameter), gradients, offloaded checkpoints (plan/plan.h)
   int64_t compute = 0;  // CPU backend: the streamed arena, or the resident f32 weights and workspace (--offload none)
   int64_t batches = 0;  // the two batches the loop alternates between, the noise and the velocity buffers
-  int64_t samples = 0;  // --sample-every: what drawing a sample adds (sample_host_bytes; the gathered weights)
+  int64_t samples = 0;  // --sample-every: drawing a sample (f32 weights, workspace, gathered weights) and its VAE
   int64_t total() const { return pools.total() + compute + batches + samples; }
   std::string breakdown() const;  // "model state 19.9 GB, gradients 5.69 GB, ..."
 };

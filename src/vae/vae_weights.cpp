@@ -61,10 +61,21 @@ VaeWeights VaeWeights::random(const VaeConfig& config, uint64_t seed) {
   return v;
 }
 
+VaeConfig VaeWeights::config_for(const std::string& path, const std::string& config_path) {
+  const std::string config = config_file(path, config_path);
+  return config.empty() ? VaeConfig() : read_vae_config(config);
+}
+
+int64_t VaeWeights::count_for(const VaeConfig& c) {
+  int64_t total = 0;
+  for (const auto& [name, shape] : vae_param_shapes(c)) total += numel(shape);
+  return total;
+}
+
 VaeWeights VaeWeights::load(const std::string& path, const std::string& config_path) {
   const std::string config = config_file(path, config_path);
   VaeWeights v;
-  v.config_ = config.empty() ? VaeConfig() : read_vae_config(config);
+  v.config_ = config_for(path, config_path);
   v.source_ = path;
   WeightFiles files = WeightFiles::open(path);
   files.rename([&](const std::string& n) { return wan_vae_name(n, v.config_); });

@@ -17,6 +17,10 @@ class VaeWeights {
   // when config_path is ""); config_path: a JSON config (vae_config.h) or "" for Wan2.1's (or the folder's).
   // Throws ms::Error naming the file and the missing or mis-shaped tensor, or the bad config.
   static VaeWeights load(const std::string& path, const std::string& config_path);
+  // The config load(path, config_path) uses, read without the weights (for memory checks before loading).
+  static VaeConfig config_for(const std::string& path, const std::string& config_path);
+  // The parameters a VAE of config c holds: count() once loaded.
+  static int64_t count_for(const VaeConfig& c);
 
   // Random weights for tests and benchmarks: convs N(0, 1/fan_in) (the decoder's last at half that scale, so that
   // few decoded pixels reach the clamp), biases N(0, 0.05^2), gains 1 + N(0, 0.1^2).
