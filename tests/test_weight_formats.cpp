@@ -277,6 +277,12 @@ TEST(Convert, RoundTripsThroughWanAndDiffusersAreBitExact) {
   ASSERT_EQ(r.code, 0) << r.output;
   load_params(resolve_model(dir.file("f32"), ""), table, 9, b.data());
   EXPECT_EQ(a, b);
+  // Converted tensors made one at a time as the shards are written: each lands in its own shard's file.
+  r = run_cli("convert " + src + " " + dir.file("f32-shards") + " --to diffusers --dtype f32 --shard-size 20KB");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir.file("f32-shards") + "/transformer/diffusion_pytorch_model.safetensors.index.json"));
+  load_params(resolve_model(dir.file("f32-shards"), ""), table, 9, b.data());
+  EXPECT_EQ(a, b);
   r = run_cli("convert " + src + " " + w + " --to wan");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("not an empty directory"), std::string::npos) << r.output;

@@ -44,10 +44,11 @@ void run_convert(const ConvertArgs& a) {
   const WeightFiles files = open_model_weights(src.weights);
   const ParamTable table(src.config);
 
-  // Each parameter as stored (bytes copied unchanged, so round trips are exact), or converted through f32 when
-  // --dtype asks for another type or the stored one is fp8 (scaled or not): those are written as bf16.
+  // Each parameter as stored (bytes copied unchanged from the mapped file, so round trips are exact), or converted
+  // through f32 when --dtype asks for another type or the stored one is fp8 (scaled or not): those are written as
+  // bf16, each converted as it is written, so memory holds one tensor rather than the model.
   std::vector<TensorRef> tensors;
-  std::vector<std::unique_ptr<uint8_t[]>> converted;
+  std::vector<bool> convert;  // per tensor: converted (its data pointer is unused) or copied
   int64_t widened = 0, skipped = 0;
   for (const ParamInfo& p : table.params()) {
     const TensorEntry* e = files.find(p.name);
@@ -63,17 +64,22 @@ void run_convert(const ConvertArgs& a) {
               "needs ", shape_str(p.shape), "; the weights do not match the config");
     const bool quantised = e->dtype == DType::f8_e4m3 || e->dtype == DType::f8_e5m2 || files.scaled(p.name);
     const DType to = force ? forced : quantised ? DType::bf16 : e->dtype;
-    if (to == e->dtype && !files.scaled(p.name)) {
-      tensors.push_back({p.name, e->dtype, e->shape, e->data});
-      continue;
-    }
-    std::vector<float> f32(size_t(p.numel));
-    files.read_f32(p.name, f32.data());
-    converted.emplace_back(new uint8_t[size_t(std::max<int64_t>(p.numel * dtype_size(to), 1))]);
-    convert_from_f32(to, f32.data(), converted.back().get(), p.numel);
-    tensors.push_back({p.name, to, p.shape, converted.back().get()});
-    widened += quantised && !force;
+    const bool copied = to == e->dtype && !files.scaled(p.name);
+    tensors.push_back({p.name, to, p.shape, copied ? e->data : nullptr});
+    convert.push_back(!copied);
+    widened += !copied && quantised && !force;
   }
+  std::vector<float> f32;  // the tensor being converted [numel]
+  const TensorBytes bytes = [&](size_t i, std::vector<uint8_t>& scratch) -> const void* {
+    const TensorRef& t = tensors[i];
+    if (!convert[i]) return t.data;
+    const int64_t n = numel(t.shape);
+    f32.resize(size_t(n));
+    files.read_f32(t.name, f32.data());
+    scratch.resize(size_t(n * dtype_size(t.dtype)));
+    convert_from_f32(t.dtype, f32.data(), scratch.data(), n);
+    return scratch.data();
+  };
   if (widened) log_info(widened, " fp8 or scaled tensors dequantised and written as bf16");
   if (skipped) log_info("the weights have no DSA offset network (", skipped, " parameters); none is written");
   if (const std::string w = attention_export_warning(src.config, format); !w.empty()) log_warn(w);
@@ -85,7 +91,7 @@ void run_convert(const ConvertArgs& a) {
   fs::remove_all(tmp, ec);
   if (!fs::create_directories(tmp, ec) && ec) MS_FAIL("cannot create '", tmp.string(), "': ", ec.message());
   try {
-    write_model_files(tmp.string(), format, src.config, tensors, shard_bytes);
+    write_model_files(tmp.string(), format, src.config, tensors, shard_bytes, "", bytes);
     fs::remove(out, ec);  // the empty directory checked above, if any
     fs::rename(tmp, out, ec);
     if (ec) MS_FAIL("cannot rename '", tmp.string(), "' to '", out.string(), "': ", ec.message());

@@ -269,11 +269,17 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
     if (numel(t.shape) > 0 && t.data == nullptr)
       MS_FAIL(path, ": tensor ", quote_text(t.name), " has ", numel(t.shape) * dtype_size(t.dtype),
               " bytes but no data");
+  write_safetensors(path, tensors, metadata, [&](size_t k, std::vector<uint8_t>&) { return tensors[k].data; });
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                       const std::map<std::string, std::string>& metadata, const TensorBytes& bytes) {
   SafetensorsWriter w(path, tensors, metadata);
+  std::vector<uint8_t> scratch;
   int64_t at = 0;
-  for (const TensorRef& t : tensors) {
-    const size_t n = size_t(numel(t.shape) * dtype_size(t.dtype));
-    w.write_at(at, t.data, n);
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const size_t n = size_t(numel(tensors[k].shape) * dtype_size(tensors[k].dtype));
+    w.write_at(at, n ? bytes(k, scratch) : nullptr, n);
     at += int64_t(n);
   }
   w.commit();

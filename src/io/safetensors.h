@@ -8,6 +8,7 @@
 // (A file truncated by another process while mapped can still raise SIGBUS on access.)
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -59,6 +60,14 @@ class SafetensorsFile {
 // existing file at path untouched. Names must be unique and not "__metadata__".
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// Tensor k's bytes for a write: tensors[k].data, or bytes made into `scratch` (a conversion) and returned.
+using TensorBytes = std::function<const void*(size_t k, std::vector<uint8_t>& scratch)>;
+
+// write_safetensors with tensor k's bytes from bytes(k, scratch), called once per tensor in order, so that a caller
+// converting its tensors holds one at a time (the tensors' data pointers are not read).
+void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                       const std::map<std::string, std::string>& metadata, const TensorBytes& bytes);
 
 // A safetensors file whose tensor bytes are placed in any order, for data that arrives in pieces (a model gathered
 // from the ranks of a distributed run): the header is written from the tensors' names, dtypes and shapes (their data

@@ -23,18 +23,19 @@ const std::map<std::string, std::string> kMetadata{{"format", "pt"}};  // what s
 int64_t bytes_of(const TensorRef& t) { return numel(t.shape) * dtype_size(t.dtype); }
 
 // Writes tensors as DIR/diffusion_pytorch_model.safetensors, or as shards of at most shard_bytes (a tensor larger
-// than that gets a shard of its own) with the index json that names each tensor's shard.
+// than that gets a shard of its own) with the index json that names each tensor's shard; tensor i's bytes from
+// bytes(i, scratch).
 void write_sharded(const fs::path& dir, const std::vector<TensorRef>& tensors, int64_t shard_bytes,
-                   const std::string& linked_from) {
-  std::vector<std::vector<TensorRef>> shards(1);
+                   const std::string& linked_from, const TensorBytes& bytes) {
+  std::vector<std::vector<size_t>> shards(1);  // indices into tensors
   int64_t in_shard = 0, total = 0;
-  for (const TensorRef& t : tensors) {
-    const int64_t n = bytes_of(t);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const int64_t n = bytes_of(tensors[i]);
     if (!shards.back().empty() && in_shard + n > shard_bytes) {
       shards.emplace_back();
       in_shard = 0;
     }
-    shards.back().push_back(t);
+    shards.back().push_back(i);
     in_shard += n;
     total += n;
   }
@@ -46,7 +47,7 @@ void write_sharded(const fs::path& dir, const std::vector<TensorRef>& tensors, i
       if (!ec) return;
       log_info("cannot hard-link ", single, " to ", linked_from, " (", ec.message(), "); writing a copy");
     }
-    write_safetensors(single, tensors, kMetadata);
+    write_safetensors(single, tensors, kMetadata, bytes);
     return;
   }
   nlohmann::json index{{"metadata", {{"total_size", total}}}, {"weight_map", nlohmann::json::object()}};
@@ -54,8 +55,11 @@ void write_sharded(const fs::path& dir, const std::vector<TensorRef>& tensors, i
   for (size_t k = 0; k < n; ++k) {
     char name[96];
     std::snprintf(name, sizeof name, "%s-%05zu-of-%05zu.safetensors", kWeightsBase, k + 1, n);
-    write_safetensors((dir / name).string(), shards[k], kMetadata);
-    for (const TensorRef& t : shards[k]) index["weight_map"][t.name] = name;
+    std::vector<TensorRef> refs;
+    for (size_t i : shards[k]) refs.push_back(tensors[i]);
+    write_safetensors((dir / name).string(), refs, kMetadata,
+                      [&](size_t j, std::vector<uint8_t>& scratch) { return bytes(shards[k][j], scratch); });
+    for (const TensorRef& t : refs) index["weight_map"][t.name] = name;
   }
   write_file_atomic((dir / (std::string(kWeightsBase) + ".safetensors.index.json")).string(), index.dump(2) + "\n");
 }
@@ -85,15 +89,21 @@ std::string attention_export_warning(const ModelConfig& config, SaveFormat forma
 }
 
 void write_model_files(const std::string& dir, SaveFormat format, const ModelConfig& config,
-                       const std::vector<TensorRef>& tensors, int64_t shard_bytes, const std::string& linked_from) {
+                       const std::vector<TensorRef>& tensors, int64_t shard_bytes, const std::string& linked_from,
+                       TensorBytes bytes) {
+  if (!bytes)
+    bytes = [&](size_t i, std::vector<uint8_t>&) {
+      MS_CHECK(tensors[i].data, "tensor ", tensors[i].name, " of ", dir, " has no data");
+      return tensors[i].data;
+    };
   const fs::path d(dir);
   switch (format) {
     case SaveFormat::megaslide:
-      write_safetensors((d / "model.safetensors").string(), tensors, kMetadata);
+      write_safetensors((d / "model.safetensors").string(), tensors, kMetadata, bytes);
       write_file_atomic((d / "config.json").string(), config_to_json(config).dump(2) + "\n");
       return;
     case SaveFormat::wan:
-      write_sharded(d, tensors, shard_bytes, linked_from);
+      write_sharded(d, tensors, shard_bytes, linked_from, bytes);
       write_file_atomic((d / "config.json").string(), config_to_json(config).dump(2) + "\n");
       return;
     case SaveFormat::diffusers: {
@@ -107,7 +117,7 @@ void write_model_files(const std::string& dir, SaveFormat format, const ModelCon
         if (name.empty()) MS_FAIL("parameter '", r.name, "' has no diffusers name; it cannot be saved for diffusers");
         r.name = name;
       }
-      write_sharded(t, renamed, shard_bytes, "");
+      write_sharded(t, renamed, shard_bytes, "", bytes);
       write_file_atomic((t / "config.json").string(), config_to_diffusers(config).dump(2) + "\n");
       return;
     }
