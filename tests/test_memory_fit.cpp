@@ -68,15 +68,18 @@ TEST(MemoryFit, SamplesWhileTrainingAreCountedBeforeTheRunStarts) {
   o.samples.prompts = prompts;
   const TrainHostNeed with = need_of(o, OptimizerSchedule::deferred);
   EXPECT_GE(with.samples, 4 * ParamTable(preset_config("tiny")).total()) << "at least the f32 copy of the weights";
-  EXPECT_EQ(with.total(), plain + with.samples);
+  TrainOptions never = o;
+  never.samples.every = o.steps + 1;
+  EXPECT_EQ(need_of(never, OptimizerSchedule::deferred).total(), plain) << "no sample falls due";
   EXPECT_NE(with.breakdown().find(cat("samples ", format_bytes(double(with.samples)))), std::string::npos)
       << with.breakdown();
   const std::string run = cat("train --steps 1 --frames 3 --height 16 --width 16 --recompute always ",
                               "--optimizer-schedule deferred --host-memory ", (plain + with.total()) / 2, " --out ");
   const CliResult refused = run_cli(cat(run, dir.file("sampled"), " --sample-every 1 --sample-prompts ", prompts));
   EXPECT_EQ(refused.code, 1) << refused.output;
-  EXPECT_NE(refused.output.find(cat("this run needs ", format_bytes(double(with.total())))), std::string::npos)
-      << refused.output;
+  for (const std::string& part : {cat("this run needs ", format_bytes(double(with.total()))),
+                                  cat("the run without --sample-every needs ", format_bytes(double(plain)))})
+    EXPECT_NE(refused.output.find(part), std::string::npos) << part << "\n" << refused.output;
   EXPECT_FALSE(fs::exists(dir.file("sampled")));
   const CliResult fits = run_cli(run + dir.file("plain"));
   EXPECT_EQ(fits.code, 0) << fits.output;

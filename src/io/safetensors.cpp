@@ -265,10 +265,6 @@ const TensorEntry* SafetensorsFile::find(const std::string& name) const {
 
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  for (const TensorRef& t : tensors)
-    if (numel(t.shape) > 0 && t.data == nullptr)
-      MS_FAIL(path, ": tensor ", quote_text(t.name), " has ", numel(t.shape) * dtype_size(t.dtype),
-              " bytes but no data");
   write_safetensors(path, tensors, metadata, [&](size_t k, std::vector<uint8_t>&) { return tensors[k].data; });
 }
 
@@ -279,7 +275,10 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
   int64_t at = 0;
   for (size_t k = 0; k < tensors.size(); ++k) {
     const size_t n = size_t(numel(tensors[k].shape) * dtype_size(tensors[k].dtype));
-    w.write_at(at, n ? bytes(k, scratch) : nullptr, n);
+    if (n == 0) continue;
+    const void* p = bytes(k, scratch);
+    if (!p) MS_FAIL(path, ": tensor ", quote_text(tensors[k].name), " has ", n, " bytes but no data");
+    w.write_at(at, p, n);
     at += int64_t(n);
   }
   w.commit();

@@ -64,8 +64,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
 // Tensor k's bytes for a write: tensors[k].data, or bytes made into `scratch` (a conversion) and returned.
 using TensorBytes = std::function<const void*(size_t k, std::vector<uint8_t>& scratch)>;
 
-// write_safetensors with tensor k's bytes from bytes(k, scratch), called once per tensor in order, so that a caller
-// converting its tensors holds one at a time (the tensors' data pointers are not read).
+// write_safetensors with tensor k's bytes from bytes(k, scratch), called once per non-empty tensor in order, so that
+// a caller converting its tensors holds one at a time (the tensors' data pointers are not read).
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
                        const std::map<std::string, std::string>& metadata, const TensorBytes& bytes);
 

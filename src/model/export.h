@@ -29,8 +29,8 @@ constexpr int64_t kShardBytes = 5'000'000'000;  // diffusers' and Hugging Face's
 // Writes `tensors` (Wan names) and the config in `format` into dir, which exists. For wan, when `linked_from`
 // names a safetensors file already holding exactly these tensors (a checkpoint's model.safetensors) and they fit
 // in one shard, diffusion_pytorch_model.safetensors is a hard link to it rather than a copy. Tensor i's bytes are
-// tensors[i].data, or with `bytes` given bytes(i, scratch), called once per tensor as it is written (a conversion
-// then holds one tensor at a time, not the model).
+// tensors[i].data, or with `bytes` given bytes(i, scratch), called for each non-empty tensor as it is written (not
+// at all when the hard link is made), so that a conversion holds one tensor at a time, not the model.
 void write_model_files(const std::string& dir, SaveFormat format, const ModelConfig& config,
                        const std::vector<TensorRef>& tensors, int64_t shard_bytes = kShardBytes,
                        const std::string& linked_from = "", TensorBytes bytes = {});

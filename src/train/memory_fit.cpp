@@ -70,26 +70,29 @@ TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const 
   const int64_t B = shapes.most([](const ModelDims& d) { return d.B; });
   need.batches = 4 * (2 * (3 * in + B * c.text_len * c.text_dim + B) + in + 2 * out);
   if (o.samples.every > 0) {
-    // Rank 0 draws them after a step, its buffers still held: an f32 copy of every weight and a forward workspace at
-    // the largest clip (write_train_samples), and in a distributed run every rank's bf16 weights gathered first.
-    // Counted on every rank: each rank's share of a machine is checked alike.
-    const ModelDims* largest = &shapes.all.front();
-    for (const ModelDims& d : shapes.all)
-      if (d.F * d.H * d.W > largest->F * largest->H * largest->W) largest = &d;
-    const DataShape clip{c.in_dim, largest->F, largest->H, largest->W};
-    int64_t drawing = sample_host_bytes(c, clip, false);  // the f32 weights, the forward's workspace, the clips
-    if (!o.samples.vae.empty() && c.in_dim != 3) {
-      // The VAE that decodes them (loaded at start, 4 bytes a parameter) and its pass, which runs once the forward's
-      // workspace is returned but the f32 weights are not: the latents, the f32 pixels, the RGB frames, the pass's
-      // own activations (vae_decode_bytes, the sample verb's count).
-      const VaeConfig vc = VaeWeights::config_for(o.samples.vae, o.samples.vae_config);
-      const int64_t F = vc.video_frames(clip.frames), H = clip.height * vc.space_stride(),
-                    W = clip.width * vc.space_stride();
-      const int64_t decoding = 4 * table.total() + 4 * clip.channels * clip.frames * clip.height * clip.width +
-                               (4 + 1) * 3 * F * H * W + vae_decode_bytes(vc, F, H, W);
-      drawing = std::max(drawing, decoding) + 4 * VaeWeights::count_for(vc);
+    // Counted on every rank, though only rank 0 samples: every rank must resolve the auto options alike (fitted()).
+    const bool decoded = !o.samples.vae.empty() && c.in_dim != 3;  // load_sample_vae loads the VAE at start
+    const VaeConfig vc = decoded ? VaeWeights::config_for(o.samples.vae, o.samples.vae_config) : VaeConfig();
+    if (decoded) need.samples += 4 * VaeWeights::count_for(vc);  // its f32 weights, held from the start
+    if (o.samples.every <= o.steps) {                            // a sample falls due
+      // Rank 0 draws it after a step, its buffers still held: an f32 copy of every weight and a forward workspace at
+      // the largest clip (write_train_samples), and in a distributed run every rank's bf16 weights gathered first.
+      const ModelDims* largest = &shapes.all.front();
+      for (const ModelDims& d : shapes.all)
+        if (d.F * d.H * d.W > largest->F * largest->H * largest->W) largest = &d;
+      const DataShape clip{c.in_dim, largest->F, largest->H, largest->W};
+      int64_t drawing = sample_host_bytes(c, clip, false);  // the f32 weights, the forward's workspace, the clips
+      if (decoded) {
+        // The VAE's pass runs once the forward's workspace is returned but the f32 weights are not: the latents, the
+        // f32 pixels, the RGB frames and the pass's own activations (vae_decode_bytes, the sample verb's count).
+        const int64_t F = vc.video_frames(clip.frames), H = clip.height * vc.space_stride(),
+                      W = clip.width * vc.space_stride();
+        const int64_t decoding = 4 * table.total() + 4 * clip.channels * clip.frames * clip.height * clip.width +
+                                 (4 + 1) * 3 * F * H * W + vae_decode_bytes(vc, F, H, W);
+        drawing = std::max(drawing, decoding);
+      }
+      need.samples += drawing + (o.ranks > 1 ? 2 * table.total() : 0);
     }
-    need.samples = drawing + (o.ranks > 1 ? 2 * table.total() : 0);
   }
   return need;
 }
@@ -146,6 +149,11 @@ void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& sh
                            ? "--recompute always --optimizer-schedule immediate"
                            : "--optimizer-schedule immediate",
                        v});
+    }
+    if (o.samples.every > 0) {
+      TrainOptions w = o;
+      w.samples.every = 0;
+      tries.push_back({"the run without --sample-every", w});
     }
     if (o.offload == Offload::none) {
       TrainOptions w = o;

@@ -14,8 +14,8 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A
 const char* openblas_coretype();
 
 // A sentence for the log when OPENBLAS_CORETYPE is set and OpenBLAS runs its AVX2 kernels (Haswell, Zen) on a CPU
-// and OS with AVX-512 F/BW/DQ/VL, where OpenBLAS's own choice would use it (twice the sgemm rate on the Zen 5 of
-// docs/benchmarks.md); empty otherwise.
+// and OS with AVX-512 F/BW/DQ/VL, where OpenBLAS's own choice may use it (it does on the Zen 5 of docs/benchmarks.md,
+// at twice the sgemm rate); empty otherwise.
 std::string openblas_coretype_note();
 
 }  // namespace ms::cpu

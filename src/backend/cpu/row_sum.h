@@ -1,7 +1,8 @@
 // The double sums over a row of the CPU's norm kernels, in 8 interleaved partial sums: one running sum waits out
 // every add's latency (4 cycles), and at C = 256 those chains cost the norms more than their memory traffic
 // (docs/benchmarks.md, issue 34). Term c goes to partial sum c mod 8, the 8 are added pairwise at the end: the order
-// is fixed, so a result depends on neither the machine nor the row's alignment.
+// is fixed, so a result does not depend on the row's alignment, nor on the machine in a build that does not contract
+// a term's product into its add (the x86-64 baseline has no FMA).
 #pragma once
 #include <cstdint>
 
