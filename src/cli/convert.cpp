@@ -47,8 +47,7 @@ void run_convert(const ConvertArgs& a) {
   // Each parameter as stored (bytes copied unchanged from the mapped file, so round trips are exact), or converted
   // through f32 when --dtype asks for another type or the stored one is fp8 (scaled or not): those are written as
   // bf16, each converted as it is written, so memory holds one tensor rather than the model.
-  std::vector<TensorRef> tensors;
-  std::vector<bool> convert;  // per tensor: converted (its data pointer is unused) or copied
+  std::vector<TensorRef> tensors;  // a converted tensor's data pointer is null: its bytes are made as it is written
   int64_t widened = 0, skipped = 0;
   for (const ParamInfo& p : table.params()) {
     const TensorEntry* e = files.find(p.name);
@@ -66,13 +65,12 @@ void run_convert(const ConvertArgs& a) {
     const DType to = force ? forced : quantised ? DType::bf16 : e->dtype;
     const bool copied = to == e->dtype && !files.scaled(p.name);
     tensors.push_back({p.name, to, p.shape, copied ? e->data : nullptr});
-    convert.push_back(!copied);
     widened += !copied && quantised && !force;
   }
   std::vector<float> f32;  // the tensor being converted [numel]
   const TensorBytes bytes = [&](size_t i, std::vector<uint8_t>& scratch) -> const void* {
     const TensorRef& t = tensors[i];
-    if (!convert[i]) return t.data;
+    if (t.data) return t.data;
     const int64_t n = numel(t.shape);
     f32.resize(size_t(n));
     files.read_f32(t.name, f32.data());
