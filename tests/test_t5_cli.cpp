@@ -6,6 +6,7 @@
 #include "cli_util.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "registry/registry.h"
 #include "t5/spm_model.h"
 #include "temp_dir.h"
 #include "test_util.h"
@@ -73,6 +74,18 @@ TEST(TextEncodeCli, BadInputIsNamed) {
   r = run_cli("text-encode --t5 " + kDir + "tiny_t5.pth --tokenizer " + kDir + "tiny.model --prompt a" + out);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("pass --t5-config"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o.safetensors")));
+}
+
+// Without a usable GPU, --backend cuda names why and the way out, before anything is loaded or written; auto (every
+// other test here) encodes on the CPU.
+TEST(TextEncodeCli, BackendCudaWithoutAGpuIsAClearError) {
+  if (backend_unavailable(BackendKind::cuda).empty()) GTEST_SKIP() << "a GPU is present: this checks a machine without";
+  TempDir dir;
+  const auto r = run_cli(kArgs + " --prompt a --backend cuda --out " + dir.file("o.safetensors"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--backend cuda: " + backend_unavailable(BackendKind::cuda)), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("leave --backend out to run on the CPU"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("o.safetensors")));
 }
 

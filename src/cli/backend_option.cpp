@@ -5,10 +5,11 @@
 
 namespace ms::cli {
 
-void add_backend_option(CLI::App& cmd, BackendChoice& backend) {
+void add_backend_option(CLI::App& cmd, BackendChoice& backend, const std::string& gpu_path) {
   cmd.add_option_function<std::string>(
          "--backend", [&backend](const std::string& v) { backend = parse_name<BackendChoice>(v, "--backend"); },
-         "Compute backend: " + choices_of<BackendChoice>() + " (this verb runs on the CPU: auto and cpu run it there)")
+         "Compute backend: " + choices_of<BackendChoice>() + " (" +
+             (gpu_path.empty() ? "this verb runs on the CPU: auto and cpu run it there" : gpu_path) + ")")
       ->default_str(name_of(BackendChoice::automatic));
 }
 
@@ -29,6 +30,14 @@ BackendKind resolve_backend(BackendChoice requested) {
   MS_FAIL(
       "--backend cuda: on the GPU this build runs `megaslide train --offload stream`, `megaslide bench cuda` and "
       "the CUDA tests; this verb runs on the CPU: use --backend cpu");
+}
+
+BackendKind resolve_gpu_backend(BackendChoice requested) {
+  if (requested == BackendChoice::cpu) return BackendKind::cpu;
+  const std::string why = backend_unavailable(BackendKind::cuda);
+  if (why.empty()) return BackendKind::cuda;
+  if (requested == BackendChoice::cuda) MS_FAIL("--backend cuda: ", why, "; leave --backend out to run on the CPU");
+  return BackendKind::cpu;
 }
 
 }  // namespace ms::cli

@@ -16,6 +16,7 @@
 #include "core/units.h"
 #include "data/latent_cache.h"
 #include "data/video_clips.h"
+#include "registry/registry.h"
 #include "t5/text_encoder.h"
 #include "vae/vae_model.h"
 
@@ -30,6 +31,7 @@ struct CacheArgs {
   VaeChunking chunking;
   BadDataPolicy on_bad_data = BadDataPolicy::skip;
   int64_t host_memory = 0;  // --host-memory; 0: detected
+  BackendChoice backend = BackendChoice::automatic;
 };
 
 std::string eta(double seconds) {
@@ -70,6 +72,7 @@ bool cache_file(const fs::path& path, BadDataPolicy policy, Counts& n,
 void run_cache(const CacheArgs& a) {
   if (a.vae.empty() && a.t5.t5.empty()) MS_FAIL("cache needs --vae (latent files), --t5 (text files) or both");
   check_vae_tile(a.chunking, "--vae-tile");
+  const BackendKind text_backend = resolve_gpu_backend(a.backend);
   const DatasetFile file = read_dataset_toml(a.data);
   std::vector<DatasetEntry> entries;
   for (const DatasetEntry& e : file.datasets)
@@ -86,14 +89,17 @@ void run_cache(const CacheArgs& a) {
   std::unique_ptr<VaeWeights> vae;
   if (!a.vae.empty()) vae = std::make_unique<VaeWeights>(VaeWeights::load(a.vae, a.vae_config));
   std::unique_ptr<TextEncoder> t5;
-  if (!a.t5.t5.empty()) t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
+  if (!a.t5.t5.empty()) {
+    t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
+    t5->set_forward(make_t5_forward(text_backend, t5->weights()));
+  }
   DataOptions o;
   o.source = a.data;
   o.on_bad_data = a.on_bad_data;
   VideoClips clips(file, entries, o);
   const std::vector<VideoClips::ClipSource> sources = clips.sources();
   log_info(file.path, ": ", sources.size(), " clips to cache", vae ? cat(" with the VAE from ", a.vae) : "",
-           vae && t5 ? " and" : "", t5 ? cat(" with the text encoder from ", a.t5.t5) : "");
+           vae && t5 ? " and" : "", t5 ? cat(" with the text encoder from ", a.t5.t5, " on ", text_backend) : "");
   Counts latents, texts;
   double busy = 0;
   int64_t done = 0;
@@ -160,6 +166,8 @@ void add_cache_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "Write every cache file here (default: each entry's cache_directory)");
   add_vae_tile_option(*cmd, a->chunking);
   add_host_memory_option(*cmd, a->host_memory);
+  add_backend_option(*cmd, a->backend,
+                     "of the text encoder: auto runs it on a usable GPU, else the CPU; the VAE runs on the CPU");
   cmd->add_option_function<std::string>(
          "--on-bad-data", [a](const std::string& v) { a->on_bad_data = parse_name<BadDataPolicy>(v, "--on-bad-data"); },
          "skip: name a bad file and go on; fatal: stop at it")

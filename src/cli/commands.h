@@ -37,8 +37,9 @@ void add_bench_cuda(CLI::App& bench);
 // `megaslide op <kernel>` sub-verbs, registered by add_op_command.
 void add_op_adamw(CLI::App& op);
 
-// Adds `--backend auto|cpu|cuda` to a compute verb that runs on the CPU; checked when the verb runs (resolve_backend).
-void add_backend_option(CLI::App& cmd, BackendChoice& backend);
+// Adds `--backend auto|cpu|cuda` to a compute verb; checked when the verb runs: resolve_backend for a verb that runs
+// on the CPU only, resolve_gpu_backend for one with a GPU path (gpu_path: what runs where, for the help).
+void add_backend_option(CLI::App& cmd, BackendChoice& backend, const std::string& gpu_path = "");
 // Adds `--vae-tile H,W` (vae/vae_model.h's spatial tiles) to a verb that runs the VAE; checked when it runs.
 void add_vae_tile_option(CLI::App& cmd, VaeChunking& chunking);
 
@@ -54,5 +55,8 @@ void add_host_memory_option(CLI::App& cmd, int64_t& bytes);
 
 // The CPU for auto and cpu; cuda throws a clear error (no GPU, or this verb has no GPU path).
 BackendKind resolve_backend(BackendChoice requested);
+// A verb with a GPU path: cuda when asked, or for auto when a usable GPU is present (else the CPU); cuda without one
+// throws a clear error.
+BackendKind resolve_gpu_backend(BackendChoice requested);
 
 }  // namespace ms::cli

@@ -9,6 +9,7 @@
 #include "core/memory_usage.h"
 #include "core/units.h"
 #include "io/safetensors.h"
+#include "registry/registry.h"
 #include "t5/t5_model.h"
 #include "t5/text_encoder.h"
 
@@ -22,14 +23,15 @@ struct TextEncodeArgs {
 };
 
 void run_text_encode(const TextEncodeArgs& a) {
-  resolve_backend(a.backend);
+  const BackendKind backend = resolve_gpu_backend(a.backend);
   const std::vector<std::string> prompts =
       a.prompts.empty() ? std::vector<std::string>{a.prompt} : read_prompt_lines(a.prompts);
-  const TextEncoder encoder(a.paths.t5, a.paths.tokenizer, a.paths.config);
+  TextEncoder encoder(a.paths.t5, a.paths.tokenizer, a.paths.config);
   const T5Config& c = encoder.config();
   log_info("text encoder from ", a.paths.t5, ": ", format_fixed(double(t5_param_count(c)) / 1e9, 2), " B parameters, ",
            c.num_layers, " layers of width ", c.dim, "; tokenizer ", a.paths.tokenizer, " (",
-           encoder.tokenizer().size(), " pieces)");
+           encoder.tokenizer().size(), " pieces); backend ", backend);
+  encoder.set_forward(make_t5_forward(backend, encoder.weights()));
   std::vector<EncodedPrompt> out;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t k = 0; k < prompts.size(); ++k) {
@@ -87,7 +89,7 @@ void add_text_encode_command(CLI::App& app) {
   one->excludes(many);
   cmd->add_option("--out", args->out, "safetensors file to write ids.K (int64) and context.K [L_K, dim] (f32) to")
       ->required();
-  add_backend_option(*cmd, args->backend);
+  add_backend_option(*cmd, args->backend, "auto: cuda when a usable GPU is present, else cpu");
   cmd->callback([args, one, many] {
     if (one->count() + many->count() != 1) MS_FAIL("text-encode needs --prompt TEXT or --prompts FILE");
     run_text_encode(*args);

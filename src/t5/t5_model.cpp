@@ -13,7 +13,6 @@
 namespace ms {
 namespace {
 
-constexpr double kEps = 1e-6;              // T5LayerNorm's
 constexpr int64_t kPanelFloats = 1 << 18;  // 1 MiB of widened weight rows per GEMM: stays in L2 while it is used
 
 // y[L, out] = beta * y + x[L, in] W^T with W = the stored tensor `name` [out, in], widened panel by panel: every
@@ -73,24 +72,44 @@ void rms_norm(const T5Weights& w, const std::string& name, const float* x, int64
   const int64_t d = w.config().dim;
   std::vector<float> gain(static_cast<size_t>(d)), rstd(static_cast<size_t>(L));
   w.read(name, gain.data());
-  cpu::rmsnorm_forward(x, gain.data(), y, rstd.data(), L, d, kEps);
+  cpu::rmsnorm_forward(x, gain.data(), y, rstd.data(), L, d, kT5NormEps);
 }
 
 }  // namespace
 
-std::vector<float> t5_encode(const T5Weights& w, const std::vector<int64_t>& ids) {
+std::vector<float> t5_embed(const T5Weights& w, const std::vector<int64_t>& ids) {
   const T5Config& c = w.config();
   const int64_t L = int64_t(ids.size()), d = c.dim;
-  MS_CHECK(L >= 1, "t5_encode needs at least one token (EOS)");
-  std::vector<float> x(size_t(L * d)), h(x.size());  // [L, dim]
+  MS_CHECK(L >= 1, "the text encoder needs at least one token (EOS)");
+  std::vector<float> x(size_t(L * d));  // [L, dim]
   for (int64_t i = 0; i < L; ++i) {
     if (ids[size_t(i)] < 0 || ids[size_t(i)] >= c.vocab)
       MS_FAIL("token id ", ids[size_t(i)], " is outside the text encoder's vocabulary of ", c.vocab,
               "; the tokenizer does not belong to these weights (check --tokenizer and --t5-config)");
-    w.read_rows("token_embedding.weight", ids[size_t(i)], 1, x.data() + i * d);  // no sqrt(dim) scale
+    w.read_rows("token_embedding.weight", ids[size_t(i)], 1, x.data() + i * d);
   }
-  std::vector<int64_t> bucket(size_t(2 * L - 1));  // bucket of offset r = key - query, at index r + L - 1
-  for (int64_t r = 1 - L; r < L; ++r) bucket[size_t(r + L - 1)] = t5_bucket(r, c.num_buckets);
+  return x;
+}
+
+std::vector<int64_t> t5_offset_buckets(int64_t L, int64_t num_buckets) {
+  std::vector<int64_t> bucket(size_t(2 * L - 1));
+  for (int64_t r = 1 - L; r < L; ++r) bucket[size_t(r + L - 1)] = t5_bucket(r, num_buckets);
+  return bucket;
+}
+
+void check_t5_output(const T5Weights& w, const std::vector<float>& out) {
+  for (float v : out)
+    if (!std::isfinite(v))
+      MS_FAIL(w.source(),
+              ": the text encoder's output is not finite (inf or NaN); the weights are broken or "
+              "overflow float32");
+}
+
+std::vector<float> t5_encode(const T5Weights& w, const std::vector<int64_t>& ids) {
+  const T5Config& c = w.config();
+  const int64_t L = int64_t(ids.size());
+  std::vector<float> x = t5_embed(w, ids), h(x.size());  // [L, dim]
+  const std::vector<int64_t> bucket = t5_offset_buckets(L, c.num_buckets);
   std::vector<float> table(size_t(c.num_buckets * c.num_heads));  // [buckets, heads]
   if (c.shared_pos) w.read("pos_embedding.embedding.weight", table.data());
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
@@ -102,11 +121,7 @@ std::vector<float> t5_encode(const T5Weights& w, const std::vector<int64_t>& ids
     ffn(w, p, h.data(), L, x.data());
   }
   rms_norm(w, "norm.weight", x.data(), L, h.data());
-  for (float v : h)
-    if (!std::isfinite(v))
-      MS_FAIL(w.source(),
-              ": the text encoder's output is not finite (inf or NaN); the weights are broken or "
-              "overflow float32");
+  check_t5_output(w, h);
   return h;
 }
 

@@ -9,12 +9,22 @@
 
 namespace ms {
 
+inline constexpr double kT5NormEps = 1e-6;  // T5LayerNorm's epsilon
+
 // ids [L] (token ids, EOS included, no padding) -> context [L, dim]: token embedding, per layer
 // x += Attn(RMSNorm(x)) and x += FFN(RMSNorm(x)), then the final RMSNorm. Attention is T5's: no 1/sqrt(head_dim),
 // plus each layer's bucketed relative-position bias; the FFN is fc2(fc1(x) * gelu_tanh(gate(x))). A prompt run
 // alone on its L tokens equals Wan's padded batch trimmed to L rows (padding keys get weight 0). Throws ms::Error
 // for an id outside the vocabulary or a non-finite output (weights that overflow float32).
 std::vector<float> t5_encode(const T5Weights& w, const std::vector<int64_t>& ids);
+
+// The pieces of t5_encode that every backend's forward shares (backend/cuda/t5_encoder.h runs the rest on the GPU):
+// the input rows x [L, dim] (token embedding rows, no sqrt(dim) scale; throws for an id outside the vocabulary) ...
+std::vector<float> t5_embed(const T5Weights& w, const std::vector<int64_t>& ids);
+// ... the bucket of every offset r = key - query in (-L, L), at index r + L - 1 [2L - 1] ...
+std::vector<int64_t> t5_offset_buckets(int64_t L, int64_t num_buckets);
+// ... and the check of the output: throws naming w.source() when it holds inf or NaN.
+void check_t5_output(const T5Weights& w, const std::vector<float>& out);
 
 // Multiply-adds x 2 of t5_encode on L tokens: the projections and the FFN (2 L per weight) and attention (4 L^2
 // dim_attn).

@@ -9,7 +9,9 @@
 namespace ms {
 
 TextEncoder::TextEncoder(const std::string& t5_path, const std::string& tokenizer_path, const std::string& config_path)
-    : tokenizer_(T5Tokenizer::load(tokenizer_path)), weights_(T5Weights::load(t5_path, config_path)) {
+    : tokenizer_(T5Tokenizer::load(tokenizer_path)),
+      weights_(T5Weights::load(t5_path, config_path)),
+      forward_(t5_encode) {
   if (tokenizer_.size() > config().vocab)
     MS_FAIL("tokenizer ", quote_text(tokenizer_path), " has ", tokenizer_.size(), " pieces but the text encoder ",
             quote_text(t5_path), " embeds only ", config().vocab,
@@ -19,7 +21,7 @@ TextEncoder::TextEncoder(const std::string& t5_path, const std::string& tokenize
 EncodedPrompt TextEncoder::encode(std::string_view prompt) const {
   EncodedPrompt e;
   e.ids = tokenizer_.encode(prompt, config().text_len);
-  e.context = t5_encode(weights_, e.ids);
+  e.context = forward_(weights_, e.ids);
   return e;
 }
 

@@ -22,14 +22,19 @@ for f in src/backend/cuda/*.cu; do python3 tools/cuda-emu/translate.py "$f" "$ou
 flags=(-std=c++20 -O2 -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1 -I"$out/include" -Itools/cuda-emu/include -Isrc -Itests
        -Itests/cuda)
 srcs=("$out"/src/*.cpp src/backend/cuda/*.cpp tests/cuda/*.cpp)
-newest=$(ls -t tools/cuda-emu/include/* | head -1)
+# An object is current when it is newer than every file its compile read (the .d file c++ -MMD wrote beside it).
+current() {
+  [ -e "$1" ] && [ -e "$1.d" ] || return 1
+  for f in $(sed -e 's/^[^:]*://' -e 's/\\$//' "$1.d"); do [ "$f" -nt "$1" ] && return 1; done
+  return 0
+}
 objs=()
 for s in "${srcs[@]}"; do
   o="$out/obj/$(echo "$s" | tr '/' '_').o"
   objs+=("$o")
-  [ -e "$o" ] && [ "$o" -nt "$s" ] && [ "$o" -nt "$newest" ] && continue
+  current "$o" && continue
   echo "  c++ $s"
-  c++ "${flags[@]}" -c "$s" -o "$o" &
+  c++ "${flags[@]}" -MMD -MF "$o.d" -c "$s" -o "$o" &
   while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done
 done
 wait

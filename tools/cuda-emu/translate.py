@@ -34,4 +34,10 @@ out += src[at:]
 out = re.sub(r'extern __shared__ __align__\(\d+\) unsigned char (\w+)\[\];', r'unsigned char* \1 = emu_smem_ptr;', out)
 out = re.sub(r'extern __shared__ (\w+) (\w+)\[\];', r'\1* \2 = reinterpret_cast<\1*>(emu_smem_ptr);', out)
 out = re.sub(r'__shared__ ', 'static ', out)
-open(sys.argv[2], 'w').write('#include <cuda_runtime_api.h>\n' + out)
+out = '#include <cuda_runtime_api.h>\n' + out
+try:
+    unchanged = open(sys.argv[2]).read() == out
+except OSError:
+    unchanged = False
+if not unchanged:  # an unchanged translation keeps its time, so run.sh does not recompile it
+    open(sys.argv[2], 'w').write(out)

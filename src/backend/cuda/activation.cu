@@ -36,6 +36,12 @@ struct Silu {
   }
 };
 
+// y[i] = gelu_tanh(gate[i]) * up[i]: the T5 FFN's gated activation.
+__global__ void gelu_tanh_gate_kernel(const uint16_t* gate, const uint16_t* up, uint16_t* y, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    store(y, i, GeluTanh{}.value(load(gate, i)) * load(up, i));
+}
+
 template <class F, class T>
 void forward(const T* x, T* y, int64_t n, Stream stream) {
   pointwise_forward<<<elementwise_blocks(n), 256, 0, stream>>>(x, y, n, F{});
@@ -53,6 +59,10 @@ void backward(const T* x, const T* dy, T* dx, int64_t n, Stream stream) {
 void gelu_tanh_forward(const uint16_t* x, uint16_t* y, int64_t n, Stream stream) { forward<GeluTanh>(x, y, n, stream); }
 void gelu_tanh_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, Stream stream) {
   backward<GeluTanh>(x, dy, dx, n, stream);
+}
+void gelu_tanh_gate_forward(const uint16_t* gate, const uint16_t* up, uint16_t* y, int64_t n, Stream stream) {
+  gelu_tanh_gate_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(gate, up, y, n);
+  MS_CUDA_CHECK_LAUNCH();
 }
 void silu_forward(const uint16_t* x, uint16_t* y, int64_t n, Stream stream) { forward<Silu>(x, y, n, stream); }
 void silu_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, Stream stream) {

@@ -4,12 +4,12 @@
 namespace ms::cuda {
 namespace {
 
-// One block per row n: x [N, C] -> y [N, C], rstd [N].
-__global__ void rmsnorm_forward_kernel(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t C,
-                                       float eps) {
+// One block per row n: x [N, C] -> y [N, C], rstd [N]. X, Y: uint16_t (bf16) or float.
+template <class X, class Y>
+__global__ void rmsnorm_forward_kernel(const X* x, const uint16_t* w, Y* y, float* rstd, int64_t C, float eps) {
   __shared__ float smem[kRowThreads / 32];
   const int64_t n = blockIdx.x;
-  const uint16_t* xr = x + n * C;  // [C]
+  const X* xr = x + n * C;  // [C]
   float s = 0;
   for (int64_t c = threadIdx.x; c < C; c += kRowThreads) s += load(xr, c) * load(xr, c);
   const float rs = rsqrtf(block_sum(s, smem) / float(C) + eps);
@@ -33,13 +33,26 @@ __global__ void rmsnorm_backward_kernel(const uint16_t* x, const uint16_t* w, co
   }
 }
 
+template <class X, class Y>
+void forward(const X* x, const uint16_t* w, Y* y, float* rstd, int64_t N, int64_t C, double eps, Stream stream) {
+  if (N == 0) return;
+  rmsnorm_forward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, y, rstd, C, float(eps));
+  MS_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void rmsnorm_forward(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t N, int64_t C, double eps,
                      Stream stream) {
-  if (N == 0) return;
-  rmsnorm_forward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, y, rstd, C, float(eps));
-  MS_CUDA_CHECK_LAUNCH();
+  forward(x, w, y, rstd, N, C, eps, stream);
+}
+void rmsnorm_forward(const float* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t N, int64_t C, double eps,
+                     Stream stream) {
+  forward(x, w, y, rstd, N, C, eps, stream);
+}
+void rmsnorm_forward(const float* x, const uint16_t* w, float* y, float* rstd, int64_t N, int64_t C, double eps,
+                     Stream stream) {
+  forward(x, w, y, rstd, N, C, eps, stream);
 }
 
 void rmsnorm_backward(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy, uint16_t* dx,

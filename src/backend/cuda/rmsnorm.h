@@ -14,6 +14,11 @@ namespace ms::cuda {
 
 void rmsnorm_forward(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t N, int64_t C, double eps,
                      CUstream_st* stream);
+// The same on an fp32 x (a residual stream kept in fp32: the text encoder's), to bf16 or fp32 y.
+void rmsnorm_forward(const float* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t N, int64_t C, double eps,
+                     CUstream_st* stream);
+void rmsnorm_forward(const float* x, const uint16_t* w, float* y, float* rstd, int64_t N, int64_t C, double eps,
+                     CUstream_st* stream);
 void rmsnorm_backward(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy, uint16_t* dx,
                       float* dw, float* scratch, int64_t N, int64_t C, CUstream_st* stream);
 

@@ -1,0 +1,180 @@
+#include "backend/cuda/t5_encoder.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "backend/cuda/activation.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/rmsnorm.h"
+#include "backend/cuda/t5_attention.h"
+#include "core/check.h"
+#include "core/dtype.h"
+#include "core/parallel.h"
+#include "core/text.h"
+#include "core/units.h"
+#include "t5/t5_model.h"
+
+namespace ms::cuda {
+namespace {
+
+constexpr int64_t kAlign = 256;             // bytes: every tensor and buffer starts on a cuBLASLt-friendly boundary
+constexpr int64_t kUploadFloats = 1 << 23;  // a tensor is widened and narrowed on the host 32 MiB of f32 at a time
+
+int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+bool is_table(const std::string& name) { return name.ends_with("pos_embedding.embedding.weight"); }
+
+// The working set of one prompt of up to T = text_len tokens, carved from one allocation.
+struct Buffers {
+  float* x;                 // [T, dim] the residual stream
+  float* out;               // [T, dim] the final norm's output
+  float* rstd;              // [T] the norms' statistics (not kept)
+  uint16_t* h;              // [T, dim] a sublayer's normed input
+  uint16_t *q, *k, *v, *y;  // [T, dim_attn] each; y the heads' outputs
+  float* s;                 // [H, T, T] the heads' scores
+  uint16_t* p;              // [H, T, T] their probabilities
+  uint16_t *g, *f;          // [T, dim_ffn] each: the gate, then gelu(gate) * fc1
+  int32_t* bucket;          // [2T - 1] the bucket of each offset
+};
+
+// The buffers' places from base (null: sizes only); returns the bytes.
+int64_t carve(const T5Config& c, char* base, Buffers* b) {
+  const int64_t T = c.text_len, d = c.dim, da = c.dim_attn, df = c.dim_ffn, H = c.num_heads;
+  int64_t at = 0;
+  auto take = [&](auto*& p, int64_t n) {
+    p = base ? reinterpret_cast<std::remove_reference_t<decltype(p)>>(base + at) : nullptr;
+    at += aligned(n * int64_t(sizeof(*p)));
+  };
+  take(b->x, T * d);
+  take(b->out, T * d);
+  take(b->rstd, T);
+  take(b->h, T * d);
+  for (uint16_t** p : {&b->q, &b->k, &b->v, &b->y}) take(*p, T * da);
+  take(b->s, H * T * T);
+  take(b->p, H * T * T);
+  take(b->g, T * df);
+  take(b->f, T * df);
+  take(b->bucket, 2 * T - 1);
+  return at;
+}
+
+}  // namespace
+
+int64_t T5Encoder::weight_bytes(const T5Config& c) {
+  int64_t bytes = 0;
+  for (const auto& [name, shape] : t5_param_shapes(c))
+    if (name != "token_embedding.weight") bytes += aligned(numel(shape) * (is_table(name) ? 4 : 2));
+  return bytes;
+}
+
+int64_t T5Encoder::workspace_bytes(const T5Config& c) {
+  Buffers b;
+  return carve(c, nullptr, &b);
+}
+
+T5Encoder::T5Encoder(const T5Weights& w) : config_(w.config()) {
+  const int64_t wb = weight_bytes(config_), ws = workspace_bytes(config_);
+  size_t free = 0, total = 0;
+  MS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  if (wb + ws > int64_t(free))
+    MS_FAIL("the text encoder on the GPU needs ", format_bytes(double(wb + ws)), " of its memory (",
+            format_bytes(double(wb)), " of bf16 weights, ", format_bytes(double(ws)), " for a ", config_.text_len,
+            "-token prompt) and the GPU has ", format_bytes(double(free)),
+            " free; encode on the CPU with --backend cpu");
+  MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&weights_), size_t(wb)));
+  MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&workspace_), size_t(ws)));
+  // The f32 rows of each tensor, narrowed to bf16 on the host where it is not a position table, then copied up.
+  std::vector<float> wide;
+  std::vector<uint16_t> narrow;
+  int64_t at = 0;
+  for (const auto& [name, shape] : t5_param_shapes(config_)) {
+    if (name == "token_embedding.weight") continue;
+    offset_[name] = at;
+    const int64_t rows = shape[0], cols = numel(shape) / rows, step = std::max<int64_t>(1, kUploadFloats / cols);
+    for (int64_t r0 = 0; r0 < rows; r0 += step) {
+      const int64_t n = std::min(step, rows - r0), count = n * cols;
+      wide.resize(size_t(count));
+      w.read_rows(name, r0, n, wide.data());
+      if (is_table(name)) {
+        MS_CUDA_CHECK(
+            cudaMemcpy(weights_ + at + r0 * cols * 4, wide.data(), size_t(count * 4), cudaMemcpyHostToDevice));
+        continue;
+      }
+      narrow.resize(size_t(count));
+      parallel_for((count + 65535) / 65536, [&](int64_t c) {
+        for (int64_t i = c * 65536; i < std::min(count, (c + 1) * 65536); ++i)
+          narrow[size_t(i)] = f32_to_bf16(wide[size_t(i)]);
+      });
+      MS_CUDA_CHECK(
+          cudaMemcpy(weights_ + at + r0 * cols * 2, narrow.data(), size_t(count * 2), cudaMemcpyHostToDevice));
+    }
+    at += aligned(numel(shape) * (is_table(name) ? 4 : 2));
+  }
+}
+
+T5Encoder::~T5Encoder() {
+  cudaFree(weights_);
+  cudaFree(workspace_);
+}
+
+const uint16_t* T5Encoder::weight(const std::string& name) const {
+  return reinterpret_cast<const uint16_t*>(weights_ + offset_.at(name));
+}
+
+const float* T5Encoder::table(int64_t layer) const {
+  const std::string name =
+      config_.shared_pos ? "pos_embedding.embedding.weight" : cat("blocks.", layer, ".pos_embedding.embedding.weight");
+  return reinterpret_cast<const float*>(weights_ + offset_.at(name));
+}
+
+std::vector<float> T5Encoder::encode(const T5Weights& w, const std::vector<int64_t>& ids) {
+  const T5Config& c = config_;
+  const int64_t L = int64_t(ids.size()), d = c.dim, da = c.dim_attn, df = c.dim_ffn, H = c.num_heads, hd = c.head_dim();
+  MS_CHECK(L <= c.text_len, "the text encoder on the GPU takes at most text_len = ", c.text_len, " tokens, not ", L);
+  const std::vector<float> x0 = t5_embed(w, ids);  // [L, dim]
+  const std::vector<int64_t> b64 = t5_offset_buckets(L, c.num_buckets);
+  const std::vector<int32_t> bucket(b64.begin(), b64.end());  // [2L - 1]
+  Buffers b;
+  carve(c, workspace_, &b);
+  const Stream st = nullptr;
+  MS_CUDA_CHECK(cudaMemcpyAsync(b.x, x0.data(), x0.size() * 4, cudaMemcpyHostToDevice, st));
+  MS_CUDA_CHECK(cudaMemcpyAsync(b.bucket, bucket.data(), bucket.size() * 4, cudaMemcpyHostToDevice, st));
+  // y [L, out] (bf16) = in [L, n_in] W^T, or x [L, out] (fp32) += in W^T for the sublayers' outputs.
+  const auto project = [&](const uint16_t* in, int64_t n_in, const std::string& name, int64_t out, uint16_t* y) {
+    gemm_.gemm<uint16_t>(false, true, L, out, n_in, 1.0f, in, n_in, weight(name), n_in, 0.0f, y, out, st);
+  };
+  const auto add_projection = [&](const uint16_t* in, int64_t n_in, const std::string& name) {
+    gemm_.gemm<float>(false, true, L, d, n_in, 1.0f, in, n_in, weight(name), n_in, 1.0f, b.x, d, st);
+  };
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const std::string p = cat("blocks.", layer, ".");
+    // x += Attn(RMSNorm(x)): per head s = q k^T (no 1/sqrt(head_dim)), p = softmax(s + bias), y = p v
+    rmsnorm_forward(b.x, weight(p + "norm1.weight"), b.h, b.rstd, L, d, kT5NormEps, st);
+    project(b.h, d, p + "attn.q.weight", da, b.q);
+    project(b.h, d, p + "attn.k.weight", da, b.k);
+    project(b.h, d, p + "attn.v.weight", da, b.v);
+    for (int64_t head = 0; head < H; ++head)
+      gemm_.gemm<float>(false, true, L, L, hd, 1.0f, b.q + head * hd, da, b.k + head * hd, da, 0.0f, b.s + head * L * L,
+                        L, st);
+    t5_bias_softmax(b.s, b.bucket, table(layer), b.p, H, L, st);
+    for (int64_t head = 0; head < H; ++head)
+      gemm_.gemm<uint16_t>(false, false, L, hd, L, 1.0f, b.p + head * L * L, L, b.v + head * hd, da, 0.0f,
+                           b.y + head * hd, da, st);
+    add_projection(b.y, da, p + "attn.o.weight");
+    // x += fc2(fc1(h) * gelu_tanh(gate(h))), h = RMSNorm(x)
+    rmsnorm_forward(b.x, weight(p + "norm2.weight"), b.h, b.rstd, L, d, kT5NormEps, st);
+    project(b.h, d, p + "ffn.gate.0.weight", df, b.g);
+    project(b.h, d, p + "ffn.fc1.weight", df, b.f);
+    gelu_tanh_gate_forward(b.g, b.f, b.g, L * df, st);
+    add_projection(b.g, df, p + "ffn.fc2.weight");
+  }
+  rmsnorm_forward(b.x, weight("norm.weight"), b.out, b.rstd, L, d, kT5NormEps, st);
+  std::vector<float> out(size_t(L * d));  // [L, dim]
+  MS_CUDA_CHECK(cudaMemcpyAsync(out.data(), b.out, out.size() * 4, cudaMemcpyDeviceToHost, st));
+  MS_CUDA_CHECK(cudaStreamSynchronize(st));
+  check_t5_output(w, out);
+  return out;
+}
+
+}  // namespace ms::cuda
