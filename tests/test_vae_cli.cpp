@@ -4,6 +4,7 @@
 #include "cli_util.h"
 #include "core/units.h"
 #include "io/safetensors.h"
+#include "registry/registry.h"
 #include "temp_dir.h"
 #include "test_util.h"
 #include "vae/vae_config.h"
@@ -26,6 +27,18 @@ void write(const std::string& path, const std::string& name, const Shape& shape,
 }
 
 }  // namespace
+
+// Without a usable GPU, --backend cuda names why and the way out, before anything is written; auto (every other test
+// here) runs on the CPU.
+TEST(VaeCli, BackendCudaWithoutAGpuIsAClearError) {
+  if (backend_unavailable(BackendKind::cuda).empty()) GTEST_SKIP() << "a GPU is present: this checks a machine without";
+  TempDir dir;
+  const auto r = run_cli("vae encode " + kWeights + " --input " + kDir + "clip.safetensors --backend cuda --out " +
+                         dir.file("lat.safetensors"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--backend cuda: " + backend_unavailable(BackendKind::cuda)), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("lat.safetensors")));
+}
 
 // A batch of two clips (the fixture's clip, and its mirror image) through encode and decode: each is Wan's result.
 TEST(VaeCli, EncodesAndDecodesLikeWan) {

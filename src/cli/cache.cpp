@@ -72,7 +72,7 @@ bool cache_file(const fs::path& path, BadDataPolicy policy, Counts& n,
 void run_cache(const CacheArgs& a) {
   if (a.vae.empty() && a.t5.t5.empty()) MS_FAIL("cache needs --vae (latent files), --t5 (text files) or both");
   check_vae_tile(a.chunking, "--vae-tile");
-  const BackendKind text_backend = resolve_gpu_backend(a.backend);
+  const BackendKind backend = resolve_gpu_backend(a.backend);
   const DatasetFile file = read_dataset_toml(a.data);
   std::vector<DatasetEntry> entries;
   for (const DatasetEntry& e : file.datasets)
@@ -87,11 +87,15 @@ void run_cache(const CacheArgs& a) {
   if (entries.empty())
     MS_FAIL("'", file.path, "' has no video or image entries to encode (its entries are latent caches already)");
   std::unique_ptr<VaeWeights> vae;
-  if (!a.vae.empty()) vae = std::make_unique<VaeWeights>(VaeWeights::load(a.vae, a.vae_config));
+  std::unique_ptr<VaeOps> vae_ops;
+  if (!a.vae.empty()) {
+    vae = std::make_unique<VaeWeights>(VaeWeights::load(a.vae, a.vae_config));
+    vae_ops = make_vae_ops(backend, *vae);
+  }
   std::unique_ptr<TextEncoder> t5;
   if (!a.t5.t5.empty()) {
     t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
-    t5->set_forward(make_t5_forward(text_backend, t5->weights()));
+    t5->set_forward(make_t5_forward(backend, t5->weights()));
   }
   DataOptions o;
   o.source = a.data;
@@ -99,7 +103,7 @@ void run_cache(const CacheArgs& a) {
   VideoClips clips(file, entries, o);
   const std::vector<VideoClips::ClipSource> sources = clips.sources();
   log_info(file.path, ": ", sources.size(), " clips to cache", vae ? cat(" with the VAE from ", a.vae) : "",
-           vae && t5 ? " and" : "", t5 ? cat(" with the text encoder from ", a.t5.t5, " on ", text_backend) : "");
+           vae && t5 ? " and" : "", t5 ? cat(" with the text encoder from ", a.t5.t5) : "", " (backend ", backend, ")");
   Counts latents, texts;
   double busy = 0;
   int64_t done = 0;
@@ -121,7 +125,8 @@ void run_cache(const CacheArgs& a) {
         const DataShape lat{c.z_dim, c.latent_frames(s.shape.frames), s.shape.height / c.space_stride(),
                             s.shape.width / c.space_stride()};
         std::vector<float> z(size_t(lat.channels * lat.frames * lat.height * lat.width));
-        vae_encode(*vae, clip.x0.data(), s.shape.frames, s.shape.height, s.shape.width, z.data(), a.chunking);
+        vae_encode(*vae, clip.x0.data(), s.shape.frames, s.shape.height, s.shape.width, z.data(), a.chunking,
+                   vae_ops.get());
         write_latent_cache(out, z.data(), lat, s.source_width, s.source_height, s.image ? 0 : s.shape.frames);
       });
     }
@@ -167,7 +172,7 @@ void add_cache_command(CLI::App& app) {
   add_vae_tile_option(*cmd, a->chunking);
   add_host_memory_option(*cmd, a->host_memory);
   add_backend_option(*cmd, a->backend,
-                     "of the text encoder: auto runs it on a usable GPU, else the CPU; the VAE runs on the CPU");
+                     "of the VAE and the text encoder; auto: cuda when a usable GPU is present, else cpu");
   cmd->add_option_function<std::string>(
          "--on-bad-data", [a](const std::string& v) { a->on_bad_data = parse_name<BadDataPolicy>(v, "--on-bad-data"); },
          "skip: name a bad file and go on; fatal: stop at it")

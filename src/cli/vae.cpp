@@ -10,6 +10,7 @@
 #include "core/memory_usage.h"
 #include "core/units.h"
 #include "io/safetensors.h"
+#include "registry/registry.h"
 #include "vae/vae_model.h"
 
 namespace ms::cli {
@@ -40,11 +41,11 @@ std::vector<float> read_input(const std::string& path, const std::string& name, 
 }
 
 void run_vae(const VaeArgs& a, bool encode) {
-  resolve_backend(a.backend);
+  const BackendKind backend = resolve_gpu_backend(a.backend);
   check_vae_tile(a.chunking, "--vae-tile");
   const VaeWeights w = VaeWeights::load(a.vae, a.config);
   const VaeConfig& c = w.config();
-  log_info("VAE from ", a.vae, ": ", format_fixed(double(w.count()) / 1e6, 1), " M parameters");
+  log_info("VAE from ", a.vae, ": ", format_fixed(double(w.count()) / 1e6, 1), " M parameters; backend ", backend);
   Shape in_shape, out_shape;
   const std::vector<float> in = read_input(a.input, encode ? "video" : "latents", in_shape);
   const int64_t s = c.space_stride();
@@ -63,15 +64,16 @@ void run_vae(const VaeArgs& a, bool encode) {
   const int64_t W = encode ? in_shape[4] : out_shape[4];
   check_vae_fits(c, encode, F, H, W, a.chunking, host_limit(a.host_memory), encode ? "vae encode" : "vae decode");
   std::vector<float> out(size_t(numel(out_shape)));
+  const std::unique_ptr<VaeOps> ops = make_vae_ops(backend, w);
   const int64_t in_item = numel(in_shape) / in_shape[0], out_item = numel(out_shape) / out_shape[0];
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t b = 0; b < in_shape[0]; ++b) {
     if (encode)
       vae_encode(w, in.data() + b * in_item, in_shape[2], in_shape[3], in_shape[4], out.data() + b * out_item,
-                 a.chunking);
+                 a.chunking, ops.get());
     else
       vae_decode(w, in.data() + b * in_item, in_shape[2], in_shape[3], in_shape[4], out.data() + b * out_item,
-                 a.chunking);
+                 a.chunking, ops.get());
     if (in_shape[0] > 1) log_info(encode ? "encoded" : "decoded", " clip ", b + 1, " of ", in_shape[0]);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -103,7 +105,7 @@ void add_vae_verb(CLI::App& vae, bool encode) {
                          : "safetensors file to write `video` [B, 3, 1 + 4 (T - 1), 8 h, 8 w] (f32) to")
       ->required();
   add_vae_tile_option(*cmd, args->chunking);
-  add_backend_option(*cmd, args->backend);
+  add_backend_option(*cmd, args->backend, "auto: cuda when a usable GPU is present, else cpu");
   add_host_memory_option(*cmd, args->host_memory);
   cmd->callback([args, encode] { run_vae(*args, encode); });
 }

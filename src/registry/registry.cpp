@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_stage_runner.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/t5_encoder.h"
+#include "backend/cuda/vae_ops.h"
 #endif
 #include "t5/t5_model.h"
 
@@ -70,6 +71,14 @@ T5Forward make_t5_forward(BackendKind kind, const T5Weights& w) {
 #endif
   (void)w;
   return t5_encode;
+}
+
+std::unique_ptr<VaeOps> make_vae_ops(BackendKind kind, const VaeWeights& w) {
+  if (const std::string why = backend_unavailable(kind); !why.empty()) MS_FAIL("--backend ", kind, ": ", why);
+#ifdef MEGASLIDE_HAVE_CUDA
+  if (kind == BackendKind::cuda) return cuda::vae_ops(w);
+#endif
+  return cpu_vae_ops(w);
 }
 
 }  // namespace ms

@@ -9,6 +9,7 @@
 #include "runtime/streamed_model.h"
 #include "runtime/trace.h"
 #include "t5/text_encoder.h"
+#include "vae/vae_ops.h"
 
 namespace ms {
 
@@ -32,5 +33,9 @@ std::string stage_runner_refuses(BackendKind backend, const ModelConfig& c);
 // uploaded to the GPU here, once (backend/cuda/t5_encoder.h), and the forward is to be called with w. Throws
 // ms::Error naming backend_unavailable, or the GPU memory the encoder lacks.
 T5Forward make_t5_forward(BackendKind kind, const T5Weights& w);
+
+// The VAE's ops on backend `kind` (vae/vae_ops.h): host memory and the CPU kernels, or the GPU's with w's weights
+// uploaded here, once (backend/cuda/vae_ops.h). w must outlive them. Throws ms::Error naming backend_unavailable.
+std::unique_ptr<VaeOps> make_vae_ops(BackendKind kind, const VaeWeights& w);
 
 }  // namespace ms

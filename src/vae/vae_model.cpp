@@ -9,13 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cpu/gemm.h"
-#include "backend/cpu/softmax_row.h"
 #include "core/check.h"
-#include "core/parallel.h"
 #include "core/units.h"
-#include "ops/channel_norm.h"
 #include "ops/conv3d.h"
+#include "vae/vae_ops.h"
 
 namespace ms {
 namespace {
@@ -23,7 +20,7 @@ namespace {
 constexpr int64_t kCacheFrames = 2;   // a kernel-3 causal conv's left context, carried between chunks
 constexpr int64_t kWanChunk = 4;      // frames per encoder chunk after frame 0 (Wan's)
 constexpr int64_t kMinTile = 32;      // pixels: a quarter of it is the overlap, one latent at least
-constexpr int64_t kQueryBlock = 256;  // attention queries per block: the score block stays a few MiB
+constexpr int64_t kQueryBlock = 256;  // the CPU's attention queries per block (vae_ops.cpp), for the ledger
 
 // The bytes of activations a pass holds at once: what each chunk adds while it lives, and the most at any time.
 struct Ledger {
@@ -34,24 +31,32 @@ struct Ledger {
   }
 };
 
-// One chunk's frames, channels-first per frame: [t, c, h, w]. Without data in a dry pass (FLOPs and bytes only).
+// One chunk's frames, channels-first per frame: [t, c, h, w], in the pass's ops' memory. Without data in a dry pass
+// (FLOPs and bytes only).
 struct Frames {
   int64_t t = 0, c = 0, h = 0, w = 0;
-  std::vector<float> data;
+  float* data = nullptr;
 
   Frames() = default;
-  Frames(int64_t t_, int64_t c_, int64_t h_, int64_t w_, bool allocate, Ledger* ledger)
-      : t(t_), c(c_), h(h_), w(w_), ledger_(ledger) {
-    if (allocate) data.resize(size_t(t * c * h * w));
+  Frames(int64_t t_, int64_t c_, int64_t h_, int64_t w_, VaeOps* ops, Ledger* ledger)
+      : t(t_), c(c_), h(h_), w(w_), ops_(ops), ledger_(ledger) {
+    if (ops_) data = ops_->alloc(size());
     ledger_->add(bytes());
   }
   Frames(Frames&& o) noexcept
-      : t(o.t), c(o.c), h(o.h), w(o.w), data(std::move(o.data)), ledger_(std::exchange(o.ledger_, nullptr)) {}
+      : t(o.t),
+        c(o.c),
+        h(o.h),
+        w(o.w),
+        data(std::exchange(o.data, nullptr)),
+        ops_(o.ops_),
+        ledger_(std::exchange(o.ledger_, nullptr)) {}
   Frames& operator=(Frames&& o) noexcept {
     if (this != &o) {
       release();
       t = o.t, c = o.c, h = o.h, w = o.w;
-      data = std::move(o.data);
+      data = std::exchange(o.data, nullptr);
+      ops_ = o.ops_;
       ledger_ = std::exchange(o.ledger_, nullptr);
     }
     return *this;
@@ -60,17 +65,21 @@ struct Frames {
   Frames& operator=(const Frames&) = delete;
   ~Frames() { release(); }
 
-  int64_t bytes() const { return t * c * h * w * int64_t(sizeof(float)); }
+  int64_t size() const { return t * c * h * w; }
+  int64_t bytes() const { return size() * int64_t(sizeof(float)); }
   int64_t plane() const { return h * w; }
   int64_t frame_size() const { return c * h * w; }
-  float* frame(int64_t i) { return data.empty() ? nullptr : data.data() + i * frame_size(); }
-  const float* frame(int64_t i) const { return data.empty() ? nullptr : data.data() + i * frame_size(); }
+  float* frame(int64_t i) { return data ? data + i * frame_size() : nullptr; }
+  const float* frame(int64_t i) const { return data ? data + i * frame_size() : nullptr; }
 
  private:
   void release() {
+    if (data) ops_->release(data);
+    data = nullptr;
     if (ledger_) ledger_->live -= bytes();
     ledger_ = nullptr;
   }
+  VaeOps* ops_ = nullptr;
   Ledger* ledger_ = nullptr;  // charged with this chunk's bytes while it lives
 };
 
@@ -80,21 +89,22 @@ struct PassCost {
   int64_t peak_bytes = 0;
 };
 
-// One encode or decode call: the weights (null: a dry pass that only counts FLOPs and bytes), the state carried from
-// chunk to chunk, the FLOPs done.
+// One encode or decode call: the ops that hold the weights and compute (null: a dry pass that only counts FLOPs and
+// bytes), the state carried from chunk to chunk, the FLOPs done.
 class Pass {
  public:
-  Pass(const VaeConfig& c, const VaeWeights* w) : config(c), weights_(w) {}
+  Pass(const VaeConfig& c, VaeOps* ops) : config(c), ops(ops) {}
 
   const VaeConfig& config;
   Ledger ledger;                       // declared before the tails it is charged by
   std::map<std::string, Frames> tail;  // each causal conv's last <= 2 input frames; each time downsampler's last
   std::set<std::string> started;       // the time upsamplers that have let the stream's frame 0 pass
   double flops = 0;
+  VaeOps* const ops;
 
-  bool dry() const { return !weights_; }
-  const float* param(const std::string& name) const { return weights_ ? weights_->get(name) : nullptr; }
-  Frames make(int64_t t, int64_t c, int64_t h, int64_t w) { return Frames(t, c, h, w, !dry(), &ledger); }
+  bool dry() const { return !ops; }
+  const float* param(const std::string& name) const { return ops ? ops->param(name) : nullptr; }
+  Frames make(int64_t t, int64_t c, int64_t h, int64_t w) { return Frames(t, c, h, w, ops, &ledger); }
   // Scratch of `bytes` held for a moment on top of what lives.
   void spike(int64_t bytes) { ledger.peak = std::max(ledger.peak, ledger.live + bytes); }
   PassCost cost() const { return {flops, ledger.peak}; }
@@ -102,11 +112,8 @@ class Pass {
   // One output frame of a convolution (ops/conv3d.h) from d.kt input frames.
   void conv(const float* const* in, const float* weight, const float* bias, float* out, const ConvFrameDims& d) {
     flops += d.flops();
-    if (!dry()) cpu::conv3d_frame_forward(in, weight, bias, out, d);
+    if (!dry()) ops->conv(in, weight, bias, out, d);
   }
-
- private:
-  const VaeWeights* weights_;
 };
 
 // x through Wan's channel RMS norm (gamma = name) and, when silu, SiLU; into a new chunk.
@@ -114,7 +121,7 @@ Frames norm(Pass& p, const Frames& x, const std::string& gamma, bool silu) {
   Frames y = p.make(x.t, x.c, x.h, x.w);
   if (!p.dry())
     for (int64_t i = 0; i < x.t; ++i)
-      cpu::channel_rms_norm_forward(x.frame(i), p.param(gamma), y.frame(i), x.c, x.plane(), silu);
+      p.ops->channel_rms_norm(x.frame(i), p.param(gamma), y.frame(i), x.c, x.plane(), silu);
   return y;
 }
 
@@ -143,8 +150,7 @@ Frames causal_conv(Pass& p, const std::string& name, const Frames& x, int64_t co
   }
   Frames next = p.make(std::min(kCacheFrames, tail.t + x.t), x.c, x.h, x.w);
   if (!p.dry())
-    for (int64_t i = 0; i < next.t; ++i)
-      std::memcpy(next.frame(i), frame(x.t - next.t + i), size_t(x.frame_size()) * sizeof(float));
+    for (int64_t i = 0; i < next.t; ++i) p.ops->copy(next.frame(i), frame(x.t - next.t + i), x.frame_size());
   tail = std::move(next);
   return y;
 }
@@ -160,8 +166,8 @@ Frames pointwise(Pass& p, const float* weight, const float* bias, const Frames& 
   return y;
 }
 
-void add_into(Frames& y, const Frames& x) {
-  for (size_t i = 0; i < y.data.size(); ++i) y.data[i] += x.data[i];
+void add_into(Pass& p, Frames& y, const Frames& x) {
+  if (!p.dry()) p.ops->add(y.data, x.data, y.size());
 }
 
 // RMS, SiLU, causal conv, RMS, SiLU, causal conv, plus x (through a 1x1x1 conv when the width changes).
@@ -169,15 +175,13 @@ Frames residual(Pass& p, const std::string& pre, const Frames& x, int64_t co) {
   Frames h = causal_conv(p, pre + ".residual.2", norm(p, x, pre + ".residual.0.gamma", true), co, 3);
   h = causal_conv(p, pre + ".residual.6", norm(p, h, pre + ".residual.3.gamma", true), co, 3);
   if (x.c != co)
-    add_into(h, pointwise(p, p.param(pre + ".shortcut.weight"), p.param(pre + ".shortcut.bias"), x, co));
+    add_into(p, h, pointwise(p, p.param(pre + ".shortcut.weight"), p.param(pre + ".shortcut.bias"), x, co));
   else
-    add_into(h, x);
+    add_into(p, h, x);
   return h;
 }
 
-// One-head attention among the pixels of each frame: q, k, v the channel thirds of a 1x1 conv of the RMS-normed
-// frame, scale 1/sqrt(C), then a 1x1 projection and the residual add. Queries go in blocks, so the scores held at
-// once are [kQueryBlock, pixels].
+// One-head attention among the pixels of each frame (VaeOps::attention) after the RMS norm.
 Frames attention(Pass& p, const std::string& pre, const Frames& x) {
   const int64_t C = x.c, n = x.plane();
   Frames y = p.make(x.t, C, x.h, x.w);
@@ -186,32 +190,9 @@ Frames attention(Pass& p, const std::string& pre, const Frames& x) {
   p.spike(int64_t(sizeof(float)) * (x.t * C * n + 4 * C * n + std::min(n, kQueryBlock) * n));
   if (p.dry()) return y;
   const Frames h = norm(p, x, pre + ".norm.gamma", false);
-  std::vector<float> qkv(size_t(3 * C * n)), o(size_t(C * n)), scores(size_t(std::min(n, kQueryBlock) * n));
-  const float* w_qkv = p.param(pre + ".to_qkv.weight");
-  const float* b_qkv = p.param(pre + ".to_qkv.bias");
-  const float scale = float(1.0 / std::sqrt(double(C)));
-  for (int64_t t = 0; t < x.t; ++t) {
-    for (int64_t r = 0; r < 3 * C; ++r) std::fill_n(qkv.data() + r * n, n, b_qkv[r]);
-    cpu::gemm<float>(false, false, 3 * C, n, C, 1.0f, w_qkv, C, h.frame(t), n, 1.0f, qkv.data(), n);
-    const float *q = qkv.data(), *k = q + C * n, *v = k + C * n;
-    for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
-      const int64_t nb = std::min(kQueryBlock, n - q0);
-      cpu::gemm<float>(true, false, nb, n, C, 1.0f, q + q0, n, k, n, 0.0f, scores.data(), n);  // [nb, n]
-      parallel_for(nb, [&](int64_t i) {
-        float* row = scores.data() + i * n;
-        const float m = cpu::row_max<float>(row, n, -INFINITY);
-        const float sum = cpu::exp_affine<float>(row, n, scale, -scale * m);
-        for (int64_t j = 0; j < n; ++j) row[j] /= sum;
-      });
-      cpu::gemm<float>(false, true, C, nb, n, 1.0f, v, n, scores.data(), n, 0.0f, o.data() + q0, n);  // [C, nb]
-    }
-    std::memcpy(y.frame(t), x.frame(t), size_t(C * n) * sizeof(float));
-    const float* bias = p.param(pre + ".proj.bias");
-    float* out = y.frame(t);
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < n; ++i) out[c * n + i] += bias[c];
-    cpu::gemm<float>(false, false, C, n, C, 1.0f, p.param(pre + ".proj.weight"), C, o.data(), n, 1.0f, out, n);
-  }
+  for (int64_t t = 0; t < x.t; ++t)
+    p.ops->attention(h.frame(t), x.frame(t), p.param(pre + ".to_qkv.weight"), p.param(pre + ".to_qkv.bias"),
+                     p.param(pre + ".proj.weight"), p.param(pre + ".proj.bias"), y.frame(t), C, n);
   return y;
 }
 
@@ -236,7 +217,7 @@ Frames downsample(Pass& p, const std::string& pre, const Frames& x, int64_t co, 
   if (!temporal) return y;
   const std::string key = pre + ".time_conv";
   Frames last = p.make(1, y.c, y.h, y.w);
-  if (!p.dry()) std::memcpy(last.frame(0), y.frame(y.t - 1), size_t(y.frame_size()) * sizeof(float));
+  if (!p.dry()) p.ops->copy(last.frame(0), y.frame(y.t - 1), y.frame_size());
   Frames prev = std::move(p.tail[key]);
   p.tail[key] = std::move(last);
   if (prev.t == 0) return y;  // the stream's first chunk passes
@@ -260,8 +241,7 @@ Frames upsample(Pass& p, const std::string& pre, Frames x, int64_t co, bool temp
     const Frames y = causal_conv(p, key, x, 2 * x.c, 1);
     Frames z = p.make(2 * x.t, x.c, x.h, x.w);
     if (!p.dry())
-      for (int64_t t = 0; t < x.t; ++t)
-        std::memcpy(z.frame(2 * t), y.frame(t), size_t(y.frame_size()) * sizeof(float));  // both halves in order
+      for (int64_t t = 0; t < x.t; ++t) p.ops->copy(z.frame(2 * t), y.frame(t), y.frame_size());  // both halves
     x = std::move(z);
   }
   const ConvFrameDims d{.ci = x.c,
@@ -324,10 +304,10 @@ void check_chunking(const VaeChunking& ch) {
 }
 
 // Encodes into latents (null in a dry pass); returns the FLOPs and peak activation bytes.
-PassCost encode_pass(const VaeConfig& c, const VaeWeights* w, const float* video, int64_t F, int64_t H, int64_t W,
+PassCost encode_pass(const VaeConfig& c, VaeOps* ops, const float* video, int64_t F, int64_t H, int64_t W,
                      float* latents, const VaeChunking& ch) {
   check_chunking(ch);
-  Pass p(c, w);
+  Pass p(c, ops);
   const auto layers = vae_encoder_layers(c);
   const int64_t z = c.z_dim, T = c.latent_frames(F), h = H / c.space_stride(), wd = W / c.space_stride();
   int64_t t_out = 0;
@@ -335,53 +315,61 @@ PassCost encode_pass(const VaeConfig& c, const VaeWeights* w, const float* video
     Frames x = p.make(e - b, 3, H, W);
     if (!p.dry())
       for (int64_t t = b; t < e; ++t)
-        for (int64_t k = 0; k < 3; ++k)
-          std::memcpy(x.frame(t - b) + k * H * W, video + (k * F + t) * H * W, size_t(H * W) * sizeof(float));
+        for (int64_t k = 0; k < 3; ++k) ops->upload(x.frame(t - b) + k * H * W, video + (k * F + t) * H * W, H * W);
     Frames y = run_layers(p, layers, std::move(x));
     MS_CHECK(y.h == h && y.w == wd && t_out + y.t <= T, "encoder chunk shape");
     const Frames mu = pointwise(p, p.param("conv1.weight"), p.param("conv1.bias"), y, z);  // [z, 2z) log-var: unused
-    if (!p.dry())
+    if (!p.dry()) {
+      std::vector<float> host(size_t(mu.size()));  // [t, z, h, w]
+      ops->download(host.data(), mu.data, mu.size());
       for (int64_t k = 0; k < z; ++k) {
         const float mean = c.latents_mean[size_t(k)], inv_std = 1.0f / c.latents_std[size_t(k)];
         for (int64_t t = 0; t < mu.t; ++t) {
-          const float* src = mu.frame(t) + k * h * wd;
+          const float* src = host.data() + (t * z + k) * h * wd;
           float* dst = latents + (k * T + t_out + t) * h * wd;
           for (int64_t i = 0; i < h * wd; ++i) dst[i] = (src[i] - mean) * inv_std;
         }
       }
+    }
     t_out += y.t;
   }
   MS_CHECK(t_out == T, "encoder produced ", t_out, " latent frames, expected ", T);
   return p.cost();
 }
 
-PassCost decode_pass(const VaeConfig& c, const VaeWeights* w, const float* latents, int64_t T, int64_t h, int64_t wd,
+PassCost decode_pass(const VaeConfig& c, VaeOps* ops, const float* latents, int64_t T, int64_t h, int64_t wd,
                      float* video, const VaeChunking& ch) {
   check_chunking(ch);
-  Pass p(c, w);
+  Pass p(c, ops);
   const auto layers = vae_decoder_layers(c);
   const int64_t z = c.z_dim, F = c.video_frames(T), H = h * c.space_stride(), W = wd * c.space_stride();
   int64_t f_out = 0;
   for (auto [b, e] : chunks(T, ch.decode_latents)) {
     Frames x = p.make(e - b, z, h, wd);
-    if (!p.dry())
+    if (!p.dry()) {
+      std::vector<float> host(size_t(x.size()));  // [t, z, h, w]
       for (int64_t k = 0; k < z; ++k) {
         const float mean = c.latents_mean[size_t(k)], std_k = c.latents_std[size_t(k)];
         for (int64_t t = b; t < e; ++t) {
           const float* src = latents + (k * T + t) * h * wd;
-          float* dst = x.frame(t - b) + k * h * wd;
+          float* dst = host.data() + ((t - b) * z + k) * h * wd;
           for (int64_t i = 0; i < h * wd; ++i) dst[i] = src[i] * std_k + mean;
         }
       }
+      ops->upload(x.data, host.data(), x.size());
+    }
     Frames y = run_layers(p, layers, pointwise(p, p.param("conv2.weight"), p.param("conv2.bias"), x, z));
     MS_CHECK(y.c == 3 && y.h == H && y.w == W && f_out + y.t <= F, "decoder chunk shape");
-    if (!p.dry())
+    if (!p.dry()) {
+      std::vector<float> host(size_t(y.size()));  // [t, 3, H, W]
+      ops->download(host.data(), y.data, y.size());
       for (int64_t k = 0; k < 3; ++k)
         for (int64_t t = 0; t < y.t; ++t) {
-          const float* src = y.frame(t) + k * H * W;
+          const float* src = host.data() + (t * 3 + k) * H * W;
           float* dst = video + (k * F + f_out + t) * H * W;
           for (int64_t i = 0; i < H * W; ++i) dst[i] = std::clamp(src[i], -1.0f, 1.0f);
         }
+    }
     f_out += y.t;
   }
   MS_CHECK(f_out == F, "decoder produced ", f_out, " frames, expected ", F);
@@ -489,24 +477,28 @@ void check_vae_video_shape(const VaeConfig& c, int64_t frames, int64_t height, i
 }
 
 void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
-                const VaeChunking& chunking) {
+                const VaeChunking& chunking, VaeOps* ops) {
   const VaeConfig& c = w.config();
+  const std::unique_ptr<VaeOps> cpu = ops ? nullptr : cpu_vae_ops(w);
+  if (!ops) ops = cpu.get();
   check_vae_video_shape(c, frames, height, width, "video");
   const int64_t s = c.space_stride();
   run_tiled(video, 3, frames, height, width, chunking.tile_h, chunking.tile_w, s, latents, c.z_dim,
             c.latent_frames(frames), 1, s, [&](const float* in, int64_t h, int64_t wd, float* out) {
-              encode_pass(c, &w, in, frames, h, wd, out, chunking);
+              encode_pass(c, ops, in, frames, h, wd, out, chunking);
             });
 }
 
 void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames, int64_t height, int64_t width,
-                float* video, const VaeChunking& chunking) {
+                float* video, const VaeChunking& chunking, VaeOps* ops) {
   MS_CHECK(latent_frames > 0 && height > 0 && width > 0, "latents of ", latent_frames, " x ", height, " x ", width);
   const VaeConfig& c = w.config();
+  const std::unique_ptr<VaeOps> cpu = ops ? nullptr : cpu_vae_ops(w);
+  if (!ops) ops = cpu.get();
   const int64_t s = c.space_stride();
   run_tiled(latents, c.z_dim, latent_frames, height, width, chunking.tile_h / s, chunking.tile_w / s, 1, video, 3,
             c.video_frames(latent_frames), s, 1, [&](const float* in, int64_t h, int64_t wd, float* out) {
-              decode_pass(c, &w, in, latent_frames, h, wd, out, chunking);
+              decode_pass(c, ops, in, latent_frames, h, wd, out, chunking);
             });
 }
 

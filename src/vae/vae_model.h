@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/memory_usage.h"
+#include "vae/vae_ops.h"
 #include "vae/vae_weights.h"
 
 namespace ms {
@@ -31,12 +32,14 @@ void check_vae_video_shape(const VaeConfig& c, int64_t frames, int64_t height, i
 
 // video [3, F, H, W] in [-1, 1] (one clip, torch's layout) -> latents [z_dim, 1 + (F - 1) / 4, H / 8, W / 8]: the
 // latent mean, normalised with the config's latents_mean / latents_std, as Wan's WanVAE.encode returns it.
+// ops: where the pass runs (vae_ops.h; made for w: its weights are the ones used); null: the CPU's. video and
+// latents are host memory either way.
 void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
-                const VaeChunking& chunking = {});
+                const VaeChunking& chunking = {}, VaeOps* ops = nullptr);
 
 // latents [z_dim, T, h, w] -> video [3, 1 + 4 (T - 1), 8 h, 8 w], clamped to [-1, 1], as WanVAE.decode returns it.
 void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames, int64_t height, int64_t width,
-                float* video, const VaeChunking& chunking = {});
+                float* video, const VaeChunking& chunking = {}, VaeOps* ops = nullptr);
 
 // Multiply-adds x 2 of encoding / decoding one clip of that pixel size (every convolution and the attention's two
 // matrix products; norms and activations left out).

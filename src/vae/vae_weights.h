@@ -29,6 +29,7 @@ class VaeWeights {
   const VaeConfig& config() const { return config_; }
   const float* get(const std::string& name) const;         // the tensor's values; MS_CHECKs that it exists
   int64_t count() const { return int64_t(pool_.size()); }  // parameters
+  const float* data() const { return pool_.data(); }       // [count] every tensor, get(name) pointing into it
   const std::string& source() const { return source_; }    // for log lines
 
  private:

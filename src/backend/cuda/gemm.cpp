@@ -47,11 +47,13 @@ GemmContext::~GemmContext() {
   cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
 }
 
-template <class T>
-void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
-                       const uint16_t* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream,
-                       const uint16_t* bias) {
+template <class T, class In>
+void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const In* A, int64_t lda,
+                       const In* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream, const uint16_t* bias) {
   static_assert(std::is_same_v<T, uint16_t> || std::is_same_v<T, float>);
+  constexpr bool f32_in = std::is_same_v<In, float>;
+  static_assert(f32_in ? std::is_same_v<T, float> : std::is_same_v<In, uint16_t>, "fp32 operands give an fp32 C");
+  const cudaDataType_t in = f32_in ? CUDA_R_32F : CUDA_R_16BF;
   MS_CHECK(M > 0 && N > 0 && K > 0, "gemm of ", M, "x", N, "x", K);
   // Row-major C [M,N] is column-major C^T [N,M] = op(B)^T [N,K] * op(A)^T [K,M]: B is the first operand.
   const cudaDataType_t out = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
@@ -73,8 +75,8 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
         cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   };
   Layout x, y, c;
-  make_layout(x, CUDA_R_16BF, tb ? K : N, tb ? N : K, ldb);
-  make_layout(y, CUDA_R_16BF, ta ? M : K, ta ? K : M, lda);
+  make_layout(x, in, tb ? K : N, tb ? N : K, ldb);
+  make_layout(y, in, ta ? M : K, ta ? K : M, lda);
   make_layout(c, out, N, M, ldc);
   auto* h = static_cast<cublasLtHandle_t>(handle_);
   // The heuristic's choice is cached per shape and operand alignment (cuBLASLt assumes 256-byte aligned
@@ -83,7 +85,7 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   const uintptr_t any = uintptr_t(A) | uintptr_t(B) | uintptr_t(C) | uintptr_t(bias);
   const uint32_t align = uint32_t(std::min<uintptr_t>(256, any & (~any + 1)));
   const bool ask_epilogue = bias && bias_epilogue_;
-  const Key key{ta, tb, M, N, K, lda, ldb, ldc, std::is_same_v<T, float>, ask_epilogue, int(align)};
+  const Key key{ta, tb, M, N, K, lda, ldb, ldc, std::is_same_v<T, float>, f32_in, ask_epilogue, int(align)};
   auto it = algos_.find(key);
   if (it == algos_.end()) {
     Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
@@ -111,9 +113,9 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
       std::memcpy(chosen->bytes.data(), &result.algo, sizeof result.algo);
       break;
     }
-    MS_CHECK(chosen, "cuBLASLt has no kernel for a ", M, "x", N, "x", K, " bf16 GEMM (", ta ? "A transposed, " : "",
-             tb ? "B transposed, " : "", "leading dimensions ", lda, ", ", ldb, ", ", ldc, ", operands aligned to ",
-             align, " bytes, ", std::is_same_v<T, float> ? "fp32" : "bf16", " output)");
+    MS_CHECK(chosen, "cuBLASLt has no kernel for a ", M, "x", N, "x", K, f32_in ? " fp32" : " bf16", " GEMM (",
+             ta ? "A transposed, " : "", tb ? "B transposed, " : "", "leading dimensions ", lda, ", ", ldb, ", ", ldc,
+             ", operands aligned to ", align, " bytes, ", std::is_same_v<T, float> ? "fp32" : "bf16", " output)");
     it = algos_.emplace(key, *chosen).first;
   }
   const Algo& chosen = it->second;
@@ -134,5 +136,7 @@ template void GemmContext::gemm<uint16_t>(bool, bool, int64_t, int64_t, int64_t,
                                           const uint16_t*, int64_t, float, uint16_t*, int64_t, Stream, const uint16_t*);
 template void GemmContext::gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
                                        const uint16_t*, int64_t, float, float*, int64_t, Stream, const uint16_t*);
+template void GemmContext::gemm<float, float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                                              const float*, int64_t, float, float*, int64_t, Stream, const uint16_t*);
 
 }  // namespace ms::cuda

@@ -21,14 +21,14 @@ class GemmContext {
   GemmContext(const GemmContext&) = delete;
   GemmContext& operator=(const GemmContext&) = delete;
 
-  // T: uint16_t (bf16) or float. Enqueued on `stream`. bias [N] (bf16, bf16 C only, or null) is added to
-  // every row of the product in cuBLASLt's epilogue: a linear layer's bias costs no pass of its own. Where
-  // cuBLASLt has no kernel with that epilogue for a shape and operand alignment, the product runs without it and
-  // a kernel adds the bias (two bf16 roundings instead of one).
-  template <class T>
-  void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
-            const uint16_t* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream,
-            const uint16_t* bias = nullptr);
+  // T: uint16_t (bf16) or float. In: uint16_t (bf16 operands, the model's) or float (fp32 operands with fp32
+  // products, not TF32: the frozen VAE's, which Wan runs in fp32; fp32 C only). Enqueued on `stream`. bias [N]
+  // (bf16, bf16 C only, or null) is added to every row of the product in cuBLASLt's epilogue: a linear layer's bias
+  // costs no pass of its own. Where cuBLASLt has no kernel with that epilogue for a shape and operand alignment, the
+  // product runs without it and a kernel adds the bias (two bf16 roundings instead of one).
+  template <class T, class In = uint16_t>
+  void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const In* A, int64_t lda, const In* B,
+            int64_t ldb, float beta, T* C, int64_t ldc, Stream stream, const uint16_t* bias = nullptr);
 
   // Tests force the fallback: the bias added by a kernel after an epilogue-free product.
   void set_bias_epilogue(bool on) { bias_epilogue_ = on; }
@@ -38,8 +38,8 @@ class GemmContext {
  private:
   void* handle_ = nullptr;     // cublasLtHandle_t
   void* workspace_ = nullptr;  // [kWorkspaceBytes] on the device
-  // (ta, tb, M, N, K, lda, ldb, ldc, fp32 C, bias, operand alignment) -> cublasLtMatmulAlgo_t's bytes
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, int>;
+  // (ta, tb, M, N, K, lda, ldb, ldc, fp32 C, fp32 A and B, bias, operand alignment) -> cublasLtMatmulAlgo_t's bytes
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool, int>;
   struct Algo {
     std::array<uint64_t, 8> bytes;  // cublasLtMatmulAlgo_t
     bool bias_epilogue;             // the bias is added in the epilogue (else by a kernel after the product)

@@ -139,6 +139,20 @@ inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) 
   return cudaSuccess;
 }
 
+// The stream-ordered allocator: the allocation at once, the free once the stream's earlier work has run.
+inline cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t st) {
+  emu_enqueue(st, [=] { cudaFree(p); });
+  return cudaSuccess;
+}
+using cudaMemPool_t = void*;
+enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4 };
+inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int) {
+  *pool = nullptr;
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
+
 inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t st = nullptr) {
   emu_enqueue(st, [=] { std::memmove(d, s, n); });
   return cudaSuccess;

@@ -1,0 +1,74 @@
+#include "vae/vae_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/softmax_row.h"
+#include "core/check.h"
+#include "core/parallel.h"
+#include "ops/channel_norm.h"
+
+namespace ms {
+namespace {
+
+constexpr int64_t kQueryBlock = 256;  // attention queries per block: the score block stays a few MiB
+
+class CpuVaeOps final : public VaeOps {
+ public:
+  explicit CpuVaeOps(const VaeWeights& w) : w_(w) {}
+
+  float* alloc(int64_t n) override { return new float[size_t(n)]; }
+  void release(float* p) noexcept override { delete[] p; }
+  const float* param(const std::string& name) const override { return w_.get(name); }
+
+  void upload(float* dst, const float* host, int64_t n) override { copy(dst, host, n); }
+  void download(float* host, const float* src, int64_t n) override { copy(host, src, n); }
+  void copy(float* dst, const float* src, int64_t n) override { std::memcpy(dst, src, size_t(n) * sizeof(float)); }
+  void add(float* y, const float* x, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  }
+  void conv(const float* const* x, const float* w, const float* b, float* y, const ConvFrameDims& d) override {
+    cpu::conv3d_frame_forward(x, w, b, y, d);
+  }
+  void channel_rms_norm(const float* x, const float* gamma, float* y, int64_t C, int64_t N, bool silu) override {
+    cpu::channel_rms_norm_forward(x, gamma, y, C, N, silu);
+  }
+
+  // Queries go in blocks, so the scores held at once are [kQueryBlock, N].
+  void attention(const float* h, const float* x, const float* w_qkv, const float* b_qkv, const float* w_proj,
+                 const float* b_proj, float* y, int64_t C, int64_t n) override {
+    std::vector<float> qkv(size_t(3 * C * n)), o(size_t(C * n)), scores(size_t(std::min(n, kQueryBlock) * n));
+    const float scale = float(1.0 / std::sqrt(double(C)));
+    for (int64_t r = 0; r < 3 * C; ++r) std::fill_n(qkv.data() + r * n, n, b_qkv[r]);
+    cpu::gemm<float>(false, false, 3 * C, n, C, 1.0f, w_qkv, C, h, n, 1.0f, qkv.data(), n);
+    const float *q = qkv.data(), *k = q + C * n, *v = k + C * n;
+    for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
+      const int64_t nb = std::min(kQueryBlock, n - q0);
+      cpu::gemm<float>(true, false, nb, n, C, 1.0f, q + q0, n, k, n, 0.0f, scores.data(), n);  // [nb, n]
+      parallel_for(nb, [&](int64_t i) {
+        float* row = scores.data() + i * n;
+        const float m = cpu::row_max<float>(row, n, -INFINITY);
+        const float sum = cpu::exp_affine<float>(row, n, scale, -scale * m);
+        for (int64_t j = 0; j < n; ++j) row[j] /= sum;
+      });
+      cpu::gemm<float>(false, true, C, nb, n, 1.0f, v, n, scores.data(), n, 0.0f, o.data() + q0, n);  // [C, nb]
+    }
+    std::memcpy(y, x, size_t(C * n) * sizeof(float));
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < n; ++i) y[c * n + i] += b_proj[c];
+    cpu::gemm<float>(false, false, C, n, C, 1.0f, w_proj, C, o.data(), n, 1.0f, y, n);
+  }
+
+ private:
+  const VaeWeights& w_;
+};
+
+}  // namespace
+
+std::unique_ptr<VaeOps> cpu_vae_ops(const VaeWeights& w) { return std::make_unique<CpuVaeOps>(w); }
+
+}  // namespace ms

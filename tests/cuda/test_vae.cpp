@@ -1,0 +1,122 @@
+// The VAE on the GPU (backend/cuda/vae_ops.h): its convolution and channel norm against the CPU kernels in float64
+// on odd shapes, and whole encodes and decodes against the float64 reference of tests/vae_reference.h. Skipped
+// without a GPU.
+#include <cmath>
+
+#include "backend/cuda/channel_norm.h"
+#include "backend/cuda/conv3d.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/vae_ops.h"
+#include "cuda_util.h"
+#include "ops/channel_norm.h"
+#include "ops/conv3d.h"
+#include "vae/vae_model.h"
+#include "vae_reference.h"
+
+namespace ms::test {
+namespace {
+
+// fp32 results of fp32 sums over at most a few hundred products: a few ulps, far below any wrong tap or band.
+constexpr double kTol = 1e-5;
+
+std::vector<float> randf(size_t n, uint64_t seed) { return to_f32(randn(n, seed)); }
+
+// Every geometry the VAE uses, on odd sizes: the causal 3x3x3 conv with a zero (null) frame, the downsampler's stride
+// 2 with padding after only, the upsampler's nearest 2x with padding 1, the time conv (3, 1, 1), and 1x1x1. The col
+// scratch holds 64-pixel bands, so frames of 99 and more pixels run in several bands with a ragged last one.
+TEST(CudaVae, ConvFrameMatchesTheCpuKernel) {
+  MS_REQUIRE_GPU();
+  const int64_t ci = 5, co = 7, h = 9, w = 11;
+  struct Case {
+    const char* name;
+    ConvFrameDims d;
+    bool null_frame;
+  };
+  const std::vector<Case> cases = {
+      {"causal 3x3x3", {ci, co, 3, 3, 3, h, w, 1, 1, 1, 1, h, w}, true},
+      {"stride 2",
+       {ci, co, 1, 3, 3, h, w, 1, 2, 0, 0, conv_out_size(h, 3, 2, 0, 1), conv_out_size(w, 3, 2, 0, 1)},
+       false},
+      {"nearest 2x", {ci, co, 1, 3, 3, h, w, 2, 1, 1, 1, 2 * h, 2 * w}, false},
+      {"time (3, 1, 1)", {ci, co, 3, 1, 1, h, w, 1, 1, 0, 0, h, w}, false},
+      {"1x1x1", {ci, co, 1, 1, 1, h, w, 1, 1, 0, 0, h, w}, false},
+  };
+  cuda::GemmContext gemm;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    const ConvFrameDims& d = k.d;
+    std::vector<std::vector<float>> frames;
+    for (int64_t a = 0; a < d.kt; ++a) frames.push_back(randf(size_t(ci * h * w), uint64_t(10 + a)));
+    const auto wt = randf(size_t(co * d.k()), 20), b = randf(size_t(co), 21);
+    std::vector<std::vector<double>> wide;
+    std::vector<const double*> x64;
+    for (int64_t a = 0; a < d.kt; ++a) wide.emplace_back(frames[size_t(a)].begin(), frames[size_t(a)].end());
+    for (int64_t a = 0; a < d.kt; ++a) x64.push_back(k.null_frame && a == 0 ? nullptr : wide[size_t(a)].data());
+    const std::vector<double> w64(wt.begin(), wt.end()), b64(b.begin(), b.end());
+    std::vector<double> want(size_t(co * d.out_h * d.out_w));
+    cpu::conv3d_frame_forward(x64.data(), w64.data(), b64.data(), want.data(), d);
+
+    std::vector<std::unique_ptr<DeviceBuffer<float>>> gx;
+    std::vector<const float*> x;
+    for (int64_t a = 0; a < d.kt; ++a) {
+      gx.push_back(std::make_unique<DeviceBuffer<float>>(frames[size_t(a)]));
+      x.push_back(k.null_frame && a == 0 ? nullptr : gx.back()->get());
+    }
+    DeviceBuffer<float> gw(wt), gb(b), gy(int64_t(want.size()), NAN);
+    const int64_t col_floats = cuda::conv3d_col_floats(d, d.k() * 64);
+    DeviceBuffer<float> col(col_floats, NAN);
+    cuda::conv3d_frame_forward(gemm, x.data(), gw.get(), gb.get(), gy.get(), d, col.get(), col_floats, nullptr);
+    expect_close(std::string("conv ") + k.name, gy.read(), want, kTol);
+  }
+}
+
+TEST(CudaVae, ChannelRmsNormMatchesTheCpuKernel) {
+  MS_REQUIRE_GPU();
+  const int64_t C = 13, N = 77;
+  const auto x = randf(size_t(C * N), 30), g = randf(size_t(C), 31);
+  for (const bool silu : {false, true}) {
+    const std::vector<double> x64(x.begin(), x.end()), g64(g.begin(), g.end());
+    std::vector<double> want(x64.size());
+    cpu::channel_rms_norm_forward(x64.data(), g64.data(), want.data(), C, N, silu);
+    DeviceBuffer<float> gx(x), gg(g), gy(C * N, NAN);
+    cuda::channel_rms_norm_forward(gx.get(), gg.get(), gy.get(), C, N, silu, nullptr);
+    expect_close(silu ? "norm + silu" : "norm", gy.read(), want, kTol);
+  }
+}
+
+// Wan's tiny test config (every layer kind, the attention included) through the chunked, cached walk on the GPU,
+// at 1 and 5 frames (frame 0 alone, then a 4-frame chunk), and 5 frames in 32-pixel tiles, against the float64
+// whole-clip reference (tiled: against the CPU's tiled result). 1e-4 as on the CPU (tests/test_vae.cpp): fp32 sums
+// in another order.
+TEST(CudaVae, EncodeAndDecodeMatchTheReference) {
+  MS_REQUIRE_GPU();
+  VaeConfig c;
+  c.dim = 8, c.dim_mult = {1, 2, 2, 2}, c.num_res_blocks = 1;
+  const VaeWeights w = VaeWeights::random(c, 11);
+  const VaeReference ref(w);
+  const auto ops = cuda::vae_ops(w);
+  const int64_t H = 16, W = 24;
+  for (const int64_t F : {1, 5}) {
+    SCOPED_TRACE(std::to_string(F) + " frames");
+    Vid video(3, F, H, W);
+    video.v = randn(video.v.size(), uint64_t(20 + F), 0.5);
+    for (double& v : video.v) v = std::clamp(v, -1.0, 1.0);
+    const Vid want = ref.encode(video), dec = ref.decode(want);
+    const auto vf = to_f32(video.v), lf = to_f32(want.v);
+    std::vector<float> lat(want.v.size()), out(dec.v.size());
+    vae_encode(w, vf.data(), F, H, W, lat.data(), {}, ops.get());
+    expect_close("encode " + std::to_string(F), lat, want.v, 1e-4);
+    vae_decode(w, lf.data(), want.t, want.h, want.w, out.data(), {}, ops.get());
+    expect_close("decode " + std::to_string(F), out, dec.v, 1e-4);
+  }
+  const int64_t F = 5, Ht = 40, Wt = 48;
+  const VaeChunking tiles{.tile_h = 32, .tile_w = 32};
+  const auto vf = to_f32(randn(size_t(3 * F * Ht * Wt), 40, 0.5));
+  std::vector<float> cpu(size_t(c.z_dim * 2 * (Ht / 8) * (Wt / 8))), gpu(cpu.size());
+  vae_encode(w, vf.data(), F, Ht, Wt, cpu.data(), tiles);
+  vae_encode(w, vf.data(), F, Ht, Wt, gpu.data(), tiles, ops.get());
+  expect_close("tiled encode", gpu, std::vector<double>(cpu.begin(), cpu.end()), 1e-4);
+}
+
+}  // namespace
+}  // namespace ms::test
