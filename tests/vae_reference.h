@@ -7,9 +7,32 @@
 #include <string>
 #include <vector>
 
+#include "ops/conv3d.h"
 #include "vae/vae_weights.h"
 
 namespace ms::test {
+
+// The contract of ops/conv3d.h in plain loops.
+inline std::vector<double> naive_conv_frame(const std::vector<const double*>& x, const std::vector<double>& w,
+                                            const std::vector<double>& b, const ConvFrameDims& d) {
+  std::vector<double> y(size_t(d.co * d.out_h * d.out_w));
+  for (int64_t o = 0; o < d.co; ++o)
+    for (int64_t i = 0; i < d.out_h; ++i)
+      for (int64_t j = 0; j < d.out_w; ++j) {
+        double acc = b[size_t(o)];
+        for (int64_t c = 0; c < d.ci; ++c)
+          for (int64_t a = 0; a < d.kt; ++a)
+            for (int64_t e = 0; e < d.kh; ++e)
+              for (int64_t f = 0; f < d.kw; ++f) {
+                const int64_t r = i * d.stride + e - d.pad_top, s = j * d.stride + f - d.pad_left;
+                if (!x[size_t(a)] || r < 0 || s < 0 || r >= d.up * d.h || s >= d.up * d.w) continue;
+                acc += w[size_t((((o * d.ci + c) * d.kt + a) * d.kh + e) * d.kw + f)] *
+                       x[size_t(a)][(c * d.h + r / d.up) * d.w + s / d.up];
+              }
+        y[size_t((o * d.out_h + i) * d.out_w + j)] = acc;
+      }
+  return y;
+}
 
 struct Vid {
   int64_t c = 0, t = 0, h = 0, w = 0;

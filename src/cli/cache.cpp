@@ -125,8 +125,7 @@ void run_cache(const CacheArgs& a) {
         const DataShape lat{c.z_dim, c.latent_frames(s.shape.frames), s.shape.height / c.space_stride(),
                             s.shape.width / c.space_stride()};
         std::vector<float> z(size_t(lat.channels * lat.frames * lat.height * lat.width));
-        vae_encode(*vae, clip.x0.data(), s.shape.frames, s.shape.height, s.shape.width, z.data(), a.chunking,
-                   vae_ops.get());
+        vae_encode(*vae, *vae_ops, clip.x0.data(), s.shape.frames, s.shape.height, s.shape.width, z.data(), a.chunking);
         write_latent_cache(out, z.data(), lat, s.source_width, s.source_height, s.image ? 0 : s.shape.frames);
       });
     }

@@ -112,4 +112,10 @@ std::string wan_t5_name(const std::string& hf_name, bool shared_pos) {
   return "";
 }
 
+std::vector<int64_t> t5_offset_buckets(int64_t L, int64_t num_buckets) {
+  std::vector<int64_t> bucket(size_t(2 * L - 1));
+  for (int64_t r = 1 - L; r < L; ++r) bucket[size_t(r + L - 1)] = t5_bucket(r, num_buckets);
+  return bucket;
+}
+
 }  // namespace ms

@@ -39,6 +39,8 @@ int64_t t5_param_count(const T5Config& c);
 // The bucket of relative offset r = key position - query position (T5's bidirectional bucketing, max distance 128):
 // |r| < num_buckets/4 exactly, then logarithmic up to 128, clamped; keys after the query use the upper half.
 int64_t t5_bucket(int64_t r, int64_t num_buckets);
+// The bucket of every offset r = key - query in (-L, L), at index r + L - 1 [2L - 1].
+std::vector<int64_t> t5_offset_buckets(int64_t L, int64_t num_buckets);
 
 // The name under Wan's T5Encoder of a Hugging Face UMT5EncoderModel / T5 encoder parameter ("shared.weight",
 // "encoder.block.3.layer.1.DenseReluDense.wi_0.weight", ...); "" for names that are neither (a full model's

@@ -77,34 +77,6 @@ void rms_norm(const T5Weights& w, const std::string& name, const float* x, int64
 
 }  // namespace
 
-std::vector<float> t5_embed(const T5Weights& w, const std::vector<int64_t>& ids) {
-  const T5Config& c = w.config();
-  const int64_t L = int64_t(ids.size()), d = c.dim;
-  MS_CHECK(L >= 1, "the text encoder needs at least one token (EOS)");
-  std::vector<float> x(size_t(L * d));  // [L, dim]
-  for (int64_t i = 0; i < L; ++i) {
-    if (ids[size_t(i)] < 0 || ids[size_t(i)] >= c.vocab)
-      MS_FAIL("token id ", ids[size_t(i)], " is outside the text encoder's vocabulary of ", c.vocab,
-              "; the tokenizer does not belong to these weights (check --tokenizer and --t5-config)");
-    w.read_rows("token_embedding.weight", ids[size_t(i)], 1, x.data() + i * d);
-  }
-  return x;
-}
-
-std::vector<int64_t> t5_offset_buckets(int64_t L, int64_t num_buckets) {
-  std::vector<int64_t> bucket(size_t(2 * L - 1));
-  for (int64_t r = 1 - L; r < L; ++r) bucket[size_t(r + L - 1)] = t5_bucket(r, num_buckets);
-  return bucket;
-}
-
-void check_t5_output(const T5Weights& w, const std::vector<float>& out) {
-  for (float v : out)
-    if (!std::isfinite(v))
-      MS_FAIL(w.source(),
-              ": the text encoder's output is not finite (inf or NaN); the weights are broken or "
-              "overflow float32");
-}
-
 std::vector<float> t5_encode(const T5Weights& w, const std::vector<int64_t>& ids) {
   const T5Config& c = w.config();
   const int64_t L = int64_t(ids.size());

@@ -18,14 +18,6 @@ inline constexpr double kT5NormEps = 1e-6;  // T5LayerNorm's epsilon
 // for an id outside the vocabulary or a non-finite output (weights that overflow float32).
 std::vector<float> t5_encode(const T5Weights& w, const std::vector<int64_t>& ids);
 
-// The pieces of t5_encode that every backend's forward shares (backend/cuda/t5_encoder.h runs the rest on the GPU):
-// the input rows x [L, dim] (token embedding rows, no sqrt(dim) scale; throws for an id outside the vocabulary) ...
-std::vector<float> t5_embed(const T5Weights& w, const std::vector<int64_t>& ids);
-// ... the bucket of every offset r = key - query in (-L, L), at index r + L - 1 [2L - 1] ...
-std::vector<int64_t> t5_offset_buckets(int64_t L, int64_t num_buckets);
-// ... and the check of the output: throws naming w.source() when it holds inf or NaN.
-void check_t5_output(const T5Weights& w, const std::vector<float>& out);
-
 // Multiply-adds x 2 of t5_encode on L tokens: the projections and the FFN (2 L per weight) and attention (4 L^2
 // dim_attn).
 double t5_encode_flops(const T5Config& c, int64_t L);

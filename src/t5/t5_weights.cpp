@@ -134,4 +134,26 @@ void T5Weights::read(const std::string& name, float* dst) const {
   read_rows(name, 0, e && !e->shape.empty() ? e->shape[0] : 1, dst);
 }
 
+std::vector<float> t5_embed(const T5Weights& w, const std::vector<int64_t>& ids) {
+  const T5Config& c = w.config();
+  const int64_t L = int64_t(ids.size()), d = c.dim;
+  MS_CHECK(L >= 1, "the text encoder needs at least one token (EOS)");
+  std::vector<float> x(size_t(L * d));  // [L, dim]
+  for (int64_t i = 0; i < L; ++i) {
+    if (ids[size_t(i)] < 0 || ids[size_t(i)] >= c.vocab)
+      MS_FAIL("token id ", ids[size_t(i)], " is outside the text encoder's vocabulary of ", c.vocab,
+              "; the tokenizer does not belong to these weights (check --tokenizer and --t5-config)");
+    w.read_rows("token_embedding.weight", ids[size_t(i)], 1, x.data() + i * d);
+  }
+  return x;
+}
+
+void check_t5_output(const T5Weights& w, const std::vector<float>& out) {
+  for (float v : out)
+    if (!std::isfinite(v))
+      MS_FAIL(w.source(),
+              ": the text encoder's output is not finite (inf or NaN); the weights are broken or "
+              "overflow float32");
+}
+
 }  // namespace ms

@@ -48,4 +48,11 @@ class T5Weights {
   std::map<std::string, TensorEntry> random_;  // random(): views into pool_
 };
 
+// What every backend's forward of the encoder (t5_model.h, backend/cuda/t5_encoder.h) reads and checks alike: the
+// input rows x [L, dim] of ids [L], the token embedding's rows with no sqrt(dim) scale (throws for an id outside the
+// vocabulary) ...
+std::vector<float> t5_embed(const T5Weights& w, const std::vector<int64_t>& ids);
+// ... and the output: throws naming w.source() when it holds inf or NaN.
+void check_t5_output(const T5Weights& w, const std::vector<float>& out);
+
 }  // namespace ms

@@ -476,29 +476,25 @@ void check_vae_video_shape(const VaeConfig& c, int64_t frames, int64_t height, i
               " or ", (v / s + 1) * s, ")");
 }
 
-void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
-                const VaeChunking& chunking, VaeOps* ops) {
+void vae_encode(const VaeWeights& w, VaeOps& ops, const float* video, int64_t frames, int64_t height, int64_t width,
+                float* latents, const VaeChunking& chunking) {
   const VaeConfig& c = w.config();
-  const std::unique_ptr<VaeOps> cpu = ops ? nullptr : cpu_vae_ops(w);
-  if (!ops) ops = cpu.get();
   check_vae_video_shape(c, frames, height, width, "video");
   const int64_t s = c.space_stride();
   run_tiled(video, 3, frames, height, width, chunking.tile_h, chunking.tile_w, s, latents, c.z_dim,
             c.latent_frames(frames), 1, s, [&](const float* in, int64_t h, int64_t wd, float* out) {
-              encode_pass(c, ops, in, frames, h, wd, out, chunking);
+              encode_pass(c, &ops, in, frames, h, wd, out, chunking);
             });
 }
 
-void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames, int64_t height, int64_t width,
-                float* video, const VaeChunking& chunking, VaeOps* ops) {
+void vae_decode(const VaeWeights& w, VaeOps& ops, const float* latents, int64_t latent_frames, int64_t height,
+                int64_t width, float* video, const VaeChunking& chunking) {
   MS_CHECK(latent_frames > 0 && height > 0 && width > 0, "latents of ", latent_frames, " x ", height, " x ", width);
   const VaeConfig& c = w.config();
-  const std::unique_ptr<VaeOps> cpu = ops ? nullptr : cpu_vae_ops(w);
-  if (!ops) ops = cpu.get();
   const int64_t s = c.space_stride();
   run_tiled(latents, c.z_dim, latent_frames, height, width, chunking.tile_h / s, chunking.tile_w / s, 1, video, 3,
             c.video_frames(latent_frames), s, 1, [&](const float* in, int64_t h, int64_t wd, float* out) {
-              decode_pass(c, ops, in, latent_frames, h, wd, out, chunking);
+              decode_pass(c, &ops, in, latent_frames, h, wd, out, chunking);
             });
 }
 

@@ -31,15 +31,21 @@ void check_vae_tile(const VaeChunking& chunking, const std::string& what);
 void check_vae_video_shape(const VaeConfig& c, int64_t frames, int64_t height, int64_t width, const std::string& what);
 
 // video [3, F, H, W] in [-1, 1] (one clip, torch's layout) -> latents [z_dim, 1 + (F - 1) / 4, H / 8, W / 8]: the
-// latent mean, normalised with the config's latents_mean / latents_std, as Wan's WanVAE.encode returns it.
-// ops: where the pass runs (vae_ops.h; made for w: its weights are the ones used); null: the CPU's. video and
-// latents are host memory either way.
-void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
-                const VaeChunking& chunking = {}, VaeOps* ops = nullptr);
+// latent mean, normalised with the config's latents_mean / latents_std, as Wan's WanVAE.encode returns it. ops:
+// where the pass runs (vae_ops.h), made for w (its weights are the ones used); video and latents are host memory.
+void vae_encode(const VaeWeights& w, VaeOps& ops, const float* video, int64_t frames, int64_t height, int64_t width,
+                float* latents, const VaeChunking& chunking = {});
 
 // latents [z_dim, T, h, w] -> video [3, 1 + 4 (T - 1), 8 h, 8 w], clamped to [-1, 1], as WanVAE.decode returns it.
+void vae_decode(const VaeWeights& w, VaeOps& ops, const float* latents, int64_t latent_frames, int64_t height,
+                int64_t width, float* video, const VaeChunking& chunking = {});
+
+// The same on the CPU (cpu_vae_ops). Defined in vae_ops.cpp beside the CPU ops, so that a binary that runs only
+// another backend's ops (the lean GPU tests) links no BLAS.
+void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
+                const VaeChunking& chunking = {});
 void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames, int64_t height, int64_t width,
-                float* video, const VaeChunking& chunking = {}, VaeOps* ops = nullptr);
+                float* video, const VaeChunking& chunking = {});
 
 // Multiply-adds x 2 of encoding / decoding one clip of that pixel size (every convolution and the attention's two
 // matrix products; norms and activations left out).

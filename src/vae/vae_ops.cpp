@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/parallel.h"
 #include "ops/channel_norm.h"
+#include "vae/vae_model.h"
 
 namespace ms {
 namespace {
@@ -70,5 +71,17 @@ class CpuVaeOps final : public VaeOps {
 }  // namespace
 
 std::unique_ptr<VaeOps> cpu_vae_ops(const VaeWeights& w) { return std::make_unique<CpuVaeOps>(w); }
+
+void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
+                const VaeChunking& chunking) {
+  CpuVaeOps ops(w);
+  vae_encode(w, ops, video, frames, height, width, latents, chunking);
+}
+
+void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames, int64_t height, int64_t width,
+                float* video, const VaeChunking& chunking) {
+  CpuVaeOps ops(w);
+  vae_decode(w, ops, latents, latent_frames, height, width, video, chunking);
+}
 
 }  // namespace ms
