@@ -98,7 +98,8 @@ TEST(T5Pipeline, TrainAndSampleWithTheTextEncoder) {
               " --out " + dir.file("a.mp4"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("guidance scale 5"), std::string::npos) << r.output;
-  r = run_cli("text-encode --prompt 'red circle moving left'" + t5_args(dir) + " --out " + dir.file("ctx.safetensors"));
+  r = run_cli("text-encode --backend cpu --prompt 'red circle moving left'" + t5_args(dir) + " --out " +
+              dir.file("ctx.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
   r = run_cli("sample --model " + dir.file("run") + " --context " + dir.file("ctx.safetensors") + " --steps 2 --out " +
               dir.file("b.mp4"));
@@ -136,7 +137,7 @@ TEST(T5Pipeline, CacheWritesMusubisTextFiles) {
                           std::string(MEGASLIDE_TEST_DATA) + "/vae/tiny_config.json";
   const std::string t5 =
       " --t5 " + kDir + "tiny_t5.pth --tokenizer " + kDir + "tiny.model --t5-config " + kDir + "tiny_config.json";
-  auto r = run_cli("cache --data " + dir.file("data.toml") + vae + t5);
+  auto r = run_cli("cache --backend cpu --data " + dir.file("data.toml") + vae + t5);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("text: cached 2 captions, 2 were cached already"), std::string::npos) << r.output;
   const TextEncoder enc(kDir + "tiny_t5.pth", kDir + "tiny.model", kDir + "tiny_config.json");
@@ -153,7 +154,7 @@ TEST(T5Pipeline, CacheWritesMusubisTextFiles) {
     EXPECT_EQ(f.metadata(), (std::map<std::string, std::string>{
                                 {"architecture", "wan"}, {"caption1", caption}, {"format_version", "1.0.1"}}));
   }
-  r = run_cli("cache --data " + dir.file("data.toml") + t5);
+  r = run_cli("cache --backend cpu --data " + dir.file("data.toml") + t5);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("text: cached 0 captions, 4 were cached already"), std::string::npos) << r.output;
   ModelConfig c;

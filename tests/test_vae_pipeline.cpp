@@ -61,7 +61,7 @@ TEST(VaePipeline, CacheWritesMusubisLatentCache) {
   std::ofstream(dir.file("data.toml")) << "[[datasets]]\nvideo_directory = \"videos\"\ncache_directory = \"cache\"\n"
                                           "resolution = [32, 16]\ntarget_frames = [5]\nframe_extraction = \"slide\"\n"
                                           "frame_stride = 4\n";
-  auto r = run_cli("cache --data " + dir.file("data.toml") + kVae);
+  auto r = run_cli("cache --backend cpu --data " + dir.file("data.toml") + kVae);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("c.mp4"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("cached 4 clips, 0 were cached already"), std::string::npos) << r.output;
@@ -91,7 +91,7 @@ TEST(VaePipeline, CacheWritesMusubisLatentCache) {
     EXPECT_LT(rel_l2(got, want), 1e-2) << name;  // bf16
   }
   const auto before = fs::last_write_time(dir.file("cache/a_00000-005_0036x0020_wan.safetensors"));
-  r = run_cli("cache --data " + dir.file("data.toml") + kVae);
+  r = run_cli("cache --backend cpu --data " + dir.file("data.toml") + kVae);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("cached 0 clips, 4 were cached already"), std::string::npos) << r.output;
   EXPECT_EQ(fs::last_write_time(dir.file("cache/a_00000-005_0036x0020_wan.safetensors")), before);
@@ -118,15 +118,15 @@ TEST(VaePipeline, CacheRefusesWhatItCannotEncode) {
   std::ofstream(dir.file("videos/a.txt")) << "a";
   std::ofstream(dir.file("six.toml")) << "[[datasets]]\nvideo_directory = \"videos\"\ncache_directory = \"cache\"\n"
                                          "resolution = [16, 16]\ntarget_frames = [6]\n";
-  auto r = run_cli("cache --data " + dir.file("six.toml") + kVae);
+  auto r = run_cli("cache --backend cpu --data " + dir.file("six.toml") + kVae);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("6 frames; the VAE takes 1 + 4k frames (e.g. 5 or 9)"), std::string::npos) << r.output;
   std::ofstream(dir.file("nodir.toml")) << "[[datasets]]\nvideo_directory = \"videos\"\nresolution = [16, 16]\n"
                                            "target_frames = [5]\n";
-  r = run_cli("cache --data " + dir.file("nodir.toml") + kVae);
+  r = run_cli("cache --backend cpu --data " + dir.file("nodir.toml") + kVae);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("has no cache_directory; add cache_directory"), std::string::npos) << r.output;
-  r = run_cli("cache --data " + dir.file("nodir.toml") + kVae + " --out " + dir.file("out"));
+  r = run_cli("cache --backend cpu --data " + dir.file("nodir.toml") + kVae + " --out " + dir.file("out"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(dir.file("out/a_00000-005_0016x0016_wan.safetensors"))) << r.output;
 }

@@ -4,7 +4,7 @@
 # against the CPU reference, each suite in its own process, a failing one rerun under compute-sanitizer; the streaming
 # tests again with the host-synchronous wait; races sought in the flash tiles and the DSA halo; the GPU benchmarks,
 # one flushed JSON line per measurement; attention at 32k tokens against float64. Every step is capped and the whole
-# stays under 6 minutes on an H200, so a cut or broken step costs only itself. The table printed last is built from
+# stays under 7 minutes on an H200, so a cut or broken step costs only itself. The table printed last is built from
 # whatever exists and says what is missing and why. DIR receives device-check.log, summary.json (the table's data)
 # and details.tgz (every step's log and report): three files, within what the device tool brings back.
 # --dry-run: the same on a machine without a GPU: every CUDA test must report skipped, and every bench command line
@@ -42,7 +42,7 @@ sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanit
 cat .device/manifest.txt 2>/dev/null
 echo "bundle: $(du -sh .device | cut -f1); compute-sanitizer: ${sanitizer:-not found}"
 
-budget=330 # seconds for every step; the table comes after
+budget=380 # seconds for every step; the table comes after
 start=$SECONDS
 # step NAME CAP CMD...: CMD under `timeout -k 5` of CAP seconds or what is left of the budget, its output in
 # work/NAME.log; one line in work/steps.jsonl (rc, seconds, cap) and one on the console. Not run when under 5 s is left.
@@ -94,13 +94,17 @@ bench() { # NAME CAP ARGS...
 }
 [ $dry -eq 1 ] && step help-bench-cuda 10 "$bin/megaslide_device" bench cuda --help
 # Ceilings (256 MiB copies, bf16 GEMMs at Wan2.1-14B shapes) and one Wan2.1-14B block at 8192 tokens.
-bench ceilings 45 --copy-mib 256 --repeats 5 --stream-grid 0 0 0 --attention-tokens 0
+bench ceilings 45 --copy-mib 256 --repeats 5 --stream-grid 0 0 0 --attention-tokens 0 --vae-clip 0 0 0 --t5-tokens 0
 # Attention per type at 4k and 32k tokens, one repeat, DSA first (the later runs measure their own GEMM ceiling on
 # short copies: their TFLOP/s are compared with it).
-bench attention 75 --copy-mib 64 --repeats 1 --block-grid 0 0 0 --stream-grid 0 0 0 --attention-tokens 4096 32768
+bench attention 75 --copy-mib 64 --repeats 1 --block-grid 0 0 0 --stream-grid 0 0 0 --attention-tokens 4096 32768 \
+  --vae-clip 0 0 0 --t5-tokens 0
 # The streamed step: 4 Wan2.1-14B blocks at 6144 tokens, prefetch on, serialized, copies alone.
 bench stream 75 --copy-mib 64 --repeats 2 --block-grid 0 0 0 --attention-tokens 0 --stream-grid 4 32 48 \
-  --stream-layers 4
+  --stream-layers 4 --vae-clip 0 0 0 --t5-tokens 0
+# The frozen models: Wan2.1's VAE encoding and decoding 5 x 480 x 832 pixels in fp32, umT5-XXL encoding 50 tokens.
+bench models 75 --copy-mib 64 --repeats 2 --block-grid 0 0 0 --stream-grid 0 0 0 --attention-tokens 0 \
+  --vae-clip 5 480 832 --t5-tokens 50
 step test-CudaLargeShapes 90 "${tests[@]}" --gtest_filter='CudaLargeShapes.*' --gtest_output="json:$work/tests/CudaLargeShapes.json"
 if [ $dry -eq 0 ] && [ -n "$sanitizer" ]; then
   step racecheck 90 "$sanitizer" --tool racecheck --racecheck-report hazard --error-exitcode 86 \

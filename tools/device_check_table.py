@@ -84,7 +84,7 @@ if dry:
     print("dry run: " + ("every CUDA test reported skipped" if skipped_only else "SOME CUDA TEST DID NOT REPORT SKIPPED"))
     summary["dry_run_ok"] = bool(skipped_only) and not summary["missing"]
 else:
-    bench = {k: lines(os.path.join(work, f"bench-{k}.log")) for k in ("ceilings", "attention", "stream")}
+    bench = {k: lines(os.path.join(work, f"bench-{k}.log")) for k in ("ceilings", "attention", "stream", "models")}
     summary["bench"] = bench
     for k, rows in bench.items():
         if why(f"bench-{k}") or not any(r["measure"] == "done" for r in rows):
@@ -121,6 +121,15 @@ else:
               f"{s['h2d_gbps_copies_only'] / s['pinned_h2d_gbps']:.3f} of that run's pinned ceiling")
         print(f"    device memory in use {s['device_used_bytes'] / gib:.2f} GiB: arena {s['arena_bytes'] / gib:.2f} GiB "
               f"against plan {s['plan_bytes'] / gib:.2f} GiB and budget {s['budget_bytes'] / gib:.2f} GiB")
+    for v in (r for r in bench["models"] if r["measure"] == "vae"):
+        print(f"  VAE (Wan2.1's, fp32), {v['frames']} x {v['height']} x {v['width']} pixels: encode {v['encode_s']:.3f} s "
+              f"({v['encode_tflops']:.1f} TFLOP/s, {v['encode_fraction_of_fp32_gemm']:.3f} of the fp32 GEMM's "
+              f"{v['fp32_gemm_tflops']:.1f}), decode {v['decode_s']:.3f} s ({v['decode_tflops']:.1f} TFLOP/s, "
+              f"{v['decode_fraction_of_fp32_gemm']:.3f}); device memory {v['device_used_bytes'] / 2**30:.2f} GiB")
+    for t in (r for r in bench["models"] if r["measure"] == "t5"):
+        print(f"  text encoder (umT5-XXL, bf16), {t['tokens']} tokens: {1e3 * t['encode_s']:.1f} ms ({t['tflops']:.1f} "
+              f"TFLOP/s, {t['fraction_of_bf16_gemm']:.3f} of the bf16 GEMM's {t['bf16_gemm_tflops']:.1f}); weights "
+              f"uploaded in {t['upload_s']:.1f} s")
     rows = [r for r in bench["attention"] if r["measure"] == "attention"]
     if rows:
         print("  self-attention, 40 heads of 128 (forward; forward + backward), TFLOP/s and share of the same run's GEMM rate")

@@ -1,6 +1,7 @@
 // `megaslide bench cuda`: the GPU's ceilings measured in one run (pinned-copy H2D / D2H / both at once,
-// device-to-device copy, cuBLASLt bf16 GEMM rate) and the runtime's own copy path (CudaBackend streams,
-// pools pinned in place) as a fraction of the pinned ceiling.
+// device-to-device copy, cuBLASLt bf16 and fp32 GEMM rates) and the runtime's own copy path (CudaBackend streams,
+// pools pinned in place) as a fraction of the pinned ceiling; then a block, attention, the streamed step, and the
+// frozen models (the VAE, the text encoder) against those ceilings.
 #include <memory>
 
 #include "cli/commands.h"
@@ -22,9 +23,11 @@
 #include "backend/cuda/gemm.h"
 #include "cli/bench_cuda_attention.h"
 #include "cli/bench_cuda_block.h"
+#include "cli/bench_cuda_models.h"
 #include "cli/bench_cuda_stream.h"
 #include "cli/cuda_timing.h"
 #include "core/aligned.h"
+#include "core/rng.h"
 #endif
 
 namespace ms::cli {
@@ -38,6 +41,8 @@ struct BenchCudaArgs {
   int64_t stream_layers = 8;
   std::vector<int64_t> attention_tokens{4096, 16384, 32768, 131072};  // attention benchmark; 0 skips it
   int64_t attention_dense_max = 32768;                                // dense attention up to this many tokens
+  std::vector<int64_t> vae_clip{5, 480, 832};  // frames, height, width of the VAE benchmark; a zero skips it
+  int64_t t5_tokens = 50;                      // prompt length of the text-encoder benchmark; 0 skips it
   bool json = false;
 };
 
@@ -57,6 +62,22 @@ double gemm_rate(cuda::GemmContext& ctx, int64_t M, int64_t N, int64_t K, int re
   cudaFree(B);
   cudaFree(C);
   return 2.0 * double(M) * double(N) * double(K) / s;
+}
+
+// fp32 GEMM rate (FLOP/s) of a square n x n x n product with random operands (the VAE's convolutions run it).
+double gemm_rate_f32(cuda::GemmContext& ctx, int64_t n, int repeats, cudaStream_t stream) {
+  Rng rng(5);
+  std::vector<float> host(size_t(n * n));
+  for (float& v : host) v = float(rng.normal());
+  float *A, *C;
+  MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&A), host.size() * 4));
+  MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&C), host.size() * 4));
+  MS_CUDA_CHECK(cudaMemcpyAsync(A, host.data(), host.size() * 4, cudaMemcpyHostToDevice, stream));
+  const double s =
+      time_events(stream, repeats, [&] { ctx.gemm<float>(false, false, n, n, n, 1.f, A, n, A, n, 0.f, C, n, stream); });
+  cudaFree(A);
+  cudaFree(C);
+  return 2.0 * double(n) * double(n) * double(n) / s;
 }
 
 void print_block(const nlohmann::json& b) {
@@ -95,6 +116,23 @@ void print_stream(const nlohmann::json& s, double pinned_h2d_gbps) {
   std::printf("    transfer time hidden %.3f; H2D in the copies-only step %.1f GB/s, %.3f of the pinned ceiling\n",
               s["transfer_hidden"].get<double>(), s["h2d_gbps_copies_only"].get<double>(),
               s["h2d_gbps_copies_only"].get<double>() / pinned_h2d_gbps);
+}
+
+void print_vae(const nlohmann::json& v) {
+  std::printf(
+      "  VAE (Wan2.1's, fp32), %lld x %lld x %lld pixels: encode %.3f s (%.1f TFLOP/s, %.3f of fp32 GEMM), decode "
+      "%.3f s (%.1f TFLOP/s, %.3f); device memory %.2f GiB\n",
+      static_cast<long long>(v["frames"].get<int64_t>()), static_cast<long long>(v["height"].get<int64_t>()),
+      static_cast<long long>(v["width"].get<int64_t>()), v["encode_s"].get<double>(), v["encode_tflops"].get<double>(),
+      v["encode_fraction_of_fp32_gemm"].get<double>(), v["decode_s"].get<double>(), v["decode_tflops"].get<double>(),
+      v["decode_fraction_of_fp32_gemm"].get<double>(), v["device_used_bytes"].get<double>() / double(1 << 30));
+}
+
+void print_t5(const nlohmann::json& t) {
+  std::printf(
+      "  text encoder (umT5-XXL, bf16), %lld tokens: %.1f ms (%.1f TFLOP/s, %.3f of bf16 GEMM); upload %.1f s\n",
+      static_cast<long long>(t["tokens"].get<int64_t>()), 1e3 * t["encode_s"].get<double>(), t["tflops"].get<double>(),
+      t["fraction_of_bf16_gemm"].get<double>(), t["upload_s"].get<double>());
 }
 
 void bench_cuda(const BenchCudaArgs& a) {
@@ -184,6 +222,9 @@ void bench_cuda(const BenchCudaArgs& a) {
     emit("gemm", {{"shape", s.what}, {"M", s.M}, {"N", s.N}, {"K", s.K}, {"tflops", r["gemm_tflops"][s.what]}});
   }
   const double ceiling = r["gemm_tflops"][shapes[0].what].get<double>() * 1e12;  // the square GEMM's FLOP/s
+  const double fp32_ceiling = gemm_rate_f32(ctx, 4096, a.repeats, up);
+  r["fp32_gemm_tflops"] = fp32_ceiling / 1e12;
+  emit("gemm", {{"shape", "fp32 square 4096"}, {"M", 4096}, {"N", 4096}, {"K", 4096}, {"tflops", fp32_ceiling / 1e12}});
   if (std::all_of(a.block_grid.begin(), a.block_grid.end(), [](int64_t v) { return v > 0; })) {
     // at most 3 repeats
     nlohmann::json b =
@@ -211,6 +252,14 @@ void bench_cuda(const BenchCudaArgs& a) {
     line["gemm_tflops"] = ceiling / 1e12;
     emit("stream", line);
   }
+  if (std::all_of(a.vae_clip.begin(), a.vae_clip.end(), [](int64_t v) { return v > 0; })) {
+    r["vae"] = bench_cuda_vae(a.vae_clip[0], a.vae_clip[1], a.vae_clip[2], std::min(a.repeats, 2), fp32_ceiling);
+    emit("vae", r["vae"]);
+  }
+  if (a.t5_tokens > 0) {
+    r["t5"] = bench_cuda_t5(a.t5_tokens, std::min(a.repeats, 3), ceiling);
+    emit("t5", r["t5"]);
+  }
   cudaStreamDestroy(up);
   cudaStreamDestroy(down);
   emit("done", nlohmann::json::object());
@@ -232,9 +281,12 @@ void bench_cuda(const BenchCudaArgs& a) {
   row("device-to-device (r+w)", "device_copy_gbps", nullptr);
   for (const Shape& s : shapes)
     std::printf("  bf16 GEMM %-30s %7.1f TFLOP/s\n", s.what, r["gemm_tflops"][s.what].get<double>());
+  std::printf("  fp32 GEMM %-30s %7.1f TFLOP/s\n", "square 4096", r["fp32_gemm_tflops"].get<double>());
   if (r.contains("attention")) print_attention(r["attention"], r["gemm_tflops"][shapes[0].what].get<double>());
   if (r.contains("block")) print_block(r["block"]);
   if (r.contains("stream")) print_stream(r["stream"], r["pinned_h2d_gbps"].get<double>());
+  if (r.contains("vae")) print_vae(r["vae"]);
+  if (r.contains("t5")) print_t5(r["t5"]);
 }
 #else
 
@@ -267,9 +319,18 @@ void add_bench_cuda(CLI::App& bench) {
   cmd->add_option("--attention-dense-max", a->attention_dense_max,
                   "Dense attention runs up to this many tokens (quadratic cost); the local types at every count")
       ->capture_default_str();
+  cmd->add_option("--vae-clip", a->vae_clip,
+                  "Clip (frames height width) the VAE benchmark encodes and decodes (Wan2.1's, random weights); 0 0 0 "
+                  "skips it")
+      ->expected(3)
+      ->capture_default_str();
+  cmd->add_option("--t5-tokens", a->t5_tokens,
+                  "Prompt length of the text-encoder benchmark (umT5-XXL, random weights: 11 GB of host memory); 0 "
+                  "skips it")
+      ->capture_default_str();
   cmd->add_flag("--json", a->json,
                 "Print one JSON object per line, one per measurement as it is taken (its \"measure\": device, copy, "
-                "gemm, block, attention, stream, then done)");
+                "gemm, block, attention, stream, vae, t5, then done)");
   cmd->callback([a] { bench_cuda(*a); });
 }
 

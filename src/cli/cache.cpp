@@ -16,7 +16,7 @@
 #include "core/units.h"
 #include "data/latent_cache.h"
 #include "data/video_clips.h"
-#include "registry/registry.h"
+#include "registry/frozen_models.h"
 #include "t5/text_encoder.h"
 #include "vae/vae_model.h"
 
@@ -47,7 +47,8 @@ struct Counts {
 };
 
 // Writes one cache file unless it exists: make(path) does the work; a bad clip is skipped (named) or, with
-// --on-bad-data fatal, stops the run. Returns whether it wrote the file.
+// --on-bad-data fatal, stops the run. A failure of the GPU itself (DeviceError) stops it either way: every later clip
+// would fail alike. Returns whether it wrote the file.
 bool cache_file(const fs::path& path, BadDataPolicy policy, Counts& n,
                 const std::function<void(const std::string&)>& make) {
   std::error_code ec;
@@ -61,6 +62,8 @@ bool cache_file(const fs::path& path, BadDataPolicy policy, Counts& n,
     make(path.string());
     ++n.written;
     return true;
+  } catch (const DeviceError&) {
+    throw;
   } catch (const Error& e) {
     if (policy == BadDataPolicy::fatal) throw;
     log_warn("skipped: ", e.what());
@@ -95,7 +98,7 @@ void run_cache(const CacheArgs& a) {
   std::unique_ptr<TextEncoder> t5;
   if (!a.t5.t5.empty()) {
     t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
-    t5->set_forward(make_t5_forward(backend, t5->weights()));
+    t5->set_forward(make_t5_forward(backend, t5->weights(), a.backend == BackendChoice::automatic));
   }
   DataOptions o;
   o.source = a.data;
@@ -125,7 +128,7 @@ void run_cache(const CacheArgs& a) {
         const DataShape lat{c.z_dim, c.latent_frames(s.shape.frames), s.shape.height / c.space_stride(),
                             s.shape.width / c.space_stride()};
         std::vector<float> z(size_t(lat.channels * lat.frames * lat.height * lat.width));
-        vae_encode(*vae, *vae_ops, clip.x0.data(), s.shape.frames, s.shape.height, s.shape.width, z.data(), a.chunking);
+        vae_encode(*vae_ops, clip.x0.data(), s.shape.frames, s.shape.height, s.shape.width, z.data(), a.chunking);
         write_latent_cache(out, z.data(), lat, s.source_width, s.source_height, s.image ? 0 : s.shape.frames);
       });
     }

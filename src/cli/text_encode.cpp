@@ -9,7 +9,7 @@
 #include "core/memory_usage.h"
 #include "core/units.h"
 #include "io/safetensors.h"
-#include "registry/registry.h"
+#include "registry/frozen_models.h"
 #include "t5/t5_model.h"
 #include "t5/text_encoder.h"
 
@@ -31,7 +31,7 @@ void run_text_encode(const TextEncodeArgs& a) {
   log_info("text encoder from ", a.paths.t5, ": ", format_fixed(double(t5_param_count(c)) / 1e9, 2), " B parameters, ",
            c.num_layers, " layers of width ", c.dim, "; tokenizer ", a.paths.tokenizer, " (",
            encoder.tokenizer().size(), " pieces); backend ", backend);
-  encoder.set_forward(make_t5_forward(backend, encoder.weights()));
+  encoder.set_forward(make_t5_forward(backend, encoder.weights(), a.backend == BackendChoice::automatic));
   std::vector<EncodedPrompt> out;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t k = 0; k < prompts.size(); ++k) {

@@ -10,7 +10,7 @@
 #include "core/memory_usage.h"
 #include "core/units.h"
 #include "io/safetensors.h"
-#include "registry/registry.h"
+#include "registry/frozen_models.h"
 #include "vae/vae_model.h"
 
 namespace ms::cli {
@@ -69,10 +69,10 @@ void run_vae(const VaeArgs& a, bool encode) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t b = 0; b < in_shape[0]; ++b) {
     if (encode)
-      vae_encode(w, *ops, in.data() + b * in_item, in_shape[2], in_shape[3], in_shape[4], out.data() + b * out_item,
+      vae_encode(*ops, in.data() + b * in_item, in_shape[2], in_shape[3], in_shape[4], out.data() + b * out_item,
                  a.chunking);
     else
-      vae_decode(w, *ops, in.data() + b * in_item, in_shape[2], in_shape[3], in_shape[4], out.data() + b * out_item,
+      vae_decode(*ops, in.data() + b * in_item, in_shape[2], in_shape[3], in_shape[4], out.data() + b * out_item,
                  a.chunking);
     if (in_shape[0] > 1) log_info(encode ? "encoded" : "decoded", " clip ", b + 1, " of ", in_shape[0]);
   }

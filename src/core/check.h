@@ -12,6 +12,13 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A failed call of the GPU's runtime or libraries (backend/cuda/check.h): the device's fault, not the input's, so a
+// verb that skips bad input (cache --on-bad-data skip) stops at it instead.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
 template <class... A>
 std::string cat(const A&... a) {
   std::ostringstream s;

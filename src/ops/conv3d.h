@@ -21,6 +21,11 @@ struct ConvFrameDims {
   int64_t out_h = 0, out_w = 0;
 
   int64_t k() const { return ci * kt * kh * kw; }  // GEMM depth
+  // A 1x1x1 kernel at stride 1 without padding or upsampling: the weights times the frame, nothing to unfold.
+  bool pointwise() const {
+    return kt == 1 && kh == 1 && kw == 1 && up == 1 && stride == 1 && pad_top == 0 && pad_left == 0 && out_h == h &&
+           out_w == w;
+  }
   double flops() const { return 2.0 * double(co) * double(k()) * double(out_h * out_w); }
 };
 

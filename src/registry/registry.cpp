@@ -8,10 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_stage_runner.h"
 #include "backend/cuda/device.h"
-#include "backend/cuda/t5_encoder.h"
-#include "backend/cuda/vae_ops.h"
 #endif
-#include "t5/t5_model.h"
 
 namespace ms {
 
@@ -59,26 +56,6 @@ std::string stage_runner_refuses(BackendKind backend, const ModelConfig& c) {
 #endif
   (void)backend, (void)c;
   return "";
-}
-
-T5Forward make_t5_forward(BackendKind kind, const T5Weights& w) {
-  if (const std::string why = backend_unavailable(kind); !why.empty()) MS_FAIL("--backend ", kind, ": ", why);
-#ifdef MEGASLIDE_HAVE_CUDA
-  if (kind == BackendKind::cuda) {
-    auto gpu = std::make_shared<cuda::T5Encoder>(w);
-    return [gpu](const T5Weights& weights, const std::vector<int64_t>& ids) { return gpu->encode(weights, ids); };
-  }
-#endif
-  (void)w;
-  return t5_encode;
-}
-
-std::unique_ptr<VaeOps> make_vae_ops(BackendKind kind, const VaeWeights& w) {
-  if (const std::string why = backend_unavailable(kind); !why.empty()) MS_FAIL("--backend ", kind, ": ", why);
-#ifdef MEGASLIDE_HAVE_CUDA
-  if (kind == BackendKind::cuda) return cuda::vae_ops(w);
-#endif
-  return cpu_vae_ops(w);
 }
 
 }  // namespace ms

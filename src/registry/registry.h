@@ -8,8 +8,6 @@
 #include "runtime/stage_runner.h"
 #include "runtime/streamed_model.h"
 #include "runtime/trace.h"
-#include "t5/text_encoder.h"
-#include "vae/vae_ops.h"
 
 namespace ms {
 
@@ -28,14 +26,5 @@ DevicePlan backend_arena(BackendKind kind, const ModelConfig& c, const StepShape
 // Why the `backend` runner's kernels cannot run model c (a head dim or window over their limits), in words; empty
 // when they can.
 std::string stage_runner_refuses(BackendKind backend, const ModelConfig& c);
-
-// The text encoder's forward on backend `kind` (t5/text_encoder.h): t5_encode on the CPU; on CUDA, w's layers are
-// uploaded to the GPU here, once (backend/cuda/t5_encoder.h), and the forward is to be called with w. Throws
-// ms::Error naming backend_unavailable, or the GPU memory the encoder lacks.
-T5Forward make_t5_forward(BackendKind kind, const T5Weights& w);
-
-// The VAE's ops on backend `kind` (vae/vae_ops.h): host memory and the CPU kernels, or the GPU's with w's weights
-// uploaded here, once (backend/cuda/vae_ops.h). w must outlive them. Throws ms::Error naming backend_unavailable.
-std::unique_ptr<VaeOps> make_vae_ops(BackendKind kind, const VaeWeights& w);
 
 }  // namespace ms

@@ -118,4 +118,9 @@ std::vector<int64_t> t5_offset_buckets(int64_t L, int64_t num_buckets) {
   return bucket;
 }
 
+double t5_encode_flops(const T5Config& c, int64_t L) {
+  const double l = double(L), d = double(c.dim), da = double(c.dim_attn), df = double(c.dim_ffn);
+  return double(c.num_layers) * (2 * l * (4 * d * da + 3 * d * df) + 4 * l * l * da);
+}
+
 }  // namespace ms

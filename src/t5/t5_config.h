@@ -35,6 +35,9 @@ void check_t5_config(const T5Config& c, const std::string& what);
 // Every parameter's name and shape, in the order of Wan's state dict.
 std::vector<std::pair<std::string, Shape>> t5_param_shapes(const T5Config& c);
 int64_t t5_param_count(const T5Config& c);
+// Multiply-adds x 2 of the encoder (t5_model.h) on L tokens: the projections and the FFN (2 L per weight) and
+// attention (4 L^2 dim_attn).
+double t5_encode_flops(const T5Config& c, int64_t L);
 
 // The bucket of relative offset r = key position - query position (T5's bidirectional bucketing, max distance 128):
 // |r| < num_buckets/4 exactly, then logarithmic up to 128, clamped; keys after the query use the upper half.

@@ -97,9 +97,4 @@ std::vector<float> t5_encode(const T5Weights& w, const std::vector<int64_t>& ids
   return h;
 }
 
-double t5_encode_flops(const T5Config& c, int64_t L) {
-  const double l = double(L), d = double(c.dim), da = double(c.dim_attn), df = double(c.dim_ffn);
-  return double(c.num_layers) * (2 * l * (4 * d * da + 3 * d * df) + 4 * l * l * da);
-}
-
 }  // namespace ms

@@ -18,8 +18,4 @@ inline constexpr double kT5NormEps = 1e-6;  // T5LayerNorm's epsilon
 // for an id outside the vocabulary or a non-finite output (weights that overflow float32).
 std::vector<float> t5_encode(const T5Weights& w, const std::vector<int64_t>& ids);
 
-// Multiply-adds x 2 of t5_encode on L tokens: the projections and the FFN (2 L per weight) and attention (4 L^2
-// dim_attn).
-double t5_encode_flops(const T5Config& c, int64_t L);
-
 }  // namespace ms

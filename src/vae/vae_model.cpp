@@ -17,10 +17,9 @@
 namespace ms {
 namespace {
 
-constexpr int64_t kCacheFrames = 2;   // a kernel-3 causal conv's left context, carried between chunks
-constexpr int64_t kWanChunk = 4;      // frames per encoder chunk after frame 0 (Wan's)
-constexpr int64_t kMinTile = 32;      // pixels: a quarter of it is the overlap, one latent at least
-constexpr int64_t kQueryBlock = 256;  // the CPU's attention queries per block (vae_ops.cpp), for the ledger
+constexpr int64_t kCacheFrames = 2;  // a kernel-3 causal conv's left context, carried between chunks
+constexpr int64_t kWanChunk = 4;     // frames per encoder chunk after frame 0 (Wan's)
+constexpr int64_t kMinTile = 32;     // pixels: a quarter of it is the overlap, one latent at least
 
 // The bytes of activations a pass holds at once: what each chunk adds while it lives, and the most at any time.
 struct Ledger {
@@ -187,7 +186,7 @@ Frames attention(Pass& p, const std::string& pre, const Frames& x) {
   Frames y = p.make(x.t, C, x.h, x.w);
   p.flops += double(x.t) * (2.0 * 4 * C * C * n + 4.0 * C * n * n);
   // The normed chunk, q k v, the output and one block of scores.
-  p.spike(int64_t(sizeof(float)) * (x.t * C * n + 4 * C * n + std::min(n, kQueryBlock) * n));
+  p.spike(int64_t(sizeof(float)) * (x.t * C * n + 4 * C * n + std::min(n, kVaeQueryBlock) * n));
   if (p.dry()) return y;
   const Frames h = norm(p, x, pre + ".norm.gamma", false);
   for (int64_t t = 0; t < x.t; ++t)
@@ -476,9 +475,9 @@ void check_vae_video_shape(const VaeConfig& c, int64_t frames, int64_t height, i
               " or ", (v / s + 1) * s, ")");
 }
 
-void vae_encode(const VaeWeights& w, VaeOps& ops, const float* video, int64_t frames, int64_t height, int64_t width,
-                float* latents, const VaeChunking& chunking) {
-  const VaeConfig& c = w.config();
+void vae_encode(VaeOps& ops, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
+                const VaeChunking& chunking) {
+  const VaeConfig& c = ops.weights().config();
   check_vae_video_shape(c, frames, height, width, "video");
   const int64_t s = c.space_stride();
   run_tiled(video, 3, frames, height, width, chunking.tile_h, chunking.tile_w, s, latents, c.z_dim,
@@ -487,10 +486,10 @@ void vae_encode(const VaeWeights& w, VaeOps& ops, const float* video, int64_t fr
             });
 }
 
-void vae_decode(const VaeWeights& w, VaeOps& ops, const float* latents, int64_t latent_frames, int64_t height,
-                int64_t width, float* video, const VaeChunking& chunking) {
+void vae_decode(VaeOps& ops, const float* latents, int64_t latent_frames, int64_t height, int64_t width, float* video,
+                const VaeChunking& chunking) {
   MS_CHECK(latent_frames > 0 && height > 0 && width > 0, "latents of ", latent_frames, " x ", height, " x ", width);
-  const VaeConfig& c = w.config();
+  const VaeConfig& c = ops.weights().config();
   const int64_t s = c.space_stride();
   run_tiled(latents, c.z_dim, latent_frames, height, width, chunking.tile_h / s, chunking.tile_w / s, 1, video, 3,
             c.video_frames(latent_frames), s, 1, [&](const float* in, int64_t h, int64_t wd, float* out) {

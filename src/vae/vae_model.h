@@ -32,13 +32,13 @@ void check_vae_video_shape(const VaeConfig& c, int64_t frames, int64_t height, i
 
 // video [3, F, H, W] in [-1, 1] (one clip, torch's layout) -> latents [z_dim, 1 + (F - 1) / 4, H / 8, W / 8]: the
 // latent mean, normalised with the config's latents_mean / latents_std, as Wan's WanVAE.encode returns it. ops:
-// where the pass runs (vae_ops.h), made for w (its weights are the ones used); video and latents are host memory.
-void vae_encode(const VaeWeights& w, VaeOps& ops, const float* video, int64_t frames, int64_t height, int64_t width,
-                float* latents, const VaeChunking& chunking = {});
+// where the pass runs and with which VAE (vae_ops.h); video and latents are host memory.
+void vae_encode(VaeOps& ops, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
+                const VaeChunking& chunking = {});
 
 // latents [z_dim, T, h, w] -> video [3, 1 + 4 (T - 1), 8 h, 8 w], clamped to [-1, 1], as WanVAE.decode returns it.
-void vae_decode(const VaeWeights& w, VaeOps& ops, const float* latents, int64_t latent_frames, int64_t height,
-                int64_t width, float* video, const VaeChunking& chunking = {});
+void vae_decode(VaeOps& ops, const float* latents, int64_t latent_frames, int64_t height, int64_t width, float* video,
+                const VaeChunking& chunking = {});
 
 // The same on the CPU (cpu_vae_ops). Defined in vae_ops.cpp beside the CPU ops, so that a binary that runs only
 // another backend's ops (the lean GPU tests) links no BLAS.

@@ -16,12 +16,11 @@
 namespace ms {
 namespace {
 
-constexpr int64_t kQueryBlock = 256;  // attention queries per block: the score block stays a few MiB
-
 class CpuVaeOps final : public VaeOps {
  public:
   explicit CpuVaeOps(const VaeWeights& w) : w_(w) {}
 
+  const VaeWeights& weights() const override { return w_; }
   float* alloc(int64_t n) override { return new float[size_t(n)]; }
   void release(float* p) noexcept override { delete[] p; }
   const float* param(const std::string& name) const override { return w_.get(name); }
@@ -39,16 +38,16 @@ class CpuVaeOps final : public VaeOps {
     cpu::channel_rms_norm_forward(x, gamma, y, C, N, silu);
   }
 
-  // Queries go in blocks, so the scores held at once are [kQueryBlock, N].
+  // Queries go in blocks, so the scores held at once are [kVaeQueryBlock, N].
   void attention(const float* h, const float* x, const float* w_qkv, const float* b_qkv, const float* w_proj,
                  const float* b_proj, float* y, int64_t C, int64_t n) override {
-    std::vector<float> qkv(size_t(3 * C * n)), o(size_t(C * n)), scores(size_t(std::min(n, kQueryBlock) * n));
+    std::vector<float> qkv(size_t(3 * C * n)), o(size_t(C * n)), scores(size_t(std::min(n, kVaeQueryBlock) * n));
     const float scale = float(1.0 / std::sqrt(double(C)));
     for (int64_t r = 0; r < 3 * C; ++r) std::fill_n(qkv.data() + r * n, n, b_qkv[r]);
     cpu::gemm<float>(false, false, 3 * C, n, C, 1.0f, w_qkv, C, h, n, 1.0f, qkv.data(), n);
     const float *q = qkv.data(), *k = q + C * n, *v = k + C * n;
-    for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
-      const int64_t nb = std::min(kQueryBlock, n - q0);
+    for (int64_t q0 = 0; q0 < n; q0 += kVaeQueryBlock) {
+      const int64_t nb = std::min(kVaeQueryBlock, n - q0);
       cpu::gemm<float>(true, false, nb, n, C, 1.0f, q + q0, n, k, n, 0.0f, scores.data(), n);  // [nb, n]
       parallel_for(nb, [&](int64_t i) {
         float* row = scores.data() + i * n;
@@ -75,13 +74,13 @@ std::unique_ptr<VaeOps> cpu_vae_ops(const VaeWeights& w) { return std::make_uniq
 void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
                 const VaeChunking& chunking) {
   CpuVaeOps ops(w);
-  vae_encode(w, ops, video, frames, height, width, latents, chunking);
+  vae_encode(ops, video, frames, height, width, latents, chunking);
 }
 
 void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames, int64_t height, int64_t width,
                 float* video, const VaeChunking& chunking) {
   CpuVaeOps ops(w);
-  vae_decode(w, ops, latents, latent_frames, height, width, video, chunking);
+  vae_decode(ops, latents, latent_frames, height, width, video, chunking);
 }
 
 }  // namespace ms

@@ -16,10 +16,12 @@ class VaeOps {
  public:
   virtual ~VaeOps() = default;
 
-  virtual float* alloc(int64_t n) = 0;  // n floats, contents undefined; throws ms::Error when memory runs out
+  virtual const VaeWeights& weights() const = 0;  // the VAE these ops were made for
+  virtual float* alloc(int64_t n) = 0;            // n floats, contents undefined; throws ms::Error when memory runs out
   virtual void release(float* p) noexcept = 0;
   virtual const float* param(const std::string& name) const = 0;  // a weight of the VAE, in this memory
 
+  // host may be reused (or freed) as soon as upload returns, though the copy into this memory may still be under way.
   virtual void upload(float* dst, const float* host, int64_t n) = 0;
   virtual void download(float* host, const float* src, int64_t n) = 0;  // complete when it returns
   virtual void copy(float* dst, const float* src, int64_t n) = 0;
@@ -34,6 +36,10 @@ class VaeOps {
   virtual void attention(const float* h, const float* x, const float* w_qkv, const float* b_qkv, const float* w_proj,
                          const float* b_proj, float* y, int64_t C, int64_t N) = 0;
 };
+
+// The CPU's attention takes its queries in blocks of this many: its scores [kVaeQueryBlock, N] stay a few MiB, which
+// the host-memory ledger of vae_model.cpp counts.
+inline constexpr int64_t kVaeQueryBlock = 256;
 
 // Host memory and the CPU kernels; w's weights are read where they lie, so w must outlive the ops.
 std::unique_ptr<VaeOps> cpu_vae_ops(const VaeWeights& w);

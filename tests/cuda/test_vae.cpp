@@ -84,14 +84,15 @@ TEST(CudaVae, ChannelRmsNormMatchesTheCpuKernel) {
 // Wan's tiny test config (every layer kind, the attention included) through the chunked, cached walk on the GPU,
 // at 1 and 5 frames (frame 0 alone, then a 4-frame chunk), against the float64 whole-clip reference. 2e-5: fp32
 // sums over a few thousand products per output (ulps of 6e-8 each), through about 30 layers; a wrong tap, band or
-// carried frame is off by 1e-2 or more. The tiles are host code shared with the CPU, tested there.
+// carried frame is off by 1e-2 or more. The tiles are host code shared with the CPU, tested there. The attention's
+// frames (2 x 3 pixels at 16 x 24) go in query blocks of 4 and a ragged 2: its score budget is 24 floats here.
 TEST(CudaVae, EncodeAndDecodeMatchTheReference) {
   MS_REQUIRE_GPU();
   VaeConfig c;
   c.dim = 8, c.dim_mult = {1, 2, 2, 2}, c.num_res_blocks = 1;
   const VaeWeights w = VaeWeights::random(c, 11);
   const VaeReference ref(w);
-  const auto ops = cuda::vae_ops(w);
+  const auto ops = cuda::vae_ops(w, 24);
   const int64_t H = 16, W = 24;
   for (const int64_t F : {1, 5}) {
     SCOPED_TRACE(std::to_string(F) + " frames");
@@ -101,9 +102,9 @@ TEST(CudaVae, EncodeAndDecodeMatchTheReference) {
     const Vid want = ref.encode(video), dec = ref.decode(want);
     const auto vf = to_f32(video.v), lf = to_f32(want.v);
     std::vector<float> lat(want.v.size()), out(dec.v.size());
-    vae_encode(w, *ops, vf.data(), F, H, W, lat.data());
+    vae_encode(*ops, vf.data(), F, H, W, lat.data());
     expect_close("encode " + std::to_string(F), lat, want.v, 2e-5);
-    vae_decode(w, *ops, lf.data(), want.t, want.h, want.w, out.data());
+    vae_decode(*ops, lf.data(), want.t, want.h, want.w, out.data());
     expect_close("decode " + std::to_string(F), out, dec.v, 2e-5);
   }
 }

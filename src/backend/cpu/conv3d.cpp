@@ -70,9 +70,7 @@ void conv3d_frame_forward(const T* const* x, const T* w, const T* b, T* y, const
            "conv3d_frame_forward: bad dims");
   const int64_t pixels = d.out_h * d.out_w, K = d.k();
   for (int64_t o = 0; o < d.co; ++o) std::fill(y + o * pixels, y + (o + 1) * pixels, b ? b[o] : T(0));
-  const bool pointwise = d.kt == 1 && d.kh == 1 && d.kw == 1 && d.up == 1 && d.stride == 1 && d.pad_top == 0 &&
-                         d.pad_left == 0 && d.out_h == d.h && d.out_w == d.w;
-  if (pointwise) {
+  if (d.pointwise()) {
     if (x[0]) gemm<T>(false, false, d.co, pixels, K, T(1), w, K, x[0], pixels, T(1), y, pixels);
     return;
   }

@@ -1,5 +1,6 @@
-// Every CUDA runtime and cuBLASLt call is checked: a failure throws ms::Error naming the call, the
-// error, the file and the line. Kernel launches are checked with MS_CUDA_CHECK_LAUNCH() right after.
+// Every CUDA runtime and cuBLASLt call is checked: a failure throws ms::DeviceError (an ms::Error, core/check.h)
+// naming the call, the error, the file and the line. Kernel launches are checked with MS_CUDA_CHECK_LAUNCH() right
+// after.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>

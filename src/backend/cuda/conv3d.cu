@@ -16,19 +16,21 @@ struct FramePtrs {
 };
 
 // col [K, n] for the output pixels [p0, p0 + n): row r = ((c kt + a) kh + e) kw + f holds tap (c, a, e, f) of every
-// pixel, read from the nearest-upsampled frame a, zero outside it (ops/conv3d.h).
-__global__ void unfold_kernel(FramePtrs x, ConvFrameDims d, int64_t p0, int64_t n, float* col) {
-  const int64_t taps = d.kt * d.kh * d.kw, total = d.ci * taps * n;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = idx / n, p = p0 + idx % n;
-    const int64_t c = r / taps, a = r / (d.kh * d.kw) % d.kt, e = r / d.kw % d.kh, f = r % d.kw;
-    const int64_t sr = p / d.out_w * d.stride + e - d.pad_top, sc = p % d.out_w * d.stride + f - d.pad_left;
-    const float* frame = x.f[a];
-    float v = 0.f;
-    if (frame && sr >= 0 && sr < d.up * d.h && sc >= 0 && sc < d.up * d.w)
-      v = frame[(c * d.h + sr / d.up) * d.w + sc / d.up];
-    col[idx] = v;
+// pixel, read from the nearest-upsampled frame a, zero outside it (ops/conv3d.h). Rows go along the grid's y (the
+// tap's indices found once per row), pixels along x in 32-bit arithmetic (a frame has far fewer than 2^31).
+__global__ void unfold_kernel(FramePtrs x, ConvFrameDims d, int p0, int n, float* col) {
+  const int64_t K = d.ci * d.kt * d.kh * d.kw;
+  const int taps = int(d.kt * d.kh * d.kw), kh = int(d.kh), kw = int(d.kw), out_w = int(d.out_w),
+            stride = int(d.stride), up = int(d.up), h = int(d.h), w = int(d.w);
+  for (int64_t r = blockIdx.y; r < K; r += gridDim.y) {
+    const int c = int(r / taps), a = int(r / (kh * kw) % d.kt), e = int(r / kw % kh), f = int(r % kw);
+    const float* frame = x.f[a] ? x.f[a] + int64_t(c) * h * w : nullptr;
+    float* dst = col + r * n;
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < n; q += gridDim.x * blockDim.x) {
+      const int p = p0 + q, i = p / out_w, j = p - i * out_w;
+      const int sr = i * stride + e - int(d.pad_top), sc = j * stride + f - int(d.pad_left);
+      dst[q] = frame && sr >= 0 && sr < up * h && sc >= 0 && sc < up * w ? frame[(sr / up) * w + sc / up] : 0.f;
+    }
   }
 }
 
@@ -36,7 +38,7 @@ __global__ void unfold_kernel(FramePtrs x, ConvFrameDims d, int64_t p0, int64_t 
 
 int64_t conv3d_col_floats(const ConvFrameDims& d, int64_t budget) {
   const int64_t pixels = d.out_h * d.out_w;
-  return d.k() * std::min(pixels, std::max(kMinBand, budget / d.k()));
+  return d.pointwise() ? 0 : d.k() * std::min(pixels, std::max(kMinBand, budget / d.k()));
 }
 
 void conv3d_frame_forward(GemmContext& gemm, const float* const* x, const float* w, const float* b, float* y,
@@ -46,20 +48,20 @@ void conv3d_frame_forward(GemmContext& gemm, const float* const* x, const float*
            "cuda::conv3d_frame_forward: bad dims");
   const int64_t pixels = d.out_h * d.out_w, K = d.k();
   fill_rows(y, b, d.co, pixels, stream);  // the bias, then the products added
-  const bool pointwise = d.kt == 1 && d.kh == 1 && d.kw == 1 && d.up == 1 && d.stride == 1 && d.pad_top == 0 &&
-                         d.pad_left == 0 && d.out_h == d.h && d.out_w == d.w;
-  if (pointwise) {
+  if (d.pointwise()) {
     if (x[0]) gemm.gemm<float>(false, false, d.co, pixels, K, 1.0f, w, K, x[0], pixels, 1.0f, y, pixels, stream);
     return;
   }
   const int64_t band = std::min(pixels, col_floats / K);
   MS_CHECK(band >= std::min(pixels, kMinBand), "cuda::conv3d_frame_forward: col holds ", col_floats,
            " floats, less than ", K, " x ", std::min(pixels, kMinBand));
+  MS_CHECK(pixels < (int64_t(1) << 31), "cuda::conv3d_frame_forward: ", pixels, " output pixels, over 2^31");
+  const dim3 grid(unsigned(std::min<int64_t>((band + 255) / 256, 64)), unsigned(std::min<int64_t>(K, 65535)));
   FramePtrs frames{};
   for (int64_t a = 0; a < d.kt; ++a) frames.f[a] = x[a];
   for (int64_t p0 = 0; p0 < pixels; p0 += band) {
     const int64_t n = std::min(band, pixels - p0);
-    unfold_kernel<<<elementwise_blocks(K * n), 256, 0, stream>>>(frames, d, p0, n, col);
+    unfold_kernel<<<grid, 256, 0, stream>>>(frames, d, int(p0), int(n), col);
     MS_CUDA_CHECK_LAUNCH();
     gemm.gemm<float>(false, false, d.co, n, K, 1.0f, w, K, col, n, 1.0f, y + p0, pixels, stream);
   }

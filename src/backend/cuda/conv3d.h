@@ -18,7 +18,7 @@ void conv3d_frame_forward(GemmContext& gemm, const float* const* x, const float*
                           const ConvFrameDims& d, float* col, int64_t col_floats, CUstream_st* stream);
 
 // The col scratch conv3d_frame_forward is given for d: bands of up to `budget` floats, at least 64 pixels wide, and
-// no more than the whole frame's unfolding.
+// no more than the whole frame's unfolding; 0 for a pointwise kernel, which unfolds nothing.
 int64_t conv3d_col_floats(const ConvFrameDims& d, int64_t budget);
 
 }  // namespace ms::cuda

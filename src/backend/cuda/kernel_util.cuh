@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_bf16.h>
 
+#include <cfloat>
 #include <cstdint>
 
 #include "backend/cuda/check.h"
@@ -40,6 +41,21 @@ template <int Threads = kRowThreads>
 __device__ float block_sum(float v, float* smem) {
   return block_reduce<Threads>(
       v, smem, [](float a, float b) { return a + b; }, 0.f);
+}
+
+// One block's softmax over a row of n logits logit(j), each probability handed to store(j, p): the max, the sum of
+// exp(logit - max), then the row; the logits are recomputed in each pass. Deterministic (block_reduce's fixed order).
+template <class Logit, class Store>
+__device__ void block_softmax_row(int64_t n, Logit logit, Store store, float* smem) {
+  float m = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < n; j += kRowThreads) m = fmaxf(m, logit(j));
+  m = block_reduce<kRowThreads>(
+      m, smem, [](float a, float b) { return fmaxf(a, b); }, -FLT_MAX);
+  __syncthreads();
+  float z = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += kRowThreads) z += __expf(logit(j) - m);
+  const float inv = 1.f / block_sum(z, smem);
+  for (int64_t j = threadIdx.x; j < n; j += kRowThreads) store(j, __expf(logit(j) - m) * inv);
 }
 
 // One block's row xr [C]: its mean and 1 / sqrt(biased variance + eps), the variance taken around the mean in a

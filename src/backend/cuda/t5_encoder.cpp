@@ -73,17 +73,27 @@ int64_t T5Encoder::workspace_bytes(const T5Config& c) {
   return carve(c, nullptr, &b);
 }
 
-T5Encoder::T5Encoder(const T5Weights& w) : config_(w.config()) {
-  const int64_t wb = weight_bytes(config_), ws = workspace_bytes(config_);
+std::string T5Encoder::refuses(const T5Config& c) {
+  const int64_t wb = weight_bytes(c), ws = workspace_bytes(c);
   size_t free = 0, total = 0;
   MS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  if (wb + ws > int64_t(free))
-    MS_FAIL("the text encoder on the GPU needs ", format_bytes(double(wb + ws)), " of its memory (",
-            format_bytes(double(wb)), " of bf16 weights, ", format_bytes(double(ws)), " for a ", config_.text_len,
-            "-token prompt) and the GPU has ", format_bytes(double(free)),
-            " free; encode on the CPU with --backend cpu");
-  MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&weights_), size_t(wb)));
-  MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&workspace_), size_t(ws)));
+  if (wb + ws <= int64_t(free)) return "";
+  return cat("the text encoder on the GPU needs ", format_bytes(double(wb + ws)), " of its memory (",
+             format_bytes(double(wb)), " of bf16 weights, ", format_bytes(double(ws)), " for a ", c.text_len,
+             "-token prompt) and the GPU has ", format_bytes(double(free)), " free");
+}
+
+void T5Encoder::CudaFree::operator()(char* p) const { cudaFree(p); }
+
+T5Encoder::T5Encoder(const T5Weights& w) : config_(w.config()) {
+  if (const std::string why = refuses(config_); !why.empty()) MS_FAIL(why, "; encode on the CPU with --backend cpu");
+  const auto device_bytes = [](int64_t n) {
+    char* p = nullptr;
+    MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), size_t(n)));
+    return DeviceBytes(p);
+  };
+  weights_ = device_bytes(weight_bytes(config_));
+  workspace_ = device_bytes(workspace_bytes(config_));
   // The f32 rows of each tensor, narrowed to bf16 on the host where it is not a position table, then copied up.
   std::vector<float> wide;
   std::vector<uint16_t> narrow;
@@ -98,7 +108,7 @@ T5Encoder::T5Encoder(const T5Weights& w) : config_(w.config()) {
       w.read_rows(name, r0, n, wide.data());
       if (is_table(name)) {
         MS_CUDA_CHECK(
-            cudaMemcpy(weights_ + at + r0 * cols * 4, wide.data(), size_t(count * 4), cudaMemcpyHostToDevice));
+            cudaMemcpy(weights_.get() + at + r0 * cols * 4, wide.data(), size_t(count * 4), cudaMemcpyHostToDevice));
         continue;
       }
       narrow.resize(size_t(count));
@@ -107,36 +117,32 @@ T5Encoder::T5Encoder(const T5Weights& w) : config_(w.config()) {
           narrow[size_t(i)] = f32_to_bf16(wide[size_t(i)]);
       });
       MS_CUDA_CHECK(
-          cudaMemcpy(weights_ + at + r0 * cols * 2, narrow.data(), size_t(count * 2), cudaMemcpyHostToDevice));
+          cudaMemcpy(weights_.get() + at + r0 * cols * 2, narrow.data(), size_t(count * 2), cudaMemcpyHostToDevice));
     }
     at += aligned(numel(shape) * (is_table(name) ? 4 : 2));
   }
 }
 
-T5Encoder::~T5Encoder() {
-  cudaFree(weights_);
-  cudaFree(workspace_);
-}
-
 const uint16_t* T5Encoder::weight(const std::string& name) const {
-  return reinterpret_cast<const uint16_t*>(weights_ + offset_.at(name));
+  return reinterpret_cast<const uint16_t*>(weights_.get() + offset_.at(name));
 }
 
 const float* T5Encoder::table(int64_t layer) const {
   const std::string name =
       config_.shared_pos ? "pos_embedding.embedding.weight" : cat("blocks.", layer, ".pos_embedding.embedding.weight");
-  return reinterpret_cast<const float*>(weights_ + offset_.at(name));
+  return reinterpret_cast<const float*>(weights_.get() + offset_.at(name));
 }
 
 std::vector<float> T5Encoder::encode(const T5Weights& w, const std::vector<int64_t>& ids) {
   const T5Config& c = config_;
   const int64_t L = int64_t(ids.size()), d = c.dim, da = c.dim_attn, df = c.dim_ffn, H = c.num_heads, hd = c.head_dim();
   MS_CHECK(L <= c.text_len, "the text encoder on the GPU takes at most text_len = ", c.text_len, " tokens, not ", L);
+  MS_CHECK(w.config().vocab == c.vocab && w.config().dim == c.dim, "T5Encoder::encode: weights of another encoder");
   const std::vector<float> x0 = t5_embed(w, ids);  // [L, dim]
   const std::vector<int64_t> b64 = t5_offset_buckets(L, c.num_buckets);
   const std::vector<int32_t> bucket(b64.begin(), b64.end());  // [2L - 1]
   Buffers b;
-  carve(c, workspace_, &b);
+  carve(c, workspace_.get(), &b);
   const Stream st = nullptr;
   MS_CUDA_CHECK(cudaMemcpyAsync(b.x, x0.data(), x0.size() * 4, cudaMemcpyHostToDevice, st));
   MS_CUDA_CHECK(cudaMemcpyAsync(b.bucket, bucket.data(), bucket.size() * 4, cudaMemcpyHostToDevice, st));

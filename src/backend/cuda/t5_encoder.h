@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,10 +17,9 @@ namespace ms::cuda {
 
 class T5Encoder {
  public:
-  // Uploads w's layers. Throws ms::Error naming the bytes when the GPU's free memory cannot hold them and the working
-  // set of a text_len-token prompt, or when no GPU can be used.
+  // Uploads w's layers. Throws ms::Error with refuses(w.config()) and --backend cpu when that is not empty. The caller
+  // has checked that a GPU can be used (registry's make_t5_forward).
   explicit T5Encoder(const T5Weights& w);
-  ~T5Encoder();
   T5Encoder(const T5Encoder&) = delete;
   T5Encoder& operator=(const T5Encoder&) = delete;
 
@@ -30,16 +30,23 @@ class T5Encoder {
   // Device bytes of the uploaded weights, and of the working set of a text_len-token prompt.
   static int64_t weight_bytes(const T5Config& c);
   static int64_t workspace_bytes(const T5Config& c);
+  // Why the GPU's free memory cannot hold both, naming the bytes; "" when it can.
+  static std::string refuses(const T5Config& c);
 
  private:
   const uint16_t* weight(const std::string& name) const;  // a bf16 tensor of the pool
   const float* table(int64_t layer) const;                // that layer's position table [buckets, heads]
 
+  struct CudaFree {
+    void operator()(char* p) const;
+  };
+  using DeviceBytes = std::unique_ptr<char, CudaFree>;
+
   T5Config config_;
   GemmContext gemm_;
-  char* weights_ = nullptr;                // the bf16 tensors, then the position tables in fp32
+  DeviceBytes weights_;                    // the bf16 tensors, then the position tables in fp32
   std::map<std::string, int64_t> offset_;  // tensor name -> byte offset in weights_
-  char* workspace_ = nullptr;              // [workspace_bytes]
+  DeviceBytes workspace_;                  // [workspace_bytes]
 };
 
 }  // namespace ms::cuda

@@ -1,4 +1,4 @@
-#include <cfloat>
+#include <algorithm>
 
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/vae_kernels.h"
@@ -6,10 +6,13 @@
 namespace ms::cuda {
 namespace {
 
+// Rows along the grid's y, columns along x: no division per element.
 __global__ void fill_rows_kernel(float* y, const float* b, int64_t rows, int64_t cols) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = b ? b[i / cols] : 0.f;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float v = b ? b[r] : 0.f;
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += int64_t(gridDim.x) * blockDim.x)
+      y[r * cols + c] = v;
+  }
 }
 
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
@@ -17,26 +20,20 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
     y[i] += x[i];
 }
 
-// One block per row: the max, the sum of exp(scale (v - max)), then the row divided by it.
+// One block per row, in place.
 __global__ void softmax_rows_kernel(float* s, int64_t n, float scale) {
   __shared__ float smem[kRowThreads / 32];
   float* row = s + int64_t(blockIdx.x) * n;  // [n]
-  float m = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < n; j += kRowThreads) m = fmaxf(m, row[j]);
-  m = block_reduce<kRowThreads>(
-      m, smem, [](float a, float b) { return fmaxf(a, b); }, -FLT_MAX);
-  __syncthreads();
-  float z = 0.f;
-  for (int64_t j = threadIdx.x; j < n; j += kRowThreads) z += __expf(scale * (row[j] - m));
-  const float inv = 1.f / block_sum(z, smem);
-  for (int64_t j = threadIdx.x; j < n; j += kRowThreads) row[j] = __expf(scale * (row[j] - m)) * inv;
+  block_softmax_row(
+      n, [&](int64_t j) { return scale * row[j]; }, [&](int64_t j, float v) { row[j] = v; }, smem);
 }
 
 }  // namespace
 
 void fill_rows(float* y, const float* b, int64_t rows, int64_t cols, Stream stream) {
   if (rows * cols == 0) return;
-  fill_rows_kernel<<<elementwise_blocks(rows * cols), 256, 0, stream>>>(y, b, rows, cols);
+  const dim3 grid(unsigned(std::min<int64_t>((cols + 255) / 256, 64)), unsigned(std::min<int64_t>(rows, 65535)));
+  fill_rows_kernel<<<grid, 256, 0, stream>>>(y, b, rows, cols);
   MS_CUDA_CHECK_LAUNCH();
 }
 

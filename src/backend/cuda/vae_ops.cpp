@@ -17,21 +17,29 @@
 namespace ms::cuda {
 namespace {
 
-constexpr int64_t kColFloats = int64_t(1) << 24;    // 64 MiB: a convolution's unfolded band
-constexpr int64_t kScoreFloats = int64_t(1) << 26;  // 256 MiB: an attention's block of scores
+constexpr int64_t kColFloats = int64_t(1) << 24;  // 64 MiB: a convolution's unfolded band
 
 class CudaVaeOps final : public VaeOps {
  public:
-  explicit CudaVaeOps(const VaeWeights& w) : w_(w) {
-    // Freed blocks stay in the pool between chunks instead of returning to the driver at each synchronisation.
-    cudaMemPool_t pool;
-    MS_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+  CudaVaeOps(const VaeWeights& w, int64_t score_floats) : w_(w), score_floats_(score_floats) {
+    // Freed blocks stay in the device's pool between chunks instead of returning to the driver at each
+    // synchronisation; the destructor hands them back.
+    int device = 0;
+    MS_CUDA_CHECK(cudaGetDevice(&device));
+    MS_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool_, device));
     uint64_t keep = UINT64_MAX;
-    MS_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    MS_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
     weights_ = alloc(w.count());
     upload(weights_, w.data(), w.count());
   }
-  ~CudaVaeOps() override { release(weights_); }
+  const VaeWeights& weights() const override { return w_; }
+  ~CudaVaeOps() override {
+    release(weights_);
+    uint64_t none = 0;
+    cudaStreamSynchronize(stream_);
+    cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &none);
+    cudaMemPoolTrimTo(pool_, 0);
+  }
 
   float* alloc(int64_t n) override {
     void* p = nullptr;
@@ -64,7 +72,7 @@ class CudaVaeOps final : public VaeOps {
 
   void conv(const float* const* x, const float* w, const float* b, float* y, const ConvFrameDims& d) override {
     const int64_t n = conv3d_col_floats(d, kColFloats);
-    float* col = alloc(n);
+    float* col = n > 0 ? alloc(n) : nullptr;
     conv3d_frame_forward(gemm_, x, w, b, y, d, col, n, stream_);
     release(col);
   }
@@ -72,10 +80,10 @@ class CudaVaeOps final : public VaeOps {
     channel_rms_norm_forward(x, gamma, y, C, N, silu, stream_);
   }
 
-  // Queries go in blocks of kScoreFloats / N, so the scores held at once stay within 256 MiB.
+  // Queries go in blocks of score_floats_ / N, so the scores held at once stay within that.
   void attention(const float* h, const float* x, const float* w_qkv, const float* b_qkv, const float* w_proj,
                  const float* b_proj, float* y, int64_t C, int64_t n) override {
-    const int64_t block = std::clamp<int64_t>(kScoreFloats / n, 1, n);
+    const int64_t block = std::clamp<int64_t>(score_floats_ / n, 1, n);
     float *qkv = alloc(3 * C * n), *o = alloc(C * n), *scores = alloc(block * n);  // [3C, n], [C, n], [block, n]
     fill_rows(qkv, b_qkv, 3 * C, n, stream_);
     gemm_.gemm<float>(false, false, 3 * C, n, C, 1.0f, w_qkv, C, h, n, 1.0f, qkv, n, stream_);
@@ -94,6 +102,8 @@ class CudaVaeOps final : public VaeOps {
 
  private:
   const VaeWeights& w_;
+  const int64_t score_floats_;
+  cudaMemPool_t pool_ = nullptr;
   Stream stream_ = nullptr;
   GemmContext gemm_;
   float* weights_ = nullptr;  // [count] every tensor, as the host pool lays them out
@@ -101,6 +111,9 @@ class CudaVaeOps final : public VaeOps {
 
 }  // namespace
 
-std::unique_ptr<VaeOps> vae_ops(const VaeWeights& w) { return std::make_unique<CudaVaeOps>(w); }
+std::unique_ptr<VaeOps> vae_ops(const VaeWeights& w, int64_t score_floats) {
+  MS_CHECK(score_floats > 0, "vae_ops: score_floats ", score_floats);
+  return std::make_unique<CudaVaeOps>(w, score_floats);
+}
 
 }  // namespace ms::cuda
