@@ -15,6 +15,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/loader.h"
+#include "registry/frozen_models.h"
 #include "sample/clip_output.h"
 #include "sample/generate.h"
 #include "t5/text_encoder.h"
@@ -137,8 +138,14 @@ void run_sample(SampleArgs a) {
     check_vae_fits(vc, false, vc.video_frames(a.shape.frames), a.shape.height * vc.space_stride(),
                    a.shape.width * vc.space_stride(), a.vae_chunking, limit, "decoding the sample");
   }
+  // The model samples on the CPU; with --backend auto the frozen models (the text encoder, the VAE) run on a usable
+  // GPU.
+  const BackendKind frozen = a.backend == BackendChoice::automatic ? resolve_gpu_backend(a.backend) : BackendKind::cpu;
   std::unique_ptr<TextEncoder> t5;
-  if (!a.t5.t5.empty()) t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
+  if (!a.t5.t5.empty()) {
+    t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
+    t5->set_forward(make_t5_forward(frozen, t5->weights(), true));
+  }
   if (scale != 1.0 && !a.context.empty() && !t5)
     MS_FAIL("--guidance-scale ", scale, " with --context needs --t5 and --tokenizer to encode the negative prompt");
   const auto t_text = std::chrono::steady_clock::now();
@@ -165,7 +172,9 @@ void run_sample(SampleArgs a) {
   const std::vector<float> x = generate_clip(c, params.data(), ctx.data(), c.text_len, a.shape, a.sampler, a.seed,
                                              progress, {negative.empty() ? nullptr : negative.data(), scale});
   params = AlignedBuffer<float>();  // the VAE decodes with the model's memory returned
-  write_clip(out, x.data(), a.shape, a.fps, vae.get(), a.vae_chunking);
+  const std::unique_ptr<VaeOps> vae_ops = vae ? make_vae_ops(frozen, *vae) : nullptr;
+  if (vae_ops) log_info("decoding the sample with the VAE on ", frozen);
+  write_clip(out, x.data(), a.shape, a.fps, vae_ops.get(), a.vae_chunking);
   log_info("wrote ", out);
 }
 
@@ -209,7 +218,9 @@ void add_sample_command(CLI::App& app) {
                   "diffusers' folder); --frames/--height/--width are then pixels (F = 1 + 4k, multiples of 8)");
   cmd->add_option("--vae-config", a->vae_config, "The VAE's config JSON (default: Wan2.1's)");
   add_vae_tile_option(*cmd, a->vae_chunking);
-  add_backend_option(*cmd, a->backend);
+  add_backend_option(*cmd, a->backend,
+                     "the model samples on the CPU: auto and cpu run it there; auto runs the text encoder and the VAE "
+                     "on a usable GPU, cpu keeps them on the CPU");
   add_host_memory_option(*cmd, a->host_memory);
   cmd->callback([a, prompt, context] {
     resolve_backend(a->backend);

@@ -66,7 +66,7 @@ RgbVideo clip_to_rgb(const float* x, const DataShape& shape, double fps) {
   return v;
 }
 
-void write_clip(const std::string& path, const float* x, const DataShape& shape, double fps, const VaeWeights* vae,
+void write_clip(const std::string& path, const float* x, const DataShape& shape, double fps, VaeOps* vae,
                 const VaeChunking& chunking) {
   if (lower_extension(path) == ".safetensors") {
     write_safetensors(path, {{"latents", DType::f32, {1, shape.channels, shape.frames, shape.height, shape.width}, x}});
@@ -74,7 +74,7 @@ void write_clip(const std::string& path, const float* x, const DataShape& shape,
   }
   if (shape.channels == 3) return encode_video(path, clip_to_rgb(x, shape, fps));
   MS_CHECK(vae, "a ", shape.channels, "-channel clip needs a VAE to become a video (use clip_output_path)");
-  const VaeConfig& c = vae->config();
+  const VaeConfig& c = vae->weights().config();
   check_vae_decodes(c, shape.channels, "the VAE");
   const DataShape video{3, c.video_frames(shape.frames), shape.height * c.space_stride(),
                         shape.width * c.space_stride()};

@@ -25,7 +25,7 @@ RgbVideo clip_to_rgb(const float* x, const DataShape& shape, double fps);
 // Writes x [C, F, H, W] (shape) to a path from clip_output_path: a video (C = 3, or latents decoded by vae when
 // given), or a safetensors file with `latents` [1, C, F, H, W] f32 (the latents, even with a vae).
 // chunking: how the VAE runs (its spatial tiles).
-void write_clip(const std::string& path, const float* x, const DataShape& shape, double fps = 8,
-                const VaeWeights* vae = nullptr, const VaeChunking& chunking = {});
+void write_clip(const std::string& path, const float* x, const DataShape& shape, double fps = 8, VaeOps* vae = nullptr,
+                const VaeChunking& chunking = {});
 
 }  // namespace ms
