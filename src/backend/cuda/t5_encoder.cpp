@@ -10,9 +10,9 @@
 #include "backend/cuda/t5_attention.h"
 #include "core/check.h"
 #include "core/dtype.h"
-#include "core/parallel.h"
 #include "core/text.h"
 #include "core/units.h"
+#include "model/workspace.h"
 #include "t5/t5_model.h"
 
 namespace ms::cuda {
@@ -21,11 +21,9 @@ namespace {
 constexpr int64_t kAlign = 256;             // bytes: every tensor and buffer starts on a cuBLASLt-friendly boundary
 constexpr int64_t kUploadFloats = 1 << 23;  // a tensor is widened and narrowed on the host 32 MiB of f32 at a time
 
-int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
 bool is_table(const std::string& name) { return name.ends_with("pos_embedding.embedding.weight"); }
 
-// The working set of one prompt of up to T = text_len tokens, carved from one allocation.
+// The working set of one prompt of up to T = text_len tokens, laid out in one allocation by model/workspace.h.
 struct Buffers {
   float* x;                 // [T, dim] the residual stream
   float* out;               // [T, dim] the final norm's output
@@ -38,25 +36,14 @@ struct Buffers {
   int32_t* bucket;          // [2T - 1] the bucket of each offset
 };
 
-// The buffers' places from base (null: sizes only); returns the bytes.
-int64_t carve(const T5Config& c, char* base, Buffers* b) {
-  const int64_t T = c.text_len, d = c.dim, da = c.dim_attn, df = c.dim_ffn, H = c.num_heads;
-  int64_t at = 0;
-  auto take = [&](auto*& p, int64_t n) {
-    p = base ? reinterpret_cast<std::remove_reference_t<decltype(p)>>(base + at) : nullptr;
-    at += aligned(n * int64_t(sizeof(*p)));
+// visit(b, f) calls f(numel, field) for every buffer (workspace_bytes, bind_workspace).
+auto buffers(const T5Config& c) {
+  return [&c](Buffers& b, auto&& f) {
+    const int64_t T = c.text_len, d = c.dim, da = c.dim_attn, df = c.dim_ffn, H = c.num_heads;
+    f(T * d, b.x), f(T * d, b.out), f(T, b.rstd), f(T * d, b.h);
+    f(T * da, b.q), f(T * da, b.k), f(T * da, b.v), f(T * da, b.y);
+    f(H * T * T, b.s), f(H * T * T, b.p), f(T * df, b.g), f(T * df, b.f), f(2 * T - 1, b.bucket);
   };
-  take(b->x, T * d);
-  take(b->out, T * d);
-  take(b->rstd, T);
-  take(b->h, T * d);
-  for (uint16_t** p : {&b->q, &b->k, &b->v, &b->y}) take(*p, T * da);
-  take(b->s, H * T * T);
-  take(b->p, H * T * T);
-  take(b->g, T * df);
-  take(b->f, T * df);
-  take(b->bucket, 2 * T - 1);
-  return at;
 }
 
 }  // namespace
@@ -64,14 +51,11 @@ int64_t carve(const T5Config& c, char* base, Buffers* b) {
 int64_t T5Encoder::weight_bytes(const T5Config& c) {
   int64_t bytes = 0;
   for (const auto& [name, shape] : t5_param_shapes(c))
-    if (name != "token_embedding.weight") bytes += aligned(numel(shape) * (is_table(name) ? 4 : 2));
+    if (name != "token_embedding.weight") bytes += round_up(numel(shape) * (is_table(name) ? 4 : 2), kAlign);
   return bytes;
 }
 
-int64_t T5Encoder::workspace_bytes(const T5Config& c) {
-  Buffers b;
-  return carve(c, nullptr, &b);
-}
+int64_t T5Encoder::workspace_bytes(const T5Config& c) { return ms::workspace_bytes<Buffers>(buffers(c), kAlign); }
 
 std::string T5Encoder::refuses(const T5Config& c) {
   const int64_t wb = weight_bytes(c), ws = workspace_bytes(c);
@@ -112,14 +96,11 @@ T5Encoder::T5Encoder(const T5Weights& w) : config_(w.config()) {
         continue;
       }
       narrow.resize(size_t(count));
-      parallel_for((count + 65535) / 65536, [&](int64_t c) {
-        for (int64_t i = c * 65536; i < std::min(count, (c + 1) * 65536); ++i)
-          narrow[size_t(i)] = f32_to_bf16(wide[size_t(i)]);
-      });
+      convert_from_f32(DType::bf16, wide.data(), narrow.data(), count);
       MS_CUDA_CHECK(
           cudaMemcpy(weights_.get() + at + r0 * cols * 2, narrow.data(), size_t(count * 2), cudaMemcpyHostToDevice));
     }
-    at += aligned(numel(shape) * (is_table(name) ? 4 : 2));
+    at += round_up(numel(shape) * (is_table(name) ? 4 : 2), kAlign);
   }
 }
 
@@ -141,8 +122,7 @@ std::vector<float> T5Encoder::encode(const T5Weights& w, const std::vector<int64
   const std::vector<float> x0 = t5_embed(w, ids);  // [L, dim]
   const std::vector<int64_t> b64 = t5_offset_buckets(L, c.num_buckets);
   const std::vector<int32_t> bucket(b64.begin(), b64.end());  // [2L - 1]
-  Buffers b;
-  carve(c, workspace_.get(), &b);
+  const Buffers b = bind_workspace<Buffers>(workspace_.get(), buffers(c), kAlign);
   const Stream st = nullptr;
   MS_CUDA_CHECK(cudaMemcpyAsync(b.x, x0.data(), x0.size() * 4, cudaMemcpyHostToDevice, st));
   MS_CUDA_CHECK(cudaMemcpyAsync(b.bucket, bucket.data(), bucket.size() * 4, cudaMemcpyHostToDevice, st));
