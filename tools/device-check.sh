@@ -38,9 +38,17 @@ if ! ldconfig -p | grep -q libcublasLt.so.13; then
     [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" && break
   done
 fi
+# NCCL (CudaNccl.OneRankOnTheRealLibrary; megaslide loads it only for distributed runs): the loader's, else the
+# toolkit's, else Python's nvidia-nccl package.
+if [ -z "${MEGASLIDE_NCCL_LIBRARY:-}" ] && ! ldconfig -p | grep -q libnccl.so.2; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib \
+    $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("nccl", "cu13")))' 2>/dev/null); do
+    [ -e "$d/libnccl.so.2" ] && export MEGASLIDE_NCCL_LIBRARY="$d/libnccl.so.2" && break
+  done
+fi
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1 || true)
 cat .device/manifest.txt 2>/dev/null
-echo "bundle: $(du -sh .device | cut -f1); compute-sanitizer: ${sanitizer:-not found}"
+echo "bundle: $(du -sh .device | cut -f1); compute-sanitizer: ${sanitizer:-not found}; NCCL: ${MEGASLIDE_NCCL_LIBRARY:-$(ldconfig -p | grep -q libnccl.so.2 && echo libnccl.so.2 || echo not found)}"
 
 budget=380 # seconds for every step; the table comes after
 start=$SECONDS

@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_stage_runner.h"
 #include "backend/cuda/device.h"
+#include "backend/cuda/nccl.h"
 #endif
 
 namespace ms {
@@ -31,6 +32,23 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, double link_gbps, Trace*
   return std::make_unique<CudaBackend>(trace);
 #else
   MS_FAIL("unreachable: backend ", kind);
+#endif
+}
+
+std::unique_ptr<DeviceCollectives> connect_rank_devices(BackendKind kind, Communicator& comm, double timeout_s) {
+  if (kind == BackendKind::cpu) return nullptr;
+#ifdef MEGASLIDE_HAVE_CUDA
+  if (const std::string why = backend_unavailable(kind); !why.empty()) MS_FAIL("--backend ", kind, ": ", why);
+  const int gpus = cuda::device_count();
+  if (comm.local_size() > gpus)
+    MS_FAIL(comm.local_size(), " ranks run on this machine but it has ", gpus,
+            " CUDA GPU(s) (CUDA_VISIBLE_DEVICES): each rank drives a GPU of its own; start at most ", gpus,
+            " ranks per machine (mpirun's --npernode)");
+  cuda::select_device(comm.local_rank());
+  return std::make_unique<cuda::NcclCollectives>(cuda::load_nccl(), comm, timeout_s);
+#else
+  (void)comm, (void)timeout_s;
+  MS_FAIL("no '", kind, "' backend in this build");
 #endif
 }
 

@@ -53,11 +53,12 @@ DevicePlan streamed_arena(const ModelConfig& c, const StepShapes& shapes, int we
 }
 
 StreamedModel::StreamedModel(const ModelConfig& c, const StepShapes& shapes, Backend& backend, const StreamOptions& o,
-                             std::unique_ptr<StageRunner> runner, Communicator* comm)
+                             std::unique_ptr<StageRunner> runner, Communicator* comm, DeviceCollectives* device)
     : cfg_(c),
       shapes_(shapes),
       table_(c),
       comm_(comm),
+      device_(device),
       shards_(table_, comm ? comm->rank() : 0, o.ranks),
       be_(backend),
       opts_(o),
@@ -179,7 +180,12 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
       } else {  // this rank's chunk, then everyone's
         const int64_t wb = be_.weight_bytes(), at = shards_.rank() * sh.chunk;
         be_.upload_weights(st_.h2d, w + at * wb, weights + sh.offset, sh.count, "weights");
-        be_.launch(st_.h2d, "all-gather", [=, this] { comm_->allgather(Channel::weights, w, size_t(sh.chunk * wb)); });
+        be_.launch(st_.h2d, "all-gather", [=, this] {
+          if (device_)
+            device_->allgather(Channel::weights, w, size_t(sh.chunk * wb));
+          else
+            comm_->allgather(Channel::weights, w, size_t(sh.chunk * wb));
+        });
       }
       be_.wait(st_.compute, be_.record(st_.h2d));
     }
@@ -235,8 +241,12 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
         be_.copy_d2h(st_.d2h, host, g, size_t(info.numel) * 4, "grads");
       } else {  // everyone's sum into this rank's chunk, then that chunk
         const StageShard& sh = shards_.stage(size_t(s));
-        be_.launch(st_.d2h, "reduce-scatter",
-                   [=, this] { comm_->reduce_scatter(Channel::grads, g, sh.chunk, weight); });
+        be_.launch(st_.d2h, "reduce-scatter", [=, this] {
+          if (device_)
+            device_->reduce_scatter(Channel::grads, g, sh.chunk, weight);
+          else
+            comm_->reduce_scatter(Channel::grads, g, sh.chunk, weight);
+        });
         be_.copy_d2h(st_.d2h, host, g + shards_.rank() * sh.chunk, size_t(sh.count) * 4, "grads");
       }
       grads_sent[size_t(j)] = be_.record(st_.d2h);

@@ -13,6 +13,7 @@
 #include "runtime/arena.h"
 #include "runtime/backend.h"
 #include "runtime/communicator.h"
+#include "runtime/device_collectives.h"
 #include "runtime/host_state.h"
 #include "runtime/shards.h"
 #include "runtime/stage_runner.h"
@@ -60,9 +61,10 @@ class StreamedModel {
   // Plans and carves the arena for `runner` (the backend's stage runner, made for the same shapes) once, for a
   // step at any of `shapes`; throws ms::Error when it exceeds the budget, naming the minimum. comm: the ranks of a
   // distributed run (o.ranks of them; null for one), whose weight shards are gathered on the H2D stream and whose
-  // gradients are reduce-scattered on the D2H stream (docs/distributed.md).
+  // gradients are reduce-scattered on the D2H stream (docs/distributed.md): between the devices through `device`
+  // where the backend has device collectives, else through host memory on comm.
   StreamedModel(const ModelConfig& c, const StepShapes& shapes, Backend& backend, const StreamOptions& o,
-                std::unique_ptr<StageRunner> runner, Communicator* comm = nullptr);
+                std::unique_ptr<StageRunner> runner, Communicator* comm = nullptr, DeviceCollectives* device = nullptr);
   ~StreamedModel();
   StreamedModel(const StreamedModel&) = delete;
   StreamedModel& operator=(const StreamedModel&) = delete;
@@ -101,7 +103,8 @@ class StreamedModel {
   ModelConfig cfg_;
   StepShapes shapes_;
   ParamTable table_;
-  Communicator* comm_;  // null: one rank
+  Communicator* comm_;         // null: one rank
+  DeviceCollectives* device_;  // null: the collectives go through comm_
   Shards shards_;
   Backend& be_;
   StreamOptions opts_;

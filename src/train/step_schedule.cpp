@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
 
 #include "backend/cpu/resident_model.h"
@@ -23,10 +24,7 @@ StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, co
   const BackendKind backend = resolve_backend(opts, hooks, cfg);  // cpu for --offload none
   if (opts.offload == Offload::stream) {
     if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
-    if (comm.size() > 1 && backend != BackendKind::cpu)
-      MS_FAIL("a distributed run on the ", backend,
-              " backend needs GPU collectives (NCCL), which megaslide does not "
-              "have yet (docs/distributed.md); run the ranks with --backend cpu");
+    if (comm.size() > 1) collectives_ = connect_rank_devices(backend, comm, opts.collective_timeout);
     backend_ = make_backend(backend, opts.link_gbps, trace_.get());
     optimizer_stream_ = backend_->create_stream("optimizer", StreamKind::host);
     // The pools the link reads and writes: pinned in place where there is a link (a no-op on the CPU backend).
@@ -40,7 +38,7 @@ StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, co
                            .offload_activations = opts.offload_activations,
                            .ranks = comm.size()};
     streamed_ = std::make_unique<StreamedModel>(cfg, shapes, *backend_, so, make_stage_runner(*backend_, cfg, shapes),
-                                                comm.size() > 1 ? &comm : nullptr);
+                                                comm.size() > 1 ? &comm : nullptr, collectives_.get());
   } else {
     resident_ = std::make_unique<ResidentModel<float>>(cfg, shapes, opts.keep_block_acts);
     params_ = AlignedBuffer<float>(size_t(table_.total()));
@@ -68,6 +66,7 @@ StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, co
 // Device work still in flight reads and writes the members declared after backend_, which are destroyed first.
 StepSchedule::~StepSchedule() {
   if (!backend_) return;
+  if (collectives_ && std::uncaught_exceptions() > 0) collectives_->abort();  // the peers' collectives will not come
   try {
     backend_->sync_all();
     for (Batch& b : batches_)

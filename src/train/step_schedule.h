@@ -14,6 +14,7 @@
 #include "model/param_table.h"
 #include "runtime/backend.h"
 #include "runtime/communicator.h"
+#include "runtime/device_collectives.h"
 #include "runtime/host_state.h"
 #include "runtime/shards.h"
 #include "train/batch.h"
@@ -109,7 +110,8 @@ class StepSchedule {
   AlignedBuffer<float> shard_grads_;                // [shard] resident, several ranks: a later micro-batch's or the
                                                     // immediate schedule's reduced gradients
   std::unique_ptr<Trace> trace_;
-  std::unique_ptr<Backend> backend_;  // --offload stream
+  std::unique_ptr<DeviceCollectives> collectives_;  // several ranks on a GPU: between their devices (outlives backend_)
+  std::unique_ptr<Backend> backend_;                // --offload stream
   int optimizer_stream_ = -1;
   std::unique_ptr<StreamedModel> streamed_;
   Update pending_;                   // deferred: the update waiting for the next step

@@ -71,14 +71,15 @@ TrainOptions fitted(TrainOptions opts, const TrainHooks& hooks, const ModelConfi
                     bool resumed, Communicator& comm) {
   opts.ranks = comm.size();
   opts.local_ranks = comm.local_size();
-  fit_host_memory(opts, cfg, step_shapes(data, cfg, comm.size()), resolve_backend(opts, hooks, cfg), resumed);
-  if (comm.size() > 1) {
-    const double mine[] = {double(opts.schedule()), opts.keep_block_acts ? 1.0 : 0.0};
+  const BackendKind backend = resolve_backend(opts, hooks, cfg);
+  fit_host_memory(opts, cfg, step_shapes(data, cfg, comm.size()), backend, resumed);
+  if (comm.size() > 1) {  // every rank must take part in the same collectives (NCCL's only on GPU ranks)
+    const double mine[] = {double(opts.schedule()), opts.keep_block_acts ? 1.0 : 0.0, double(backend)};
+    const char* what[] = {"--optimizer-schedule auto (their host memory differs)",
+                          "--recompute auto (their host memory differs)", "--backend auto (some have no usable GPU)"};
     const std::vector<double> all = comm.gather(Channel::control, mine);
     for (size_t i = 0; i < all.size(); ++i)
-      if (all[i] != mine[i % 2])
-        MS_FAIL("the ranks' machines resolve --", i % 2 ? "recompute" : "optimizer-schedule",
-                " auto differently (their host memory differs); give it explicitly");
+      if (all[i] != mine[i % 3]) MS_FAIL("the ranks' machines resolve ", what[i % 3], " differently; give it explicitly");
   }
   return opts;
 }

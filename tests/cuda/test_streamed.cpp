@@ -1,16 +1,20 @@
 // A streamed training step on the GPU (StreamedModel over CudaBackend and CudaStageRunner): its loss and every
 // weight gradient against the whole model in float64 (the stage orchestration over RefOps), and against itself,
 // bit for bit, under every schedule: K = 2 weight slots or one per stage, block inputs on the device or through
-// host memory, and the second of two steps (the other input set) against a fresh model. Skipped without a GPU.
+// host memory, and the second of two steps (the other input set) against a fresh model; and two ranks joined over
+// NCCL's stand-in (fake_nccl.h) against one-rank steps. Skipped without a GPU.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_stage_runner.h"
+#include "backend/cuda/nccl.h"
 #include "core/aligned.h"
+#include "fake_nccl.h"
 #include "model/block_impl.h"
 #include "model/head_impl.h"
 #include "model/model.h"
@@ -19,8 +23,10 @@
 #include "model/workspace.h"
 #include "model_reference.h"
 #include "runtime/arena.h"
+#include "runtime/shards.h"
 #include "runtime/streamed_model.h"
 #include "small_config.h"
+#include "thread_ranks.h"
 
 namespace ms::test {
 namespace {
@@ -57,13 +63,21 @@ struct StepResult {
   std::vector<float> grads;  // [P] in the table's layout
 };
 
-// `steps` streamed steps on a fresh CUDA backend and model; the last step's loss and gradients.
+// `steps` streamed steps on a fresh CUDA backend and model; the last step's loss and gradients. With comm: rank
+// comm->rank() of a distributed run (o.ranks of them) whose devices nccl joins: the weights it uploads and the
+// gradients it receives are its shards (runtime/shards.h: grads in the shard pool's layout), the ranks' gradients
+// weighted by rank_weight.
 StepResult cuda_steps(const ModelConfig& c, const ModelDims& d, const StreamOptions& o, const Bf16Input& w,
-                      const std::vector<StepData>& steps) {
+                      const std::vector<StepData>& steps, Communicator* comm = nullptr,
+                      DeviceCollectives* nccl = nullptr, std::span<const float> rank_weight = {}) {
   const ParamTable table(c);
-  AlignedBuffer<uint16_t> weights(w.bits.size());
-  AlignedBuffer<float> grads(size_t(table.total()));
-  std::copy(w.bits.begin(), w.bits.end(), weights.data());
+  const Shards shards(table, comm ? comm->rank() : 0, o.ranks);
+  AlignedBuffer<uint16_t> weights(size_t(shards.total()));
+  AlignedBuffer<float> grads(size_t(shards.total()));
+  for (size_t s = 0; s < table.stages().size(); ++s) {
+    const StageShard& sh = shards.stage(s);
+    std::copy_n(w.bits.begin() + table.stages()[s].offset + sh.begin, sh.count, weights.data() + sh.offset);
+  }
   std::vector<StepData> inputs = steps;  // pinned below: what enqueue_inputs copies from
   StepResult r{0, {}};
   {
@@ -73,13 +87,14 @@ StepResult cuda_steps(const ModelConfig& c, const ModelDims& d, const StreamOpti
     for (StepData& s : inputs)
       for (auto* v : {&s.xt, &s.t, &s.context, &s.target}) be.pin_host(v->data(), v->size() * 4);
     {
-      StreamedModel m(c, d, be, o, std::make_unique<cuda::CudaStageRunner>(c, d));
+      StreamedModel m(c, d, be, o, std::make_unique<cuda::CudaStageRunner>(c, d), comm, nccl);
       EXPECT_EQ(m.arena_bytes(), m.plan().peak());
-      const GradRoute route{[&](int, int s) { return grads.data() + table.stages()[size_t(s)].offset; },
+      const GradRoute route{[&](int, int s) { return grads.data() + shards.stage(size_t(s)).offset; },
                             [](int) { return Event{}; }, [](int, int, float*, Event) {}};
       for (const StepData& s : inputs) {
         m.enqueue_inputs(d, s.xt.data(), s.t.data(), s.context.data(), s.target.data());
-        m.enqueue_step(weights.data(), route, [](int) { return Event{}; });
+        m.enqueue_step(
+            weights.data(), route, [](int) { return Event{}; }, rank_weight);
         r.loss = m.finish();
       }
     }
@@ -230,6 +245,45 @@ TEST(CudaStreamed, EveryScheduleGivesTheSameBits) {
   expect_every_schedule_same(StreamedCase(411));
   expect_every_schedule_same(StreamedCase(431, with_attention(streamed_config(), "window", {2, 2, 2})));
   expect_every_schedule_same(StreamedCase(451, with_attention(streamed_config(), "dsa", {3, 3, 3})));
+}
+
+// Two ranks, each a thread with a CUDA backend and streamed model of its own, joined by NcclCollectives over the NCCL
+// stand-in (fake_nccl.h): each gathers the other's weight shards on its H2D stream and receives, in its gradient
+// shards, the ranks' gradients weighted 3:1 (runtime/shards.h) -- against one-rank steps on each rank's data, summed
+// the same way in float64. A rank computes from the same bf16 weights as one rank alone, so its loss is the same bits.
+TEST(CudaStreamed, TwoRanksOverNcclReceiveTheirWeightedGradientSum) {
+  MS_REQUIRE_GPU();
+  const StreamedCase k(461);
+  const std::vector<StepData> data{step_data(k.c, k.d, 462), step_data(k.c, k.d, 463)};
+  const std::vector<float> weight{0.75f, 0.25f};
+  const std::vector<StepResult> alone{cuda_steps(k.c, k.d, {}, k.w, {data[0]}),
+                                      cuda_steps(k.c, k.d, {}, k.w, {data[1]})};
+  FakeNccl::reset();
+  const cuda::NcclApi api = FakeNccl::api();
+  std::vector<StepResult> got(2);
+  ThreadRanks(2).run([&](Communicator& comm) {
+    cuda::NcclCollectives nccl(api, comm, 600);
+    StreamOptions o;
+    o.ranks = 2;
+    got[size_t(comm.rank())] = cuda_steps(k.c, k.d, o, k.w, {data[size_t(comm.rank())]}, &comm, &nccl, weight);
+  });
+  EXPECT_GT(FakeNccl::collectives, 0);
+  FakeNccl::reset();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(got[size_t(r)].loss, alone[size_t(r)].loss) << "rank " << r;
+    const Shards shards(k.table, r, 2);
+    std::vector<double> want, mine;
+    for (size_t s = 0; s < k.table.stages().size(); ++s) {
+      const StageShard& sh = shards.stage(s);
+      for (int64_t i = 0; i < sh.count; ++i) {
+        const size_t at = size_t(k.table.stages()[s].offset + sh.begin + i);
+        want.push_back(0.75 * alone[0].grads[at] + 0.25 * alone[1].grads[at]);
+        mine.push_back(got[size_t(r)].grads[size_t(sh.offset + i)]);
+      }
+    }
+    EXPECT_EQ(int64_t(mine.size()), shards.total());
+    expect_close("two_ranks_grads_rank" + std::to_string(r), mine, want, 1e-6);
+  }
 }
 
 // The arena is what `megaslide plan` accounts for the GPU (act_bytes 2), and a budget below it is refused.

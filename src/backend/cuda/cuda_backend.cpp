@@ -30,7 +30,7 @@ HostWait host_wait_from_environment() {
 
 CudaBackend::CudaBackend(Trace* trace) : host_(std::make_unique<CpuBackend>(0, trace)) {
   cuda::device_info();  // throws, naming the reason, without a usable GPU
-  MS_CUDA_CHECK(cudaSetDevice(0));
+  MS_CUDA_CHECK(cudaSetDevice(cuda::device_index()));
   if (host_wait_ == HostWait::host_sync) return;
   cudaDriverEntryPointQueryResult found{};
   MS_CUDA_CHECK(

@@ -7,7 +7,8 @@
 namespace ms::cuda {
 namespace {
 thread_local Stream current = nullptr;
-}
+int selected = 0;  // select_device's choice, read by every thread
+}  // namespace
 
 std::string unusable_reason() {
   int n = 0;
@@ -27,8 +28,27 @@ DeviceInfo device_info() {
   if (const std::string why = unusable_reason(); !why.empty())
     MS_FAIL("no usable CUDA GPU (", why, "); use --backend cpu");
   cudaDeviceProp p{};
-  MS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+  MS_CUDA_CHECK(cudaGetDeviceProperties(&p, selected));
   return {p.name, p.major, p.minor, p.multiProcessorCount, int64_t(p.totalGlobalMem), int64_t(p.l2CacheSize)};
+}
+
+int device_index() { return selected; }
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+void select_device(int index) {
+  const int n = device_count();
+  MS_CHECK(index >= 0 && index < n, "no CUDA device ", index, ": this process sees ", n,
+           " (CUDA_VISIBLE_DEVICES); run at most as many ranks per machine as it has GPUs");
+  MS_CUDA_CHECK(cudaSetDevice(index));
+  selected = index;
 }
 
 Stream current_stream() { return current; }

@@ -1,4 +1,5 @@
-// The GPU this process can use (device 0), and the current stream of the launch being enqueued.
+// The GPU this process computes on (device 0, or its local rank's in a distributed run), and the current stream of
+// the launch being enqueued.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,8 +21,16 @@ struct DeviceInfo {
   int multiprocessors = 0;
   int64_t memory_bytes = 0, l2_bytes = 0;
 };
-// Device 0; throws ms::Error naming unusable_reason() when there is none.
+// This process's device; throws ms::Error naming unusable_reason() when there is none.
 DeviceInfo device_info();
+
+// The device this process computes on: 0 unless select_device chose another.
+int device_index();
+// Makes device `index` (of those CUDA_VISIBLE_DEVICES shows) this process's, before its backend is made: a rank of a
+// distributed run takes its local rank's. Throws ms::Error naming the count when there is no such device.
+void select_device(int index);
+// How many CUDA devices this process sees; 0 without a usable GPU.
+int device_count();
 
 // The stream that ops enqueue on: set by CudaBackend::launch around the op's host function (default 0,
 // the legacy stream, outside a launch).

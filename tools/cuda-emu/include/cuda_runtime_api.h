@@ -2,9 +2,16 @@
 #pragma once
 #include "emu_core.h"
 
+#define MS_CUDA_EMULATED 1  // tests that need a real GPU's libraries (NCCL) skip under the emulator
+
 using cudaStream_t = CUstream_st*;
 using cudaEvent_t = CUevent_st*;
-enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35 };
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorNotReady = 600
+};
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost,
   cudaMemcpyHostToDevice,
@@ -133,6 +140,10 @@ inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   emu_enqueue(s, [e] { e->set(); });
   return cudaSuccess;
+}
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+  const std::lock_guard<std::mutex> l(e->m);
+  return e->done ? cudaSuccess : cudaErrorNotReady;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   e->wait();
