@@ -65,6 +65,8 @@ StreamedModel::StreamedModel(const ModelConfig& c, const StepShapes& shapes, Bac
       runner_(std::move(runner)) {
   MS_CHECK((comm ? comm->size() : 1) == o.ranks, "StreamedModel: ", o.ranks, " ranks planned, the communicator has ",
            comm ? comm->size() : 1);
+  MS_CHECK(o.ranks == 1 || device || backend.kind() == BackendKind::cpu, "StreamedModel: the ", backend.kind(),
+           " backend's slots are device memory, which the ranks' collectives reach through device collectives only");
   const ArenaOptions ao = arena_options(backend.weight_bytes(), runner_->act_bytes(), o);
   plan_ = plan_device(c, shapes, ao);
   budget_ = o.device_memory > 0 ? o.device_memory : backend.default_device_memory();
