@@ -4,16 +4,18 @@
 // its stream's earlier work, meets the other ranks of its communicator, exchanges through copies and returns; no
 // overlap, the same results as NCCL's semantics (nccl.h) define. It checks what NCCL requires of its callers and
 // fails the call where they are not met (a collective not in place, a wrong data type, an op of another
-// communicator).
+// communicator). `hang` makes its all-gathers stall their stream, as a collective whose peer never comes does.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <barrier>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -49,6 +51,7 @@ struct FakeNccl {
   static inline std::map<uint64_t, std::shared_ptr<cuda::FakeNcclWorld>> worlds;
   static inline uint64_t next_id = 1;
   static inline int aborted = 0, destroyed = 0, collectives = 0;
+  static inline bool hang = false;                   // all-gathers stall their stream instead of exchanging
   static inline std::vector<cuda::NcclComm*> comms;  // every communicator made, for tests to inspect
 
   static cuda::NcclApi api() {
@@ -85,6 +88,11 @@ struct FakeNccl {
                       cuda::Stream stream) {
       char* r = static_cast<char*>(recv);
       if (type != cuda::NcclApi::kUint8 || send != r + size_t(c->rank) * count) return kInvalidArgument;
+      if (hang) {  // a peer that never comes: the stream stalls on a host function that does not return in time
+        MS_CUDA_CHECK(cudaLaunchHostFunc(
+            stream, [](void*) { std::this_thread::sleep_for(std::chrono::seconds(30)); }, nullptr));
+        return 0;
+      }
       cuda_check(cudaStreamSynchronize(stream));
       cuda::FakeNcclWorld& w = *c->world;
       w.posted[size_t(c->rank)] = r;
@@ -133,6 +141,7 @@ struct FakeNccl {
     comms.clear();
     worlds.clear();
     aborted = destroyed = collectives = 0;
+    hang = false;
   }
 
  private:

@@ -97,6 +97,30 @@ TEST(CudaNccl, AnAsyncErrorEndsTheRunNamingTheChannel) {
       "rank 0 of 1: NCCL reports a failure in a gradient reduce-scatter: fake NCCL error \\(6\\)");
 }
 
+// A collective that does not complete within the timeout (its stream stalls, as when a peer hangs) ends the run,
+// naming the channel and the timeout.
+TEST(CudaNccl, ACollectivePastTheTimeoutEndsTheRun) {
+  MS_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        FakeNccl::reset();
+        FakeNccl::hang = true;
+        const cuda::NcclApi api = FakeNccl::api();
+        ThreadRanks ranks(1);
+        ranks.run([&](Communicator& comm) {
+          cuda::Stream stream = nullptr;
+          MS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+          cuda::set_current_stream(stream);
+          cuda::NcclCollectives nccl(api, comm, 0.5);
+          DeviceBuffer<uint8_t> buf(64, 1);
+          nccl.allgather(Channel::weights, buf.get(), 64);
+          std::this_thread::sleep_for(std::chrono::seconds(10));
+        });
+      },
+      "rank 0 of 1: a weight all-gather on the GPUs \\(NCCL\\) did not complete within 0.5 s");
+}
+
 // The real library, one rank: the all-gather leaves the buffer as it is, and the reduce-scatter multiplies it by the
 // rank's weight (NCCL's pre-multiplied sum), on a stream, within fp32 rounding.
 TEST(CudaNccl, OneRankOnTheRealLibrary) {

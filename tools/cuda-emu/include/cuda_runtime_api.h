@@ -154,6 +154,12 @@ inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) 
   return cudaSuccess;
 }
 
+using cudaHostFn_t = void (*)(void*);
+inline cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
+  emu_enqueue(s, [=] { fn(data); });
+  return cudaSuccess;
+}
+
 // The stream-ordered allocator: the allocation at once, the free once the stream's earlier work has run.
 inline cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
 inline cudaError_t cudaFreeAsync(void* p, cudaStream_t st) {
