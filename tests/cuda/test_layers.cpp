@@ -63,7 +63,9 @@ TEST(CudaLayers, LinearMatchesPlainLoops) {
     expect_close(std::string(bias ? "bias_" : "plain_") + "dx", widen(gdx.read()), dx, kBf16Tol);
     expect_close(std::string(bias ? "bias_" : "plain_") + "dw", gdw.read(), dw, kDeviceF32Tol);
     expect_close(std::string(bias ? "bias_" : "plain_") + "db", gdb.read(), db, kDeviceF32Tol);
-    if (mode == "bias by the fallback kernel") EXPECT_EQ(g.bias_fallbacks(), 1) << "the forced fallback was not taken";
+    if (mode == "bias by the fallback kernel") {
+      EXPECT_EQ(g.bias_fallbacks(), 1) << "the forced fallback was not taken";
+    }
     // On a GPU, whether cuBLASLt had an epilogue kernel for these odd shapes (tools/device-check.sh reports it).
     if (mode == "bias in the epilogue") RecordProperty("bias_fallbacks", int(g.bias_fallbacks()));
   }

@@ -1,5 +1,6 @@
 // The CUDA kernels against the CPU reference in float64, run on the same bf16-rounded inputs, on odd shapes
 // (rows longer than a block's threads, sizes off every power of two). Skipped without a GPU.
+#include <cmath>
 #include <type_traits>
 
 #include "backend/cuda/activation.h"
@@ -153,6 +154,39 @@ TEST(CudaOps, GemmMatchesCpuReferenceForEveryTranspose) {
       expect_close(std::string("f32_accumulate_") + (ta ? "t" : "n") + (tb ? "t" : "n"), gc32.read(), acc,
                    kDeviceF32Tol);
       expect_close(std::string("bf16_") + (ta ? "t" : "n") + (tb ? "t" : "n"), widen(gc16.read()), fresh, kBf16Tol);
+    }
+}
+
+// A strided batch as the text encoder's attention uses it: 5 heads whose columns interleave in one [M, 5 x 13] matrix
+// (strides of 13 elements, leading dimension 65), every transpose, against each product in plain loops.
+TEST(CudaOps, BatchedGemmOverInterleavedHeadsMatchesEachProduct) {
+  MS_REQUIRE_GPU();
+  const int64_t heads = 5, M = 29, N = 13, K = 37;
+  cuda::GemmContext ctx;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "ta " << ta << " tb " << tb);
+      // A: heads x [M, K] (or [K, M]) apart; B: heads interleaved, columns h * N.. (or rows) of one matrix; C: heads
+      // interleaved as columns h * N.. of [M, heads x N].
+      const int64_t lda = ta ? M : K, sa = M * K, ldb = tb ? K : heads * N, sb = tb ? N * K : N, ldc = heads * N;
+      auto a = random_bf16(static_cast<size_t>(heads * M * K), 41);
+      auto b = random_bf16(static_cast<size_t>(heads * N * K), 42);
+      std::vector<double> want(static_cast<size_t>(M * ldc));
+      for (int64_t h = 0; h < heads; ++h) {
+        const std::vector<double> ah(a.values.begin() + h * sa, a.values.begin() + (h + 1) * sa);
+        std::vector<double> bh(static_cast<size_t>(K * N)), ch(static_cast<size_t>(M * N));
+        for (int64_t r = 0; r < (tb ? N : K); ++r)  // op(B)'s stored rows for head h, packed
+          for (int64_t col = 0; col < (tb ? K : N); ++col)
+            bh[size_t(r * (tb ? K : N) + col)] = b.values[size_t(h * sb + r * ldb + col)];
+        reference_gemm(ta, tb, M, N, K, 1.0, ah, lda, bh, tb ? K : N, 0.0, ch);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) want[size_t(m * ldc + h * N + n)] = ch[size_t(m * N + n)];
+      }
+      DeviceBuffer<uint16_t> ga(a.bits), gb(b.bits);
+      DeviceBuffer<float> gc(M * ldc, std::nanf(""));
+      ctx.gemm<float>(ta, tb, M, N, K, 1.f, ga.get(), lda, gb.get(), ldb, 0.f, gc.get(), ldc, nullptr, nullptr,
+                      {heads, sa, sb, N});
+      expect_close(std::string("batched_") + (ta ? "t" : "n") + (tb ? "t" : "n"), gc.read(), want, kDeviceF32Tol);
     }
 }
 

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <optional>
 #include <type_traits>
@@ -26,9 +27,15 @@ struct Owned {
 };
 using Layout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
 
-// A column-major rows x cols matrix with leading dimension ld.
-void make_layout(Layout& l, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
+// A column-major rows x cols matrix with leading dimension ld; count of them, `stride` elements apart.
+void make_layout(Layout& l, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t count,
+                 int64_t stride) {
   MS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l.d, type, uint64_t(rows), uint64_t(cols), ld));
+  if (count == 1) return;
+  const int32_t n = int32_t(count);
+  MS_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l.d, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
+  MS_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(l.d, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
 }
 
 }  // namespace
@@ -49,7 +56,8 @@ GemmContext::~GemmContext() {
 
 template <class T, class In>
 void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const In* A, int64_t lda,
-                       const In* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream, const uint16_t* bias) {
+                       const In* B, int64_t ldb, float beta, T* C, int64_t ldc, Stream stream, const uint16_t* bias,
+                       const GemmBatch& batch) {
   static_assert(std::is_same_v<T, uint16_t> || std::is_same_v<T, float>);
   constexpr bool f32_in = std::is_same_v<In, float>;
   static_assert(f32_in ? std::is_same_v<T, float> : std::is_same_v<In, uint16_t>, "fp32 operands give an fp32 C");
@@ -58,6 +66,8 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   // Row-major C [M,N] is column-major C^T [N,M] = op(B)^T [N,K] * op(A)^T [K,M]: B is the first operand.
   const cudaDataType_t out = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
   MS_CHECK(!bias || (std::is_same_v<T, uint16_t>), "gemm: a bias needs a bf16 output");
+  MS_CHECK(batch.count >= 1 && batch.count <= INT32_MAX && (batch.count == 1 || !bias), "gemm: a batch of ",
+           batch.count, bias ? " with a bias" : "");
   const cublasOperation_t opx = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opy = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   using Desc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
   auto describe = [&](Desc& desc, bool epilogue) {
@@ -75,9 +85,9 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
         cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   };
   Layout x, y, c;
-  make_layout(x, in, tb ? K : N, tb ? N : K, ldb);
-  make_layout(y, in, ta ? M : K, ta ? K : M, lda);
-  make_layout(c, out, N, M, ldc);
+  make_layout(x, in, tb ? K : N, tb ? N : K, ldb, batch.count, batch.b);
+  make_layout(y, in, ta ? M : K, ta ? K : M, lda, batch.count, batch.a);
+  make_layout(c, out, N, M, ldc, batch.count, batch.c);
   auto* h = static_cast<cublasLtHandle_t>(handle_);
   // The heuristic's choice is cached per shape and operand alignment (cuBLASLt assumes 256-byte aligned
   // pointers unless told otherwise; arena sub-buffers and slices can be less). A product without epilogue is the
@@ -85,7 +95,19 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   const uintptr_t any = uintptr_t(A) | uintptr_t(B) | uintptr_t(C) | uintptr_t(bias);
   const uint32_t align = uint32_t(std::min<uintptr_t>(256, any & (~any + 1)));
   const bool ask_epilogue = bias && bias_epilogue_;
-  const Key key{ta, tb, M, N, K, lda, ldb, ldc, std::is_same_v<T, float>, f32_in, ask_epilogue, int(align)};
+  const Key key{ta,
+                tb,
+                M,
+                N,
+                K,
+                lda,
+                ldb,
+                ldc,
+                std::is_same_v<T, float>,
+                f32_in,
+                ask_epilogue,
+                int(align),
+                {batch.count, batch.a, batch.b, batch.c}};
   auto it = algos_.find(key);
   if (it == algos_.end()) {
     Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
@@ -113,9 +135,10 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
       std::memcpy(chosen->bytes.data(), &result.algo, sizeof result.algo);
       break;
     }
-    MS_CHECK(chosen, "cuBLASLt has no kernel for a ", M, "x", N, "x", K, f32_in ? " fp32" : " bf16", " GEMM (",
-             ta ? "A transposed, " : "", tb ? "B transposed, " : "", "leading dimensions ", lda, ", ", ldb, ", ", ldc,
-             ", operands aligned to ", align, " bytes, ", std::is_same_v<T, float> ? "fp32" : "bf16", " output)");
+    MS_CHECK(chosen, "cuBLASLt has no kernel for a ", M, "x", N, "x", K, f32_in ? " fp32" : " bf16", " GEMM",
+             batch.count > 1 ? cat(" batch of ", batch.count) : "", " (", ta ? "A transposed, " : "",
+             tb ? "B transposed, " : "", "leading dimensions ", lda, ", ", ldb, ", ", ldc, ", operands aligned to ",
+             align, " bytes, ", std::is_same_v<T, float> ? "fp32" : "bf16", " output)");
     it = algos_.emplace(key, *chosen).first;
   }
   const Algo& chosen = it->second;
@@ -133,10 +156,13 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
 }
 
 template void GemmContext::gemm<uint16_t>(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
-                                          const uint16_t*, int64_t, float, uint16_t*, int64_t, Stream, const uint16_t*);
+                                          const uint16_t*, int64_t, float, uint16_t*, int64_t, Stream, const uint16_t*,
+                                          const GemmBatch&);
 template void GemmContext::gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
-                                       const uint16_t*, int64_t, float, float*, int64_t, Stream, const uint16_t*);
+                                       const uint16_t*, int64_t, float, float*, int64_t, Stream, const uint16_t*,
+                                       const GemmBatch&);
 template void GemmContext::gemm<float, float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                                              const float*, int64_t, float, float*, int64_t, Stream, const uint16_t*);
+                                              const float*, int64_t, float, float*, int64_t, Stream, const uint16_t*,
+                                              const GemmBatch&);
 
 }  // namespace ms::cuda

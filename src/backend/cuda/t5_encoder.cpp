@@ -140,13 +140,10 @@ std::vector<float> T5Encoder::encode(const T5Weights& w, const std::vector<int64
     project(b.h, d, p + "attn.q.weight", da, b.q);
     project(b.h, d, p + "attn.k.weight", da, b.k);
     project(b.h, d, p + "attn.v.weight", da, b.v);
-    for (int64_t head = 0; head < H; ++head)
-      gemm_.gemm<float>(false, true, L, L, hd, 1.0f, b.q + head * hd, da, b.k + head * hd, da, 0.0f, b.s + head * L * L,
-                        L, st);
+    // every head in one launch: head h's q, k, v and y are columns h * hd.. of [L, da], its s and p [L, L] each
+    gemm_.gemm<float>(false, true, L, L, hd, 1.0f, b.q, da, b.k, da, 0.0f, b.s, L, st, nullptr, {H, hd, hd, L * L});
     t5_bias_softmax(b.s, b.bucket, table(layer), b.p, H, L, st);
-    for (int64_t head = 0; head < H; ++head)
-      gemm_.gemm<uint16_t>(false, false, L, hd, L, 1.0f, b.p + head * L * L, L, b.v + head * hd, da, 0.0f,
-                           b.y + head * hd, da, st);
+    gemm_.gemm<uint16_t>(false, false, L, hd, L, 1.0f, b.p, L, b.v, da, 0.0f, b.y, da, st, nullptr, {H, L * L, hd, hd});
     add_projection(b.y, da, p + "attn.o.weight");
     // x += fc2(fc1(h) * gelu_tanh(gate(h))), h = RMSNorm(x)
     rmsnorm_forward(b.x, weight(p + "norm2.weight"), b.h, b.rstd, L, d, kT5NormEps, st);

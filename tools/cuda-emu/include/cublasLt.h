@@ -1,6 +1,6 @@
 #pragma once
-// cuBLASLt emulated from its documented semantics: column-major layouts (type, rows, cols, ld), D = alpha op(A) op(B)
-// + beta C, the BIAS epilogue adding bias[row] to every column of D, fp32 accumulation.
+// cuBLASLt emulated from its documented semantics: column-major layouts (type, rows, cols, ld; a strided batch of
+// them), D = alpha op(A) op(B) + beta C, the BIAS epilogue adding bias[row] to every column of D, fp32 accumulation.
 #include <cstdint>
 #include <cstring>
 
@@ -37,6 +37,12 @@ struct EmuLtLayout {
   cudaDataType_t type;
   uint64_t rows, cols;
   int64_t ld;
+  int32_t batch = 1;   // CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT
+  int64_t stride = 0;  // CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, in elements
+};
+enum cublasLtMatrixLayoutAttribute_t {
+  CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
+  CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6
 };
 struct EmuLtPref {};
 struct EmuLtHandle {};
@@ -83,6 +89,14 @@ inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cuda
   *l = new EmuLtLayout{t, r, c, ld};
   return CUBLAS_STATUS_SUCCESS;
 }
+inline cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a,
+                                                       const void* v, size_t n) {
+  if (a == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT && n == sizeof l->batch)
+    return std::memcpy(&l->batch, v, n), CUBLAS_STATUS_SUCCESS;
+  if (a == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET && n == sizeof l->stride)
+    return std::memcpy(&l->stride, v, n), CUBLAS_STATUS_SUCCESS;
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
 inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
   delete l;
   return CUBLAS_STATUS_SUCCESS;
@@ -122,28 +136,34 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, c
   if ((d->ta == CUBLAS_OP_N ? la->rows : la->cols) != M || (d->tb == CUBLAS_OP_N ? lb->rows : lb->cols) != K ||
       (d->tb == CUBLAS_OP_N ? lb->cols : lb->rows) != N || lc->rows != M || lc->cols != N)
     return CUBLAS_STATUS_INVALID_VALUE;
+  if (la->batch != ld->batch || lb->batch != ld->batch || lc->batch != ld->batch || lc->stride != ld->stride ||
+      ld->batch < 1)
+    return CUBLAS_STATUS_INVALID_VALUE;
   emu_enqueue(stream, [=, d = *d, la = *la, lb = *lb, lc = *lc, ld = *ld] {
     std::vector<float> out(M * N);
-    for (uint64_t n = 0; n < N; ++n)
-      for (uint64_t m = 0; m < M; ++m) {
-        float s = 0;
-        for (uint64_t k = 0; k < K; ++k) {
-          const float a = emu_lt_get(A, la.type, d.ta == CUBLAS_OP_N ? m + k * la.ld : k + m * la.ld);
-          const float b = emu_lt_get(B, lb.type, d.tb == CUBLAS_OP_N ? k + n * lb.ld : n + k * lb.ld);
-          s += a * b;
+    for (int64_t i = 0; i < ld.batch; ++i) {  // product i: every matrix `stride` elements on per product
+      const int64_t oa = i * la.stride, ob = i * lb.stride, oc = i * lc.stride, od = i * ld.stride;
+      for (uint64_t n = 0; n < N; ++n)
+        for (uint64_t m = 0; m < M; ++m) {
+          float s = 0;
+          for (uint64_t k = 0; k < K; ++k) {
+            const float a = emu_lt_get(A, la.type, oa + int64_t(d.ta == CUBLAS_OP_N ? m + k * la.ld : k + m * la.ld));
+            const float b = emu_lt_get(B, lb.type, ob + int64_t(d.tb == CUBLAS_OP_N ? k + n * lb.ld : n + k * lb.ld));
+            s += a * b;
+          }
+          float r = al * s + (be != 0 ? be * emu_lt_get(C, lc.type, oc + int64_t(m + n * lc.ld)) : 0.f);
+          if (d.ep == CUBLASLT_EPILOGUE_BIAS) r += emu_lt_get(d.bias, d.bias_type, m);
+          out[m + n * M] = r;
         }
-        float r = al * s + (be != 0 ? be * emu_lt_get(C, lc.type, m + n * lc.ld) : 0.f);
-        if (d.ep == CUBLASLT_EPILOGUE_BIAS) r += emu_lt_get(d.bias, d.bias_type, m);
-        out[m + n * M] = r;
-      }
-    for (uint64_t n = 0; n < N; ++n)
-      for (uint64_t m = 0; m < M; ++m) {
-        const int64_t i = m + n * ld.ld;
-        if (ld.type == CUDA_R_32F)
-          static_cast<float*>(D)[i] = out[m + n * M];
-        else
-          static_cast<__nv_bfloat16*>(D)[i] = __float2bfloat16(out[m + n * M]);
-      }
+      for (uint64_t n = 0; n < N; ++n)
+        for (uint64_t m = 0; m < M; ++m) {
+          const int64_t j = od + int64_t(m + n * ld.ld);
+          if (ld.type == CUDA_R_32F)
+            static_cast<float*>(D)[j] = out[m + n * M];
+          else
+            static_cast<__nv_bfloat16*>(D)[j] = __float2bfloat16(out[m + n * M]);
+        }
+    }
   });
   return CUBLAS_STATUS_SUCCESS;
 }
