@@ -6,14 +6,19 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/cpu_backend.h"
+#include "core/dtype.h"
 #include "core/rng.h"
 #include "model/init.h"
 #include "model/param_table.h"
+#include "registry/registry.h"
+#include "runtime/streamed_forward.h"
 #include "sample/clip_output.h"
 #include "sample/generate.h"
 #include "sample/sampler.h"
 #include "sample/train_samples.h"
 #include "temp_dir.h"
+#include "test_util.h"
 #include "train_util.h"
 
 namespace ms {
@@ -101,7 +106,9 @@ struct TinyModel {
   }
   std::vector<float> sample(const std::string& prompt, uint64_t seed) const {
     const auto ctx = prompt_context(c, prompt);
-    return generate_clip(c, params.data(), ctx.data(), c.text_len, {3, 2, 8, 10}, {2, 5.0}, seed);
+    const DataShape shape{3, 2, 8, 10};
+    return generate_clip(c, cpu_model_forward(c, params.data(), shape, c.text_len), ctx.data(), c.text_len, shape,
+                         {2, 5.0}, seed);
   }
 };
 
@@ -113,6 +120,42 @@ TEST(Sampler, ModelSamplingIsDeterministic) {
   EXPECT_NE(a, m.sample("red circle moving left", 5));
   EXPECT_NE(a, m.sample("blue square moving up", 4));
   for (float v : a) ASSERT_TRUE(std::isfinite(v));
+}
+
+// The forward alone on a backend (runtime/streamed_forward.h), on the CPU backend with every stage resident and with
+// two slots streamed per forward (a budget that holds no more): the resident CPU model's velocity bit for bit on the
+// same bf16-rounded weights, forward after forward (the resident slots kept, the streamed ones refilled); and a whole
+// guided sample through it is the CPU model's sample.
+TEST(Sampler, StreamedForwardGivesTheResidentModelsBits) {
+  TinyModel m;
+  std::vector<uint16_t> bf16(m.params.size());
+  for (size_t i = 0; i < bf16.size(); ++i) {
+    bf16[i] = f32_to_bf16(m.params[i]);
+    m.params[i] = bf16_to_f32(bf16[i]);  // the values the link carries
+  }
+  const DataShape shape{3, 5, 8, 10};
+  const ModelDims d = ModelDims::make(m.c, 1, shape.frames, shape.height, shape.width, m.c.text_len);
+  const ModelForward cpu = cpu_model_forward(m.c, m.params.data(), shape, m.c.text_len);
+  const auto ctx = prompt_context(m.c, "red circle moving left"), neg = prompt_context(m.c, "blurry");
+  const int64_t n = m.c.in_dim * d.F * d.H * d.W;
+  StreamOptions two;
+  const int64_t two_slots = backend_arena(BackendKind::cpu, m.c, d, two).peak();
+  for (const int64_t budget : {int64_t(0), two_slots}) {
+    SCOPED_TRACE(budget ? "two slots streamed" : "every stage resident");
+    CpuBackend be;
+    StreamedForward gpu(m.c, d, be, make_stage_runner(be, m.c, d), bf16.data(), budget);
+    EXPECT_EQ(gpu.resident(), budget == 0);
+    for (uint64_t seed : {21, 22}) {
+      const std::vector<float> x = test::to_f32(test::randn(size_t(n), seed));
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+      cpu(x.data(), 612.5f, ctx.data(), want.data());
+      gpu(x.data(), 612.5f, ctx.data(), got.data());
+      EXPECT_EQ(got, want) << "forward " << seed;
+    }
+    const ModelForward forward = [&](const float* x, float t, const float* c, float* v) { gpu(x, t, c, v); };
+    EXPECT_EQ(generate_clip(m.c, forward, ctx.data(), m.c.text_len, shape, {3, 5.0}, 7, {}, {neg.data(), 4.0}),
+              generate_clip(m.c, cpu, ctx.data(), m.c.text_len, shape, {3, 5.0}, 7, {}, {neg.data(), 4.0}));
+  }
 }
 
 TEST(Sampler, ClipToRgbMapsAndClamps) {

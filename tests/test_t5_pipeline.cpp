@@ -71,8 +71,9 @@ TEST(T5Pipeline, GuidanceScaleOneIsUnguidedAndZeroIsTheNegative) {
   const auto pos = prompt_context(c, "red circle moving left"), neg = prompt_context(c, "blurry static frame");
   const DataShape shape{3, 2, 8, 10};
   const SamplerConfig sampler{3, 5.0};
+  const ModelForward model = cpu_model_forward(c, params.data(), shape, c.text_len);
   auto run = [&](const std::vector<float>& ctx, const Guidance& g) {
-    return generate_clip(c, params.data(), ctx.data(), c.text_len, shape, sampler, 4, {}, g);
+    return generate_clip(c, model, ctx.data(), c.text_len, shape, sampler, 4, {}, g);
   };
   const auto plain = run(pos, {});
   EXPECT_EQ(run(pos, {neg.data(), 1.0}), plain);

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "core/check.h"
+#include "core/dtype.h"
 #include "core/log.h"
 #include "core/memory_usage.h"
 #include "core/text.h"
@@ -16,6 +17,8 @@
 #include "io/safetensors.h"
 #include "model/loader.h"
 #include "registry/frozen_models.h"
+#include "registry/registry.h"
+#include "runtime/streamed_forward.h"
 #include "sample/clip_output.h"
 #include "sample/generate.h"
 #include "t5/text_encoder.h"
@@ -127,20 +130,29 @@ void run_sample(SampleArgs a) {
   a.shape.channels = c.in_dim;
   const std::string out = clip_output_path(a.out, c.in_dim, vae != nullptr);  // checked before the slow part
   const double scale = a.guidance > 0 ? a.guidance : !a.t5.t5.empty() ? 5.0 : 1.0;
+  // The frozen models (the text encoder, the VAE) run on a usable GPU with --backend auto or cuda, and so does the
+  // model where its kernels can run it (docs/cli.md).
+  const BackendKind frozen = resolve_gpu_backend(a.backend);
+  BackendKind kind = frozen;
+  if (const std::string why = kind == BackendKind::cuda ? stage_runner_refuses(kind, c) : ""; !why.empty()) {
+    if (a.backend == BackendChoice::cuda) MS_FAIL("--backend cuda: ", why, "; use --backend cpu");
+    log_warn("the model samples on the CPU: ", why);
+    kind = BackendKind::cpu;
+  }
+  const bool on_device = kind != BackendKind::cpu;
   const HostLimit limit = host_limit(a.host_memory);
-  const int64_t need = sample_host_bytes(c, a.shape, scale != 1.0), weights = 4 * ParamTable(c).total();
-  require_host_memory(cat("sampling ", src.description), need,
-                      cat("f32 weights ", format_bytes(double(weights)), ", the model's workspace at ", a.shape.frames,
-                          "x", a.shape.height, "x", a.shape.width, " ", format_bytes(double(need - weights))),
-                      limit, "Sample fewer frames or a smaller size");
+  const int64_t need = sample_host_bytes(c, a.shape, scale != 1.0, on_device), weights = 4 * ParamTable(c).total();
+  require_host_memory(
+      cat("sampling ", src.description), need,
+      cat("f32 weights ", format_bytes(double(weights)),
+          on_device ? ", their bf16 copy for the GPU and the clips " : ", the model's workspace at ", a.shape.frames,
+          "x", a.shape.height, "x", a.shape.width, " ", format_bytes(double(need - weights))),
+      limit, "Sample fewer frames or a smaller size");
   if (vae) {  // decoded once the model's memory is returned
     const VaeConfig& vc = vae->config();
     check_vae_fits(vc, false, vc.video_frames(a.shape.frames), a.shape.height * vc.space_stride(),
                    a.shape.width * vc.space_stride(), a.vae_chunking, limit, "decoding the sample");
   }
-  // The model samples on the CPU; with --backend auto the frozen models (the text encoder, the VAE) run on a usable
-  // GPU.
-  const BackendKind frozen = a.backend == BackendChoice::automatic ? resolve_gpu_backend(a.backend) : BackendKind::cpu;
   std::unique_ptr<TextEncoder> t5;
   if (!a.t5.t5.empty()) {
     t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
@@ -155,6 +167,7 @@ void run_sample(SampleArgs a) {
   if (t5)
     log_info("encoded the prompt", scale != 1.0 ? " and the negative prompt" : "", " with ", a.t5.t5, " in ",
              format_fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_text).count(), 1), " s");
+  t5.reset();  // its memory (on a GPU: 9.3 GB of weights) goes back before the model's comes
   ParamTable table(c);
   AlignedBuffer<float> params(size_t(table.total()));  // [P] f32
   load_params(src, table, a.seed, params.data());
@@ -169,8 +182,25 @@ void run_sample(SampleArgs a) {
              " s)");
     last = now;
   };
-  const std::vector<float> x = generate_clip(c, params.data(), ctx.data(), c.text_len, a.shape, a.sampler, a.seed,
-                                             progress, {negative.empty() ? nullptr : negative.data(), scale});
+  const Guidance guidance{negative.empty() ? nullptr : negative.data(), scale};
+  std::vector<float> x;
+  if (!on_device) {
+    x = generate_clip(c, cpu_model_forward(c, params.data(), a.shape, c.text_len), ctx.data(), c.text_len, a.shape,
+                      a.sampler, a.seed, progress, guidance);
+  } else {  // bf16 weights, as the GPU computes with them; every stage resident where the GPU holds them
+    AlignedBuffer<uint16_t> bf16(params.size());
+    convert_from_f32(DType::bf16, params.data(), bf16.data(), int64_t(params.size()));
+    params = AlignedBuffer<float>();
+    const std::unique_ptr<Backend> backend = make_backend(kind, 0, nullptr);
+    const ModelDims d = ModelDims::make(c, 1, a.shape.frames, a.shape.height, a.shape.width, c.text_len);
+    StreamedForward model(c, d, *backend, make_stage_runner(*backend, c, d), bf16.data());
+    log_info("the model samples on ", kind,
+             model.resident() ? " with every block resident" : ", its blocks streamed two at a time");
+    const ModelForward forward = [&model](const float* xt, float t, const float* ctx, float* v) {
+      model(xt, t, ctx, v);
+    };
+    x = generate_clip(c, forward, ctx.data(), c.text_len, a.shape, a.sampler, a.seed, progress, guidance);
+  }
   params = AlignedBuffer<float>();  // the VAE decodes with the model's memory returned
   const std::unique_ptr<VaeOps> vae_ops = vae ? make_vae_ops(frozen, *vae) : nullptr;
   if (vae_ops) log_info("decoding the sample with the VAE on ", frozen);
@@ -218,12 +248,12 @@ void add_sample_command(CLI::App& app) {
                   "diffusers' folder); --frames/--height/--width are then pixels (F = 1 + 4k, multiples of 8)");
   cmd->add_option("--vae-config", a->vae_config, "The VAE's config JSON (default: Wan2.1's)");
   add_vae_tile_option(*cmd, a->vae_chunking);
-  add_backend_option(*cmd, a->backend,
-                     "the model samples on the CPU: auto and cpu run it there; auto runs the text encoder and the VAE "
-                     "on a usable GPU, cpu keeps them on the CPU");
+  add_backend_option(
+      *cmd, a->backend,
+      "auto runs the model, the text encoder and the VAE on a usable GPU (the model on the CPU where the "
+      "GPU kernels cannot run it), else on the CPU; cpu keeps them all on the CPU");
   add_host_memory_option(*cmd, a->host_memory);
   cmd->callback([a, prompt, context] {
-    resolve_backend(a->backend);
     if (!prompt->count() && !context->count())
       MS_FAIL("give a caption with --prompt TEXT or a text embedding with --context FILE");
     run_sample(*a);

@@ -41,6 +41,8 @@ class StageRunner {
   // fp32 [B, out_dim, F, H, W]; starts the backward's accumulators (de, de0, dctx) from zero.
   virtual void head_step(const void* w, const void* x, const StepInputs& in, float* velocity, float* dvelocity,
                          float* g) = 0;
+  // The head's forward alone (sampling): velocity fp32 [B, out_dim, F, H, W] from block L's output x.
+  virtual void head_forward(const void* w, const void* x, float* velocity) = 0;
   virtual void block_backward(int64_t b, const void* w, const void* x, float* g) = 0;
   virtual void stem_backward(const void* w, float* g) = 0;
   // The last head_step's loss, once the compute stream has finished it.

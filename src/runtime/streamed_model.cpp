@@ -134,7 +134,7 @@ void StreamedModel::enqueue_inputs(const ModelDims& d, const float* xt, const fl
   in.dims = d;
   // context is padded to text_len by the caller
   be_.copy_h2d(st_.h2d, in.xt, xt, size_t(video * cfg_.in_dim) * 4, "inputs");
-  be_.copy_h2d(st_.h2d, in.target, target, size_t(video * cfg_.out_dim) * 4, "inputs");
+  if (target) be_.copy_h2d(st_.h2d, in.target, target, size_t(video * cfg_.out_dim) * 4, "inputs");
   be_.copy_h2d(st_.h2d, in.context, context, size_t(d.B * d.Lt * cfg_.text_dim) * 4, "inputs");
   be_.copy_h2d(st_.h2d, in.t, t, size_t(d.B) * 4, "inputs");
   in.landed = be_.record(st_.h2d);
@@ -145,6 +145,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
   MS_CHECK(opts_.ranks == 1 || int(rank_weight.size()) == opts_.ranks, "a step of ", opts_.ranks, " ranks needs ",
            opts_.ranks, " rank weights, got ", rank_weight.size());
   const std::vector<float> weight(rank_weight.begin(), rank_weight.end());
+  held_from_ = nullptr;  // the slots get this step's stages
   const auto& stages = table_.stages();
   const int S = int(stages.size()), L = int(cfg_.num_layers);
   Inputs& in = inputs_[current_];
@@ -256,6 +257,49 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
     }
   }
   in.free = be_.record(st_.compute);
+}
+
+void StreamedModel::enqueue_forward(const uint16_t* weights, float* velocity) {
+  MS_CHECK(opts_.ranks == 1, "StreamedModel::enqueue_forward runs one rank");
+  const auto& stages = table_.stages();
+  const int S = int(stages.size()), K = opts_.prefetch;
+  const int64_t L = cfg_.num_layers;
+  Inputs& in = inputs_[current_];
+  be_.wait(st_.compute, in.landed);
+  if (held_from_ != weights || int(held_.size()) != K) {
+    held_.assign(size_t(K), -1);
+    forward_slot_free_.assign(size_t(K), Event{});
+    held_from_ = weights;
+  }
+  StageRunner* r = runner_.get();
+  const ModelDims dims = in.dims;
+  const StepInputs inputs{in.xt, in.t, in.context, in.target};
+  for (int s = 0; s < S; ++s) {
+    const size_t slot = size_t(s % K);
+    const StageInfo& info = stages[size_t(s)];
+    if (held_[slot] != s) {  // the slot's previous stage (of this forward or an earlier one) is done with
+      be_.wait(st_.h2d, forward_slot_free_[slot]);
+      be_.upload_weights(st_.h2d, slots_[slot], weights + info.offset, info.numel, "weights");
+      held_[slot] = s;
+      be_.wait(st_.compute, be_.record(st_.h2d));
+    }
+    const void* w = slots_[slot];
+    if (info.kind == StageKind::stem) {
+      be_.launch(st_.compute, "stem", [=, this] {
+        r->set_dims(dims);
+        r->stem_forward(w, inputs, checkpoint(0));
+      });
+    } else if (info.kind == StageKind::block) {
+      const int64_t b = info.block;
+      be_.launch(st_.compute, "block", [=, this] { r->block_forward(b, w, checkpoint(b), checkpoint(b + 1)); });
+    } else {
+      be_.launch(st_.compute, "head", [=, this] { r->head_forward(w, checkpoint(L), velocity_); });
+    }
+    forward_slot_free_[slot] = be_.record(st_.compute);
+  }
+  be_.wait(st_.d2h, forward_slot_free_[size_t((S - 1) % K)]);
+  be_.copy_d2h(st_.d2h, velocity, velocity_, size_t(dims.B * cfg_.out_dim * dims.F * dims.H * dims.W) * 4, "velocity");
+  in.free = be_.record(st_.d2h);
 }
 
 int64_t StreamedModel::uploaded_weights() const {

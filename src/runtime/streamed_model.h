@@ -81,7 +81,13 @@ class StreamedModel {
   // valid after finish().
   void enqueue_step(const uint16_t* weights, const GradRoute& route, const std::function<Event(int)>& ready,
                     std::span<const float> rank_weight = {});
-  // Waits for the step and returns its loss.
+  // Enqueues the forward alone of the inputs enqueued last (sampling; their target may be null) and the copy of its
+  // velocity fp32 [B, out_dim, F, H, W] into `velocity` (host) on the D2H stream; finish() waits for it. One rank.
+  // Stage s takes slot s mod K. Where every stage has a slot of its own (K >= stages), the stages stay there from one
+  // forward to the next while `weights` is the same pointer (the caller leaves its contents unchanged meanwhile), so
+  // a sampler's model crosses the link once; a training step in between uploads afresh.
+  void enqueue_forward(const uint16_t* weights, float* velocity);
+  // Waits for the step and returns its loss (after enqueue_forward: meaningless).
   double finish();
 
   // Sees every stage's forward output on the compute stream (model/model.h); set between steps. The CPU backend
@@ -123,6 +129,10 @@ class StreamedModel {
     Event free;                        // the last step that read them has finished with them
   };
   Inputs inputs_[2];
+  // enqueue_forward: the stage each slot holds (-1: none), from which weights, and its last user's completion
+  std::vector<int> held_;
+  const uint16_t* held_from_ = nullptr;
+  std::vector<Event> forward_slot_free_;
   int current_ = 1;                       // the input set enqueued last
   float *velocity_, *dvelocity_;          // [B, C, F, H, W]
   AlignedBuffer<char> host_checkpoints_;  // offload_activations: [offloaded_checkpoints, N, D] in host memory

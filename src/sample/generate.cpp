@@ -1,5 +1,7 @@
 #include "sample/generate.h"
 
+#include <memory>
+
 #include "backend/cpu/resident_model.h"
 #include "core/check.h"
 #include "data/text_embed.h"
@@ -28,13 +30,23 @@ std::vector<float> prompt_context(const ModelConfig& c, const std::string& promp
   return ctx;
 }
 
-int64_t sample_host_bytes(const ModelConfig& c, const DataShape& shape, bool guided) {
+int64_t sample_host_bytes(const ModelConfig& c, const DataShape& shape, bool guided, bool on_device) {
   const ModelDims d = ModelDims::make(c, 1, shape.frames, shape.height, shape.width, c.text_len);
-  const int64_t clip = c.in_dim * d.F * d.H * d.W;
-  return 4 * ParamTable(c).total() + ResidentModel<float>::workspace_bytes(c, d) + 4 * clip * (guided ? 3 : 2);
+  const int64_t clip = c.in_dim * d.F * d.H * d.W, P = ParamTable(c).total();
+  const int64_t model = on_device ? 2 * P + 4 * (2 * clip + c.text_len * c.text_dim + 1)  // bf16, staging
+                                  : ResidentModel<float>::workspace_bytes(c, d);
+  return 4 * P + model + 4 * clip * (guided ? 3 : 2);
 }
 
-std::vector<float> generate_clip(const ModelConfig& c, const float* params, const float* context, int64_t rows,
+ModelForward cpu_model_forward(const ModelConfig& c, const float* params, const DataShape& shape, int64_t rows) {
+  const ModelDims d = ModelDims::make(c, 1, shape.frames, shape.height, shape.width, rows);
+  auto model = std::make_shared<ResidentModel<float>>(c, d);
+  return [model, params](const float* xt, float timestep, const float* context, float* v) {
+    model->forward(params, xt, &timestep, context, v);
+  };
+}
+
+std::vector<float> generate_clip(const ModelConfig& c, const ModelForward& model, const float* context, int64_t rows,
                                  const DataShape& shape, const SamplerConfig& sampler, uint64_t seed,
                                  const StepFn& on_step, const Guidance& guidance) {
   if (c.out_dim != c.in_dim)
@@ -43,17 +55,16 @@ std::vector<float> generate_clip(const ModelConfig& c, const float* params, cons
   MS_CHECK(shape.channels == c.in_dim, "clip has ", shape.channels, " channels, the model's in_dim is ", c.in_dim);
   validate(sampler);
   const ModelDims d = ModelDims::make(c, 1, shape.frames, shape.height, shape.width, rows);
-  ResidentModel<float> model(c, d);
   const int64_t n = c.in_dim * d.F * d.H * d.W;
   std::vector<float> x(static_cast<size_t>(n));  // [1, in_dim, F, H, W] noise at t = 1, the sample at t = 0
   fill_noise(seed, x.data(), n);
   const bool guided = guidance.negative && guidance.scale != 1.0;
   std::vector<float> unconditional(guided ? size_t(n) : 0);  // [1, in_dim, F, H, W]
   const VelocityFn velocity = [&](const float* xt, double t, float* v) {
-    const float timestep = float(t * 1000.0);  // [1] the model's timestep scale (train/flow_matching.h)
-    model.forward(params, xt, &timestep, context, v);
+    const float timestep = float(t * 1000.0);  // the model's timestep scale (train/flow_matching.h)
+    model(xt, timestep, context, v);
     if (!guided) return;
-    model.forward(params, xt, &timestep, guidance.negative, unconditional.data());
+    model(xt, timestep, guidance.negative, unconditional.data());
     const float s = float(guidance.scale);
     for (int64_t i = 0; i < n; ++i) v[i] = unconditional[size_t(i)] + s * (v[i] - unconditional[size_t(i)]);
   };

@@ -1,7 +1,8 @@
-// Text-to-video generation with a resident model: noise from a seed, the Euler sampler of
-// sample/sampler.h with the model as the velocity, one clip at a time (batch 1).
+// Text-to-video generation: noise from a seed, the Euler sampler of sample/sampler.h with the model's forward as the
+// velocity, one clip at a time (batch 1).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,16 +28,26 @@ struct Guidance {
   double scale = 1.0;
 };
 
-// Host bytes a sample of `shape` needs: the model's f32 weights, the resident model's workspace, and the clip's
-// buffers (noise, velocity, and the unconditional velocity when guided). What `sample` checks before it loads.
-int64_t sample_host_bytes(const ModelConfig& c, const DataShape& shape, bool guided);
+// The model's velocity v [in_dim, F, H, W] at x_t [in_dim, F, H, W], timestep [1] (t x 1000, the model's scale) and
+// context [rows, text_dim] (the rows generate_clip was given): on the CPU (cpu_model_forward) or on a backend's device
+// (runtime/streamed_forward.h).
+using ModelForward = std::function<void(const float* xt, float timestep, const float* context, float* v)>;
 
-// params [ParamTable(c).total()] f32; context [rows, text_dim] with 1 <= rows <= text_len; guidance as above; shape is
-// the model's input [in_dim, F, H, W] (pixels for pixel-space models, latents otherwise).
+// The resident model on the CPU over f32 params [ParamTable(c).total()] (which must outlive it), for one clip of
+// `shape` with `rows` context rows.
+ModelForward cpu_model_forward(const ModelConfig& c, const float* params, const DataShape& shape, int64_t rows);
+
+// Host bytes a sample of `shape` needs: the model's f32 weights, the resident model's workspace (on_device: the
+// weights' bf16 copy for the device and its staging buffers instead), and the clip's buffers (noise, velocity, and
+// the unconditional velocity when guided). What `sample` checks before it loads.
+int64_t sample_host_bytes(const ModelConfig& c, const DataShape& shape, bool guided, bool on_device = false);
+
+// model: the forward of model c for clips of `shape`; context [rows, text_dim] with 1 <= rows <= text_len; guidance
+// as above; shape is the model's input [in_dim, F, H, W] (pixels for pixel-space models, latents otherwise).
 // Returns the sample x0 [in_dim, F, H, W] (model space: pixels in about [-1, 1], or latents).
 // Deterministic: the same inputs and seed give the same bytes. Throws ms::Error for a model whose
 // out_dim differs from in_dim (it predicts no velocity in its own input space) or bad extents.
-std::vector<float> generate_clip(const ModelConfig& c, const float* params, const float* context, int64_t rows,
+std::vector<float> generate_clip(const ModelConfig& c, const ModelForward& model, const float* context, int64_t rows,
                                  const DataShape& shape, const SamplerConfig& sampler, uint64_t seed,
                                  const StepFn& on_step = {}, const Guidance& guidance = {});
 

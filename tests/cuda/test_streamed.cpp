@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "model_reference.h"
 #include "runtime/arena.h"
 #include "runtime/shards.h"
+#include "runtime/streamed_forward.h"
 #include "runtime/streamed_model.h"
 #include "small_config.h"
 #include "thread_ranks.h"
@@ -109,10 +111,13 @@ StepResult cuda_steps(const ModelConfig& c, const ModelDims& d, const StreamOpti
 struct Reference {
   double loss;
   std::vector<double> grads;
+  std::vector<double> velocity;  // the forward's [B, out_dim, F, H, W]
 };
 
-// The same step in float64: every stage resident, the orchestration the GPU runs, over RefOps.
-Reference float64_step(const ModelConfig& c, const ModelDims& d, const Bf16Input& w, const StepData& s) {
+// The same step in float64: every stage resident, the orchestration the GPU runs, over RefOps. backward false: the
+// forward's velocity alone.
+Reference float64_step(const ModelConfig& c, const ModelDims& d, const Bf16Input& w, const StepData& s,
+                       bool backward = true) {
   const ParamTable table(c);
   const auto& st = table.stages();
   const int64_t ND = d.N() * c.dim, L = c.num_layers;
@@ -122,7 +127,7 @@ Reference float64_step(const ModelConfig& c, const ModelDims& d, const Bf16Input
   const std::vector<double> xt(s.xt.begin(), s.xt.end()), t(s.t.begin(), s.t.end()),
       context(s.context.begin(), s.context.end()), target(s.target.begin(), s.target.end());
   std::vector<double> velocity(target.size()), dvelocity(target.size());
-  Reference r{0, std::vector<double>(size_t(table.total()))};
+  Reference r{0, std::vector<double>(size_t(table.total())), {}};
   const double* p = w.values.data();
   double* g = r.grads.data();
   RefOps ops;
@@ -133,6 +138,10 @@ Reference float64_step(const ModelConfig& c, const ModelDims& d, const Bf16Input
                               ws.stem.ctx, ws.block, ws.xs + (b + 1) * ND);
   const HeadW<const double*> head = bind_head(c, p + st.back().offset);
   head_impl::head_forward(ops, c, d, head, ws.xs + L * ND, ws.stem.e, ws.head, velocity.data());
+  if (!backward) {
+    r.velocity = velocity;
+    return r;
+  }
   const double n = double(velocity.size());
   for (size_t i = 0; i < velocity.size(); ++i) {  // mean squared error and its gradient, written out
     r.loss += (velocity[i] - target[i]) * (velocity[i] - target[i]) / n;
@@ -283,6 +292,32 @@ TEST(CudaStreamed, TwoRanksOverNcclReceiveTheirWeightedGradientSum) {
     }
     EXPECT_EQ(int64_t(mine.size()), shards.total());
     expect_close("two_ranks_grads_rank" + std::to_string(r), mine, want, 1e-6);
+  }
+}
+
+// Sampling's forward alone on the GPU (runtime/streamed_forward.h), with every stage resident and with two slots
+// streamed (a budget that holds no more), twice each (the second forward reuses the resident stages, the streamed
+// ones are uploaded again): the velocity against the float64 forward within the streamed step's tolerance.
+TEST(CudaStreamed, SamplingForwardMatchesFloat64) {
+  MS_REQUIRE_GPU();
+  const ModelConfig c = streamed_config();
+  const ModelDims d = ModelDims::make(c, 1, 3, 4, 6, c.text_len);
+  const ParamTable table(c);
+  const Bf16Input w = model_weights(table, 471);
+  AlignedBuffer<uint16_t> bits(w.bits.size());
+  std::copy(w.bits.begin(), w.bits.end(), bits.data());
+  const int64_t two_slots = streamed_arena(c, d, cuda::kComputeBytes, cuda::kComputeBytes, StreamOptions{}).peak();
+  for (const int64_t budget : {int64_t(0), two_slots}) {
+    CudaBackend be;
+    StreamedForward forward(c, d, be, std::make_unique<cuda::CudaStageRunner>(c, d), bits.data(), budget);
+    EXPECT_EQ(forward.resident(), budget == 0);
+    for (uint64_t seed : {472, 475}) {
+      const StepData s = step_data(c, d, seed);
+      std::vector<float> v(s.target.size(), std::nanf(""));
+      forward(s.xt.data(), s.t[0], s.context.data(), v.data());
+      expect_close(cat(budget ? "streamed" : "resident", "_forward_", seed), v,
+                   float64_step(c, d, w, s, false).velocity, 3e-2);
+    }
   }
 }
 

@@ -42,13 +42,17 @@ void CpuStageRunner::block_forward(int64_t b, const void* w, const void* x, void
   if (probe_) probe_(b + 1, f32(out), dims_.N() * cfg_.dim);
 }
 
+void CpuStageRunner::head_forward(const void* w, const void* x, float* velocity) {
+  ms::head_forward(cfg_, dims_, bind_head(cfg_, f32(w)), f32(x), ws_.stem.e, ws_.head, velocity);
+  if (probe_) probe_(cfg_.num_layers + 1, velocity, dims_.B * cfg_.out_dim * dims_.F * dims_.H * dims_.W);
+}
+
 void CpuStageRunner::head_step(const void* w, const void* x, const StepInputs& in, float* velocity, float* dvelocity,
                                float* g) {
   const int64_t video = dims_.B * cfg_.out_dim * dims_.F * dims_.H * dims_.W, D = cfg_.dim;
   const HeadW<const float*> hw = bind_head(cfg_, f32(w));
   std::fill(g, g + table_.stages().back().numel, 0.0f);
-  head_forward(cfg_, dims_, hw, f32(x), ws_.stem.e, ws_.head, velocity);
-  if (probe_) probe_(cfg_.num_layers + 1, velocity, video);
+  head_forward(w, x, velocity);
   loss_ = cpu::mse_loss(velocity, in.target, dvelocity, video);
   std::fill(ws_.de, ws_.de + dims_.B * D, 0.0f);
   std::fill(ws_.de0, ws_.de0 + dims_.B * 6 * D, 0.0f);

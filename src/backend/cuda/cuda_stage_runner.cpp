@@ -84,13 +84,17 @@ void CudaStageRunner::block_forward(int64_t b, const void* w, const void* x, voi
                       bf16(out));
 }
 
+void CudaStageRunner::head_forward(const void* w, const void* x, float* velocity) {
+  cuda::head_forward(ops(), cfg_, dims_, bind_head(cfg_, bf16(w)), bf16(x), ws_.stem.e, ws_.head, velocity);
+}
+
 void CudaStageRunner::head_step(const void* w, const void* x, const StepInputs& in, float* velocity, float* dvelocity,
                                 float* g) {
   CudaOps& o = ops();
   const HeadW<const uint16_t*> hw = bind_head(cfg_, bf16(w));
   const int64_t D = cfg_.dim;
   o.zero(g, grad_numel(table_.stages().size() - 1));
-  cuda::head_forward(o, cfg_, dims_, hw, bf16(x), ws_.stem.e, ws_.head, velocity);
+  head_forward(w, x, velocity);
   cuda::mse_loss(velocity, in.target, dvelocity, loss_, loss_ + 1, video_numel(cfg_, dims_), 1.0, o.stream);
   o.zero(ws_.de, dims_.B * D);
   o.zero(ws_.de0, dims_.B * 6 * D);

@@ -31,6 +31,7 @@ class CudaStageRunner final : public StageRunner {
   void set_dims(const ModelDims& d) override;
   void stem_forward(const void* w, const StepInputs& in, void* x0) override;
   void block_forward(int64_t b, const void* w, const void* x, void* out) override;
+  void head_forward(const void* w, const void* x, float* velocity) override;
   void head_step(const void* w, const void* x, const StepInputs& in, float* velocity, float* dvelocity,
                  float* g) override;
   void block_backward(int64_t b, const void* w, const void* x, float* g) override;
