@@ -21,15 +21,14 @@ void add_host_memory_option(CLI::App& cmd, int64_t& bytes) {
       ->type_name("BYTES");
 }
 
-// The verbs other than train run on the CPU only (the model's stages run on the GPU in `train --offload stream`):
-// auto stays on the CPU, and cuda says why not.
+// The verbs that run on the CPU only (forward, op): auto stays on the CPU, and cuda says why not.
 BackendKind resolve_backend(BackendChoice requested) {
   if (requested != BackendChoice::cuda) return BackendKind::cpu;
   if (const std::string why = backend_unavailable(BackendKind::cuda); !why.empty())
     MS_FAIL("--backend cuda: ", why, "; leave --backend out to run on the CPU");
   MS_FAIL(
-      "--backend cuda: on the GPU this build runs `megaslide train --offload stream`, `megaslide bench cuda` and "
-      "the CUDA tests; this verb runs on the CPU: use --backend cpu");
+      "--backend cuda: on the GPU this build runs `train --offload stream`, `sample`, the frozen models' verbs "
+      "(`text-encode`, `vae`, `cache`), `bench cuda` and the CUDA tests; this verb runs on the CPU: use --backend cpu");
 }
 
 BackendKind resolve_gpu_backend(BackendChoice requested) {

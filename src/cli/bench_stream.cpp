@@ -134,6 +134,7 @@ void bench_stream(const BenchStreamArgs& a) {
   TrainOptions base;
   base.steps = std::max<int64_t>(a.steps, 3);
   base.offload = Offload::stream;
+  base.backend = BackendChoice::cpu;  // what it measures, with an emulated link (and under mpirun, MPI's collectives)
   ModelConfig cfg = preset_config(base.model);
   const std::string config_path =
       (std::filesystem::temp_directory_path() / ("megaslide-bench-stream-" + std::to_string(::getpid()) + ".json"))

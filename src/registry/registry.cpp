@@ -37,18 +37,20 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, double link_gbps, Trace*
 
 std::unique_ptr<DeviceCollectives> connect_rank_devices(BackendKind kind, Communicator& comm, double timeout_s) {
   if (kind == BackendKind::cpu) return nullptr;
-#ifdef MEGASLIDE_HAVE_CUDA
   if (const std::string why = backend_unavailable(kind); !why.empty()) MS_FAIL("--backend ", kind, ": ", why);
+#ifdef MEGASLIDE_HAVE_CUDA
+  // A rank that sees one GPU takes it (a launcher may give each rank its own through CUDA_VISIBLE_DEVICES; NCCL
+  // refuses two ranks on one GPU); one that sees several takes its local rank's.
   const int gpus = cuda::device_count();
-  if (comm.local_size() > gpus)
+  if (gpus > 1 && comm.local_rank() >= gpus)
     MS_FAIL(comm.local_size(), " ranks run on this machine but it has ", gpus,
-            " CUDA GPU(s) (CUDA_VISIBLE_DEVICES): each rank drives a GPU of its own; start at most ", gpus,
-            " ranks per machine (mpirun's --npernode)");
-  cuda::select_device(comm.local_rank());
+            " CUDA GPUs (CUDA_VISIBLE_DEVICES): each rank drives a GPU of its own; start at most ", gpus,
+            " ranks per machine (mpirun's --npernode), or give each rank its GPU through CUDA_VISIBLE_DEVICES");
+  cuda::select_device(gpus == 1 ? 0 : comm.local_rank());
   return std::make_unique<cuda::NcclCollectives>(cuda::load_nccl(), comm, timeout_s);
 #else
   (void)comm, (void)timeout_s;
-  MS_FAIL("no '", kind, "' backend in this build");
+  MS_FAIL("unreachable: backend ", kind);
 #endif
 }
 

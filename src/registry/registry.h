@@ -20,7 +20,8 @@ std::string backend_unavailable(BackendKind kind);
 std::unique_ptr<Backend> make_backend(BackendKind kind, double link_gbps, Trace* trace);
 
 // Rank comm.rank() of a distributed run on backend `kind`, before its backend is made: takes its device (the CUDA
-// backend: its local rank's GPU; an error when the machine has fewer GPUs than ranks) and joins it to the other ranks'
+// backend: its local rank's GPU, or the one GPU the rank sees; an error when the machine shows several GPUs but fewer
+// than its ranks) and joins it to the other ranks'
 // devices (the CUDA backend: NCCL, backend/cuda/nccl.h; collectives that do not complete within timeout_s end the
 // run). Null where the collectives go through host memory on comm (the CPU backend).
 std::unique_ptr<DeviceCollectives> connect_rank_devices(BackendKind kind, Communicator& comm, double timeout_s);

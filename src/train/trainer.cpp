@@ -75,11 +75,13 @@ TrainOptions fitted(TrainOptions opts, const TrainHooks& hooks, const ModelConfi
   fit_host_memory(opts, cfg, step_shapes(data, cfg, comm.size()), backend, resumed);
   if (comm.size() > 1) {  // every rank must take part in the same collectives (NCCL's only on GPU ranks)
     const double mine[] = {double(opts.schedule()), opts.keep_block_acts ? 1.0 : 0.0, double(backend)};
-    const char* what[] = {"--optimizer-schedule auto (their host memory differs)",
-                          "--recompute auto (their host memory differs)", "--backend auto (some have no usable GPU)"};
+    const char* what[] = {"--optimizer-schedule auto differently (their host memory differs); give it explicitly",
+                          "--recompute auto differently (their host memory differs); give it explicitly",
+                          "--backend auto differently (some have no usable GPU); pass --backend cpu, or run the ranks "
+                          "on machines with GPUs only"};
     const std::vector<double> all = comm.gather(Channel::control, mine);
     for (size_t i = 0; i < all.size(); ++i)
-      if (all[i] != mine[i % 3]) MS_FAIL("the ranks' machines resolve ", what[i % 3], " differently; give it explicitly");
+      if (all[i] != mine[i % 3]) MS_FAIL("the ranks' machines resolve ", what[i % 3]);
   }
   return opts;
 }

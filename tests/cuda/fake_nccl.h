@@ -4,10 +4,14 @@
 // its stream's earlier work, meets the other ranks of its communicator, exchanges through copies and returns; no
 // overlap, the same results as NCCL's semantics (nccl.h) define. It checks what NCCL requires of its callers and
 // fails the call where they are not met (a collective not in place, a wrong data type, an op of another
-// communicator). `hang` makes its all-gathers stall their stream, as a collective whose peer never comes does.
+// communicator, any call on a communicator destroyed or aborted). `hang` makes its all-gathers stall their stream, as
+// a collective whose peer never comes does. Its collectives complete before they return, so it cannot show a missing
+// wait between streams after a collective (StreamedModel's compute waits for the H2D stream's event after every
+// all-gather, and its D2H copy follows the reduce-scatter on the same stream).
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cstdint>
@@ -38,7 +42,8 @@ struct NcclComm {
   int rank;
   std::map<int, float> ops;  // pre-multiplied sums not yet destroyed: op -> this rank's scalar
   int next_op = 1000;
-  int async_error = 0;  // what comm_get_async_error reports
+  std::atomic<int> async_error{0};  // what comm_get_async_error reports (a test may set it while the watchdog reads)
+  std::atomic<bool> gone{false};    // destroyed or aborted: every later call on it is a misuse
 };
 
 }  // namespace ms::cuda
@@ -50,7 +55,7 @@ struct FakeNccl {
   static inline std::mutex m;
   static inline std::map<uint64_t, std::shared_ptr<cuda::FakeNcclWorld>> worlds;
   static inline uint64_t next_id = 1;
-  static inline int aborted = 0, destroyed = 0, collectives = 0;
+  static inline std::atomic<int> aborted = 0, destroyed = 0, collectives = 0, misuses = 0;
   static inline bool hang = false;                   // all-gathers stall their stream instead of exchanging
   static inline std::vector<cuda::NcclComm*> comms;  // every communicator made, for tests to inspect
 
@@ -80,13 +85,16 @@ struct FakeNccl {
       w->sync.arrive_and_wait();  // NCCL's init returns once every rank has joined
       return 0;
     };
-    a.comm_destroy = [](cuda::NcclApi::Comm) { return ++destroyed, 0; };
-    a.comm_abort = [](cuda::NcclApi::Comm) { return ++aborted, 0; };
-    a.comm_get_async_error = [](cuda::NcclApi::Comm c, int* e) { return *e = c->async_error, 0; };
+    a.comm_destroy = [](cuda::NcclApi::Comm c) { return c->gone.exchange(true) ? misuse() : (++destroyed, 0); };
+    a.comm_abort = [](cuda::NcclApi::Comm c) { return c->gone.exchange(true) ? misuse() : (++aborted, 0); };
+    a.comm_get_async_error = [](cuda::NcclApi::Comm c, int* e) {
+      return c->gone ? misuse() : (*e = c->async_error, 0);
+    };
     a.get_error_string = [](int) { return "fake NCCL error"; };
     a.all_gather = [](const void* send, void* recv, size_t count, int type, cuda::NcclApi::Comm c,
                       cuda::Stream stream) {
       char* r = static_cast<char*>(recv);
+      if (c->gone) return misuse();
       if (type != cuda::NcclApi::kUint8 || send != r + size_t(c->rank) * count) return kInvalidArgument;
       if (hang) {  // a peer that never comes: the stream stalls on a host function that does not return in time
         MS_CUDA_CHECK(cudaLaunchHostFunc(
@@ -107,6 +115,7 @@ struct FakeNccl {
     a.reduce_scatter = [](const void* send, void* recv, size_t count, int type, int op, cuda::NcclApi::Comm c,
                           cuda::Stream stream) {
       const float* s = static_cast<const float*>(send);
+      if (c->gone) return misuse();
       if (type != cuda::NcclApi::kFloat32 || recv != s + size_t(c->rank) * count || !c->ops.count(op))
         return kInvalidArgument;
       cuda_check(cudaStreamSynchronize(stream));
@@ -125,6 +134,7 @@ struct FakeNccl {
       return count_call();
     };
     a.red_op_create_pre_mul_sum = [](int* op, void* scalar, int type, int residence, cuda::NcclApi::Comm c) {
+      if (c->gone) return misuse();
       if (type != cuda::NcclApi::kFloat32 || residence != cuda::NcclApi::kScalarHostImmediate) return kInvalidUsage;
       *op = c->next_op++;
       c->ops[*op] = *static_cast<float*>(scalar);
@@ -140,16 +150,14 @@ struct FakeNccl {
     for (cuda::NcclComm* c : comms) delete c;
     comms.clear();
     worlds.clear();
-    aborted = destroyed = collectives = 0;
+    aborted = destroyed = collectives = misuses = 0;
     hang = false;
   }
 
  private:
   static void cuda_check(cudaError_t e) { MS_CUDA_CHECK(e); }
-  static int count_call() {
-    const std::lock_guard<std::mutex> l(m);
-    return ++collectives, 0;
-  }
+  static int count_call() { return ++collectives, 0; }
+  static int misuse() { return ++misuses, kInvalidUsage; }
 };
 
 }  // namespace ms::test

@@ -58,9 +58,10 @@ TEST(CudaNccl, ThreeRanksGatherAndReduceScatterInPlace) {
     cuda::set_current_stream(nullptr);
     MS_CUDA_CHECK(cudaStreamDestroy(stream));
   });
-  EXPECT_EQ(FakeNccl::collectives, 2 * N);
-  EXPECT_EQ(FakeNccl::destroyed, 2 * N);  // both channels' communicators, on every rank
+  EXPECT_EQ(FakeNccl::collectives, 4 * N);  // the two connecting collectives, then the test's two, on every rank
+  EXPECT_EQ(FakeNccl::destroyed, 2 * N);    // both channels' communicators, on every rank
   EXPECT_EQ(FakeNccl::aborted, 0);
+  EXPECT_EQ(FakeNccl::misuses, 0);
   for (cuda::NcclComm* c : FakeNccl::comms) EXPECT_TRUE(c->ops.empty()) << "a pre-multiplied sum left undestroyed";
   for (int r = 0; r < N; ++r) {
     for (int j = 0; j < N; ++j)
@@ -95,6 +96,24 @@ TEST(CudaNccl, AnAsyncErrorEndsTheRunNamingTheChannel) {
         });
       },
       "rank 0 of 1: NCCL reports a failure in a gradient reduce-scatter: fake NCCL error \\(6\\)");
+}
+
+// abort() hands both communicators to ncclCommAbort once; the watchdog then leaves them alone (no call on a gone
+// communicator while it keeps watching), and the destructor destroys nothing more.
+TEST(CudaNccl, AbortLetsTheCommunicatorsGoOnce) {
+  MS_REQUIRE_GPU();
+  FakeNccl::reset();
+  const cuda::NcclApi api = FakeNccl::api();
+  ThreadRanks(1).run([&](Communicator& comm) {
+    cuda::NcclCollectives nccl(api, comm, 60);
+    nccl.abort();
+    nccl.abort();
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));  // a few of the watchdog's rounds
+  });
+  EXPECT_EQ(FakeNccl::aborted, 2);
+  EXPECT_EQ(FakeNccl::destroyed, 0);
+  EXPECT_EQ(FakeNccl::misuses, 0);
+  FakeNccl::reset();
 }
 
 // A collective that does not complete within the timeout (its stream stalls, as when a peer hangs) ends the run,

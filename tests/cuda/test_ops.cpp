@@ -157,35 +157,37 @@ TEST(CudaOps, GemmMatchesCpuReferenceForEveryTranspose) {
     }
 }
 
-// A strided batch as the text encoder's attention uses it: 5 heads whose columns interleave in one [M, 5 x 13] matrix
-// (strides of 13 elements, leading dimension 65), every transpose, against each product in plain loops.
+// A strided batch as the text encoder's attention uses it: 5 heads whose matrices interleave as column blocks of one
+// matrix each for A, B and C (q k^T: interleaved q and k, k transposed; p v: interleaved v and y), every transpose,
+// against each product in plain loops.
 TEST(CudaOps, BatchedGemmOverInterleavedHeadsMatchesEachProduct) {
   MS_REQUIRE_GPU();
   const int64_t heads = 5, M = 29, N = 13, K = 37;
   cuda::GemmContext ctx;
+  // head h's rows x cols matrix, stored as columns h * cols.. of a [rows, heads x cols] matrix, packed
+  const auto head = [&](const std::vector<double>& all, int64_t rows, int64_t cols, int64_t h) {
+    std::vector<double> one(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) one[size_t(r * cols + c)] = all[size_t(r * heads * cols + h * cols + c)];
+    return one;
+  };
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       SCOPED_TRACE(testing::Message() << "ta " << ta << " tb " << tb);
-      // A: heads x [M, K] (or [K, M]) apart; B: heads interleaved, columns h * N.. (or rows) of one matrix; C: heads
-      // interleaved as columns h * N.. of [M, heads x N].
-      const int64_t lda = ta ? M : K, sa = M * K, ldb = tb ? K : heads * N, sb = tb ? N * K : N, ldc = heads * N;
+      const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;  // stored extents
       auto a = random_bf16(static_cast<size_t>(heads * M * K), 41);
       auto b = random_bf16(static_cast<size_t>(heads * N * K), 42);
-      std::vector<double> want(static_cast<size_t>(M * ldc));
+      std::vector<double> want(static_cast<size_t>(M * heads * N));
       for (int64_t h = 0; h < heads; ++h) {
-        const std::vector<double> ah(a.values.begin() + h * sa, a.values.begin() + (h + 1) * sa);
-        std::vector<double> bh(static_cast<size_t>(K * N)), ch(static_cast<size_t>(M * N));
-        for (int64_t r = 0; r < (tb ? N : K); ++r)  // op(B)'s stored rows for head h, packed
-          for (int64_t col = 0; col < (tb ? K : N); ++col)
-            bh[size_t(r * (tb ? K : N) + col)] = b.values[size_t(h * sb + r * ldb + col)];
-        reference_gemm(ta, tb, M, N, K, 1.0, ah, lda, bh, tb ? K : N, 0.0, ch);
+        std::vector<double> ch(static_cast<size_t>(M * N));
+        reference_gemm(ta, tb, M, N, K, 1.0, head(a.values, ar, ac, h), ac, head(b.values, br, bc, h), bc, 0.0, ch);
         for (int64_t m = 0; m < M; ++m)
-          for (int64_t n = 0; n < N; ++n) want[size_t(m * ldc + h * N + n)] = ch[size_t(m * N + n)];
+          for (int64_t n = 0; n < N; ++n) want[size_t(m * heads * N + h * N + n)] = ch[size_t(m * N + n)];
       }
       DeviceBuffer<uint16_t> ga(a.bits), gb(b.bits);
-      DeviceBuffer<float> gc(M * ldc, std::nanf(""));
-      ctx.gemm<float>(ta, tb, M, N, K, 1.f, ga.get(), lda, gb.get(), ldb, 0.f, gc.get(), ldc, nullptr, nullptr,
-                      {heads, sa, sb, N});
+      DeviceBuffer<float> gc(M * heads * N, std::nanf(""));
+      ctx.gemm<float>(ta, tb, M, N, K, 1.f, ga.get(), heads * ac, gb.get(), heads * bc, 0.f, gc.get(), heads * N,
+                      nullptr, nullptr, {heads, ac, bc, N});
       expect_close(std::string("batched_") + (ta ? "t" : "n") + (tb ? "t" : "n"), gc.read(), want, kDeviceF32Tol);
     }
 }

@@ -206,7 +206,10 @@ void CudaBackend::wait(int stream, Event e) {
     MS_CUDA_CHECK(cudaStreamWaitEvent(s.cuda, ev, 0));
     return;
   }
-  host_->launch(s.host, "wait", [ev] { MS_CUDA_CHECK(cudaEventSynchronize(ev)); });
+  host_->launch(s.host, "wait", [ev] {
+    cuda::use_device_on_this_thread();  // a worker thread's first CUDA call would otherwise open a context on GPU 0
+    MS_CUDA_CHECK(cudaEventSynchronize(ev));
+  });
 }
 
 void CudaBackend::sync(Event e) {

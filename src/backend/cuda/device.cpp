@@ -51,6 +51,13 @@ void select_device(int index) {
   selected = index;
 }
 
+void use_device_on_this_thread() {
+  thread_local int set = -1;
+  if (set == selected) return;
+  MS_CUDA_CHECK(cudaSetDevice(selected));
+  set = selected;
+}
+
 Stream current_stream() { return current; }
 void set_current_stream(Stream s) { current = s; }
 

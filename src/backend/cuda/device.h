@@ -31,6 +31,9 @@ int device_index();
 void select_device(int index);
 // How many CUDA devices this process sees; 0 without a usable GPU.
 int device_count();
+// Makes this process's device the calling thread's current one (CUDA's current device is per thread), once per
+// thread: for threads other than the one that made the backend.
+void use_device_on_this_thread();
 
 // The stream that ops enqueue on: set by CudaBackend::launch around the op's host function (default 0,
 // the legacy stream, outside a launch).

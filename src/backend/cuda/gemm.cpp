@@ -67,7 +67,7 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   const cudaDataType_t out = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
   MS_CHECK(!bias || (std::is_same_v<T, uint16_t>), "gemm: a bias needs a bf16 output");
   MS_CHECK(batch.count >= 1 && batch.count <= INT32_MAX && (batch.count == 1 || !bias), "gemm: a batch of ",
-           batch.count, bias ? " with a bias" : "");
+           batch.count, bias ? " with a bias" : "", " (1 to 2^31 - 1 products; a batch of several takes no bias)");
   const cublasOperation_t opx = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opy = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   using Desc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
   auto describe = [&](Desc& desc, bool epilogue) {
@@ -92,7 +92,10 @@ void GemmContext::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   // The heuristic's choice is cached per shape and operand alignment (cuBLASLt assumes 256-byte aligned
   // pointers unless told otherwise; arena sub-buffers and slices can be less). A product without epilogue is the
   // same whether a bias kernel follows it or not, so the key holds whether the epilogue is asked for.
-  const uintptr_t any = uintptr_t(A) | uintptr_t(B) | uintptr_t(C) | uintptr_t(bias);
+  // Every product of a batch starts a stride on: its alignment counts too.
+  const uintptr_t any = uintptr_t(A) | uintptr_t(B) | uintptr_t(C) | uintptr_t(bias) |
+                        uintptr_t(batch.a * int64_t(sizeof(In))) | uintptr_t(batch.b * int64_t(sizeof(In))) |
+                        uintptr_t(batch.c * int64_t(sizeof(T)));
   const uint32_t align = uint32_t(std::min<uintptr_t>(256, any & (~any + 1)));
   const bool ask_epilogue = bias && bias_epilogue_;
   const Key key{ta,

@@ -12,8 +12,8 @@
 
 #if __has_include(<nccl.h>)  // the toolkit's header: NcclApi's ABI constants are NCCL's
 #include <nccl.h>
-static_assert(ms::cuda::NcclApi::kSuccess == ncclSuccess && ms::cuda::NcclApi::kUint8 == ncclUint8 &&
-              ms::cuda::NcclApi::kFloat32 == ncclFloat32 &&
+static_assert(ms::cuda::NcclApi::kSuccess == ncclSuccess && ms::cuda::NcclApi::kInProgress == ncclInProgress &&
+              ms::cuda::NcclApi::kUint8 == ncclUint8 && ms::cuda::NcclApi::kFloat32 == ncclFloat32 &&
               ms::cuda::NcclApi::kScalarHostImmediate == ncclScalarHostImmediate);
 static_assert(sizeof(ms::cuda::NcclApi::UniqueId) == sizeof(ncclUniqueId) && sizeof(ncclResult_t) == sizeof(int) &&
               sizeof(ncclDataType_t) == sizeof(int) && sizeof(ncclRedOp_t) == sizeof(int) &&
@@ -71,14 +71,14 @@ const NcclApi& load_nccl() {
 }
 
 NcclCollectives::NcclCollectives(const NcclApi& api, Communicator& comm, double timeout_s)
-    : api_(api), comm_(comm), timeout_s_(timeout_s), device_(device_index()) {
+    : api_(api), comm_(comm), timeout_s_(timeout_s) {
   // Rank 0 makes both ids; every rank takes rank 0's part of the control channel's gather.
   const size_t id_bytes = 2 * sizeof(NcclApi::UniqueId);
   std::vector<char> ids(id_bytes * size_t(comm.size()));
   if (comm.rank() == 0) {
     NcclApi::UniqueId w{}, g{};
-    check(api_.get_unique_id(&w), "ncclGetUniqueId", Channel::weights);
-    check(api_.get_unique_id(&g), "ncclGetUniqueId", Channel::grads);
+    check(api_.get_unique_id(&w), "ncclGetUniqueId", "making the weights channel's id");
+    check(api_.get_unique_id(&g), "ncclGetUniqueId", "making the grads channel's id");
     std::memcpy(ids.data(), &w, sizeof w);
     std::memcpy(ids.data() + sizeof w, &g, sizeof g);
   }
@@ -86,24 +86,50 @@ NcclCollectives::NcclCollectives(const NcclApi& api, Communicator& comm, double 
   NcclApi::UniqueId w{}, g{};
   std::memcpy(&w, ids.data(), sizeof w);
   std::memcpy(&g, ids.data() + sizeof w, sizeof g);
-  check(api_.comm_init_rank(&weights_, comm.size(), w, comm.rank()), "ncclCommInitRank", Channel::weights);
+  check(api_.comm_init_rank(&weights_, comm.size(), w, comm.rank()), "ncclCommInitRank",
+        "joining the weights channel's communicator");
   try {
-    check(api_.comm_init_rank(&grads_, comm.size(), g, comm.rank()), "ncclCommInitRank", Channel::grads);
+    check(api_.comm_init_rank(&grads_, comm.size(), g, comm.rank()), "ncclCommInitRank",
+          "joining the grads channel's communicator");
   } catch (...) {
     api_.comm_destroy(weights_);
     throw;
   }
   watchdog_ = std::thread([this] { watchdog(); });
+  // NCCL connects the ranks (and allocates for it) at a communicator's first collective: one of each here, on a
+  // stream of their own, so that no step's collective waits for that or syncs the device in the middle of a step.
+  Stream stream = nullptr;
+  float* buf = nullptr;  // [ranks] one float each
+  const Stream before = current_stream();
+  try {
+    MS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    MS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buf), size_t(comm.size()) * 4));
+    set_current_stream(stream);
+    MS_CUDA_CHECK(cudaMemsetAsync(buf, 0, size_t(comm.size()) * 4, stream));
+    allgather(Channel::weights, buf, 4);
+    reduce_scatter(Channel::grads, buf, 1, std::vector<float>(size_t(comm.size()), 1.0f));
+    MS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } catch (...) {  // buf and stream are left: freeing them could wait for the collectives that failed
+    set_current_stream(before);
+    abort();
+    close();
+    throw;
+  }
+  set_current_stream(before);
+  cudaFree(buf);
+  cudaStreamDestroy(stream);
 }
 
-NcclCollectives::~NcclCollectives() {
+NcclCollectives::~NcclCollectives() { close(); }
+
+void NcclCollectives::close() noexcept {
   {
     const std::lock_guard<std::mutex> l(m_);
     stop_ = true;
   }
   cv_.notify_all();
   watchdog_.join();
-  for (const Pending& p : pending_) cudaEventDestroy(p.done);
+  for (const Pending& p : pending_) cudaEventDestroy(p.begun), cudaEventDestroy(p.done);
   if (!aborted_) {  // the streams have drained (the backend's sync before this): nothing is in flight
     api_.comm_destroy(weights_);
     api_.comm_destroy(grads_);
@@ -115,17 +141,25 @@ NcclApi::Comm NcclCollectives::comm_of(Channel c) const {
   return c == Channel::weights ? weights_ : grads_;
 }
 
-void NcclCollectives::check(int result, const char* call, Channel c) const {
+void NcclCollectives::check(int result, const char* call, const std::string& during) const {
   if (result == NcclApi::kSuccess) return;
-  throw DeviceError(cat("rank ", comm_.rank(), " of ", comm_.size(), ": NCCL's ", call, " failed in ", channel_name(c),
-                        ": ", api_.get_error_string(result), " (", result, ")"));
+  throw DeviceError(cat("rank ", comm_.rank(), " of ", comm_.size(), ": NCCL's ", call, " failed ", during, ": ",
+                        api_.get_error_string(result), " (", result, ")"));
+}
+
+CUevent_st* NcclCollectives::record() {
+  CUevent_st* e = nullptr;
+  MS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  MS_CUDA_CHECK(cudaEventRecord(e, current_stream()));
+  return e;
 }
 
 void NcclCollectives::allgather(Channel c, void* buf, size_t bytes) {
   char* b = static_cast<char*>(buf);
+  CUevent_st* begun = record();
   check(api_.all_gather(b + size_t(comm_.rank()) * bytes, b, bytes, NcclApi::kUint8, comm_of(c), current_stream()),
-        "ncclAllGather", c);
-  watch(c);
+        "ncclAllGather", cat("in ", channel_name(c)));
+  watch(c, begun);
 }
 
 void NcclCollectives::reduce_scatter(Channel c, float* buf, int64_t chunk, std::span<const float> weight) {
@@ -135,65 +169,84 @@ void NcclCollectives::reduce_scatter(Channel c, float* buf, int64_t chunk, std::
   const NcclApi::Comm comm = comm_of(c);
   int op = 0;
   check(api_.red_op_create_pre_mul_sum(&op, &mine, NcclApi::kFloat32, NcclApi::kScalarHostImmediate, comm),
-        "ncclRedOpCreatePreMulSum", c);
+        "ncclRedOpCreatePreMulSum", cat("in ", channel_name(c)));
+  CUevent_st* begun = record();
   const int rc = api_.reduce_scatter(buf, buf + comm_.rank() * chunk, size_t(chunk), NcclApi::kFloat32, op, comm,
                                      current_stream());
   api_.red_op_destroy(op, comm);  // allowed once the call that takes it has returned
-  check(rc, "ncclReduceScatter", c);
-  watch(c);
+  check(rc, "ncclReduceScatter", cat("in ", channel_name(c)));
+  watch(c, begun);
 }
 
-void NcclCollectives::watch(Channel c) {
-  CUevent_st* e = nullptr;
-  MS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  MS_CUDA_CHECK(cudaEventRecord(e, current_stream()));
+void NcclCollectives::watch(Channel c, CUevent_st* begun) {
+  CUevent_st* done = record();
   const std::lock_guard<std::mutex> l(m_);
-  pending_.push_back({c, e, std::chrono::steady_clock::now()});
+  pending_.push_back({c, begun, done, {}});
 }
 
 void NcclCollectives::watchdog() {
-  cudaSetDevice(device_);  // the events' device
+  try {
+    use_device_on_this_thread();  // the events' device
+  } catch (const Error& e) {
+    return fail(e.what());
+  }
   std::unique_lock<std::mutex> l(m_);
   while (!stop_) {
     cv_.wait_for(l, std::chrono::milliseconds(200));
     if (stop_) return;
-    if (const std::string why = failure(); !why.empty()) return fail(why);
+    const auto now = std::chrono::steady_clock::now();
+    if (aborted_) {  // the communicators are gone: only the drain's deadline is left to watch
+      if (std::chrono::duration<double>(now - aborted_at_).count() > kDrainSeconds)
+        return fail(cat("after an error of its own it could not drain its GPU streams within ", kDrainSeconds,
+                        " s (its message may be lost)"));
+      continue;
+    }
+    if (const std::string why = failure(now); !why.empty()) return fail(why);
   }
 }
 
-std::string NcclCollectives::failure() {
+std::string NcclCollectives::failure(std::chrono::steady_clock::time_point now) {
   for (auto it = pending_.begin(); it != pending_.end();) {
-    const cudaError_t q = cudaEventQuery(it->done);
-    if (q == cudaSuccess) {
+    const cudaError_t done = cudaEventQuery(it->done);
+    if (done == cudaSuccess) {
+      cudaEventDestroy(it->begun);
       cudaEventDestroy(it->done);
       it = pending_.erase(it);
       continue;
     }
-    if (q != cudaErrorNotReady)
-      return cat("the GPU failed under ", channel_name(it->channel), ": ", cudaGetErrorString(q));
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - it->enqueued).count() > timeout_s_)
+    if (done != cudaErrorNotReady)
+      return cat("the GPU failed while ", channel_name(it->channel), " was pending: ", cudaGetErrorString(done));
+    // The clock runs from when the stream reached the collective, as a rank's wait in a collective on the CPU does.
+    if (!it->started && cudaEventQuery(it->begun) == cudaSuccess) it->started = now;
+    if (it->started && std::chrono::duration<double>(now - *it->started).count() > timeout_s_)
       return cat(channel_name(it->channel), " on the GPUs (NCCL) did not complete within ", timeout_s_,
                  " s (--collective-timeout): a rank died, hangs or is far behind");
     ++it;
   }
   for (Channel c : {Channel::weights, Channel::grads}) {
     int e = NcclApi::kSuccess;
-    if (api_.comm_get_async_error(comm_of(c), &e) == NcclApi::kSuccess && e != NcclApi::kSuccess && e != kInProgress)
+    if (api_.comm_get_async_error(comm_of(c), &e) == NcclApi::kSuccess && e != NcclApi::kSuccess &&
+        e != NcclApi::kInProgress)
       return cat("NCCL reports a failure in ", channel_name(c), ": ", api_.get_error_string(e), " (", e, ")");
   }
   return "";
 }
 
 void NcclCollectives::abort() noexcept {
-  if (aborted_.exchange(true)) return;
+  {  // the watchdog stops touching the communicators before they go
+    const std::lock_guard<std::mutex> l(m_);
+    if (aborted_) return;
+    aborted_ = true;
+    aborted_at_ = std::chrono::steady_clock::now();
+  }
   api_.comm_abort(weights_);
   api_.comm_abort(grads_);
 }
 
 void NcclCollectives::fail(const std::string& why) noexcept {
+  // No ncclCommAbort here: it can itself wait for the kernels that hang; the job's end takes the GPU state with it.
   log_line(LogLevel::error, cat("rank ", comm_.rank(), " of ", comm_.size(), ": ", why,
                                 ". Every rank stops; the last complete checkpoint is intact"));
-  abort();
   comm_.abort(1);
 }
 

@@ -3,13 +3,13 @@
 // is (dist/mpi.h): megaslide never links it, so a single-GPU run and the GPU bundle do not need it, and the 200 MB
 // library is whichever the machine has (the CUDA toolkit's, or Python's nvidia-nccl package).
 #pragma once
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -30,7 +30,8 @@ struct NcclApi {
   struct UniqueId {
     char internal[128];
   };
-  static constexpr int kSuccess = 0, kUint8 = 1, kFloat32 = 7, kScalarHostImmediate = 1;
+  // kInProgress: a non-blocking call still running, not a failure
+  static constexpr int kSuccess = 0, kInProgress = 7, kUint8 = 1, kFloat32 = 7, kScalarHostImmediate = 1;
   int (*get_version)(int* version);
   int (*get_unique_id)(UniqueId* id);
   int (*comm_init_rank)(Comm* comm, int nranks, UniqueId id, int rank);
@@ -50,10 +51,11 @@ const NcclApi& load_nccl();
 
 // This rank's device joined to every rank's: one NCCL communicator per channel that carries device collectives
 // (weights on the H2D stream, grads on the D2H stream, so that neither orders behind the other), their ids made by
-// rank 0 and sent to the others on comm's control channel. The collectives run in place on the current stream
-// (cuda::current_stream, set by CudaBackend::launch). A watchdog thread ends the run (comm.abort, after an error
-// naming the channel) when NCCL reports a failure or a collective has not completed timeout_s after it was enqueued:
-// a rank that hangs would otherwise hold every other GPU in its collective forever.
+// rank 0 and sent to the others on comm's control channel, and connected by one small collective each before any
+// step. The collectives run in place on the current stream (cuda::current_stream, set by CudaBackend::launch). A
+// watchdog thread ends the run (comm.abort, after an error naming the rank and the channel) when NCCL reports a
+// failure, or when a collective has not completed timeout_s after its stream reached it: a rank that hangs would
+// otherwise hold every other GPU in its collective forever.
 class NcclCollectives final : public DeviceCollectives {
  public:
   NcclCollectives(const NcclApi& api, Communicator& comm, double timeout_s);
@@ -63,32 +65,37 @@ class NcclCollectives final : public DeviceCollectives {
 
   void allgather(Channel c, void* buf, size_t bytes) override;
   void reduce_scatter(Channel c, float* buf, int64_t chunk, std::span<const float> weight) override;
-  // ncclCommAbort on both communicators.
+  // ncclCommAbort on both communicators. Should the streams then still not drain within kDrainSeconds (an abort
+  // that hangs), the watchdog ends the run.
   void abort() noexcept override;
+  static constexpr double kDrainSeconds = 30;
 
  private:
   struct Pending {
     Channel channel;
-    CUevent_st* done;
-    std::chrono::steady_clock::time_point enqueued;
+    CUevent_st *begun, *done;                                      // the stream reached the collective; it completed
+    std::optional<std::chrono::steady_clock::time_point> started;  // when the watchdog first saw begun complete
   };
   NcclApi::Comm comm_of(Channel c) const;
-  void check(int result, const char* call, Channel c) const;
-  void watch(Channel c);  // records the collective just enqueued on the current stream for the watchdog
+  void check(int result, const char* call, const std::string& during) const;
+  CUevent_st* record();                      // an event recorded now on the current stream
+  void watch(Channel c, CUevent_st* begun);  // the collective just enqueued, for the watchdog
   void watchdog();
-  std::string failure();  // why the run must end, from the pending collectives and NCCL; "" when nothing failed
+  // Why the run must end, from the pending collectives and NCCL; "" when nothing failed. Under m_.
+  std::string failure(std::chrono::steady_clock::time_point now);
   void fail(const std::string& why) noexcept;  // ends the run (Communicator::abort)
+  void close() noexcept;                       // stops the watchdog and lets the communicators go
 
   const NcclApi& api_;
   Communicator& comm_;
   double timeout_s_;
-  int device_;
   NcclApi::Comm weights_ = nullptr, grads_ = nullptr;
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<Pending> pending_;  // in enqueue order
   bool stop_ = false;
-  std::atomic<bool> aborted_{false};
+  bool aborted_ = false;  // under m_: the communicators are gone
+  std::chrono::steady_clock::time_point aborted_at_;
   std::thread watchdog_;
 };
 
