@@ -24,6 +24,10 @@ TEST(NoGpu, BackendAndVerbsNameTheReason) {
   const CliResult t = run_cli("train --backend cuda --steps 1");
   EXPECT_NE(t.code, 0);
   EXPECT_NE(t.output.find("no usable CUDA GPU on this machine"), std::string::npos) << t.output;
+  const CliResult s =
+      run_cli("sample --model tiny --prompt x --frames 2 --height 8 --width 8 --backend cuda --out never.safetensors");
+  EXPECT_NE(s.code, 0);
+  EXPECT_NE(s.output.find("--backend cuda: no usable CUDA GPU on this machine"), std::string::npos) << s.output;
 }
 
 #else
@@ -31,6 +35,10 @@ TEST(NoGpu, BenchCudaSaysTheBuildHasNoCudaBackend) {
   const CliResult r = run_cli("bench cuda");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("no CUDA backend"), std::string::npos) << r.output;
+  const CliResult s =
+      run_cli("sample --model tiny --prompt x --frames 2 --height 8 --width 8 --backend cuda --out never.safetensors");
+  EXPECT_NE(s.code, 0);
+  EXPECT_NE(s.output.find("no CUDA backend"), std::string::npos) << s.output;
 }
 #endif
 

@@ -139,20 +139,24 @@ TEST(Sampler, StreamedForwardGivesTheResidentModelsBits) {
   const auto ctx = prompt_context(m.c, "red circle moving left"), neg = prompt_context(m.c, "blurry");
   const int64_t n = m.c.in_dim * d.F * d.H * d.W;
   StreamOptions two;
+  two.forward_only = true;
   const int64_t two_slots = backend_arena(BackendKind::cpu, m.c, d, two).peak();
   for (const int64_t budget : {int64_t(0), two_slots}) {
     SCOPED_TRACE(budget ? "two slots streamed" : "every stage resident");
     CpuBackend be;
-    StreamedForward gpu(m.c, d, be, make_stage_runner(be, m.c, d), bf16.data(), budget);
-    EXPECT_EQ(gpu.resident(), budget == 0);
+    StreamedForward streamed(
+        m.c, d, be, [&] { return make_stage_runner(be, m.c, d); }, bf16.data(), budget);
+    EXPECT_EQ(streamed.resident(), budget == 0);
     for (uint64_t seed : {21, 22}) {
       const std::vector<float> x = test::to_f32(test::randn(size_t(n), seed));
       std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
       cpu(x.data(), 612.5f, ctx.data(), want.data());
-      gpu(x.data(), 612.5f, ctx.data(), got.data());
+      streamed(x.data(), 612.5f, ctx.data(), got.data());
       EXPECT_EQ(got, want) << "forward " << seed;
+      // resident: the model crosses the link once; streamed: every forward
+      EXPECT_EQ(streamed.last_uploads(), budget == 0 && seed == 22 ? 0 : ParamTable(m.c).total()) << seed;
     }
-    const ModelForward forward = [&](const float* x, float t, const float* c, float* v) { gpu(x, t, c, v); };
+    const ModelForward forward = [&](const float* x, float t, const float* c, float* v) { streamed(x, t, c, v); };
     EXPECT_EQ(generate_clip(m.c, forward, ctx.data(), m.c.text_len, shape, {3, 5.0}, 7, {}, {neg.data(), 4.0}),
               generate_clip(m.c, cpu, ctx.data(), m.c.text_len, shape, {3, 5.0}, 7, {}, {neg.data(), 4.0}));
   }

@@ -2,7 +2,9 @@
 // names and config, config inference for single files, and `megaslide convert` round trips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <fstream>
@@ -11,6 +13,7 @@
 
 #include "cli_util.h"
 #include "core/check.h"
+#include "core/dtype.h"
 #include "core/text.h"
 #include "io/safetensors.h"
 #include "io/weight_files.h"
@@ -101,6 +104,23 @@ TEST(Fp8, SafetensorsFp8TensorsWidenAndComfyScalesApply) {
   EXPECT_THROW(WeightFiles::open(path), Error);  // neither one scale nor one per row
   write_safetensors(path, {{"b.scale_weight", DType::f32, {}, &scale}});
   EXPECT_THROW(WeightFiles::open(path), Error);  // a scale without its weight
+}
+
+// Rounding a buffer to bf16 where it lies (sample's weights for a GPU): each value f32_to_bf16 of the float that was
+// there, over several of its chunks and a ragged end, on random bit patterns (NaN and infinities too).
+TEST(Bf16, NarrowingInPlaceEqualsTheCopy) {
+  const int64_t n = (int64_t(1) << 21) + 12345;
+  std::vector<float> data(static_cast<size_t>(n));
+  std::mt19937 gen(5);
+  for (float& x : data) {
+    const uint32_t b = uint32_t(gen());
+    std::memcpy(&x, &b, 4);
+  }
+  std::vector<uint16_t> want(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) want[size_t(i)] = f32_to_bf16(data[size_t(i)]);
+  const uint16_t* got = narrow_to_bf16_in_place(data.data(), n);
+  ASSERT_EQ(static_cast<const void*>(got), static_cast<const void*>(data.data()));
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), got));
 }
 
 TEST(NameMap, DiffusersNamesRoundTripOverEveryParameter) {

@@ -145,8 +145,8 @@ void run_sample(SampleArgs a) {
   require_host_memory(
       cat("sampling ", src.description), need,
       cat("f32 weights ", format_bytes(double(weights)),
-          on_device ? ", their bf16 copy for the GPU and the clips " : ", the model's workspace at ", a.shape.frames,
-          "x", a.shape.height, "x", a.shape.width, " ", format_bytes(double(need - weights))),
+          on_device ? ", the staging buffers and the clips at " : ", the model's workspace at ", a.shape.frames, "x",
+          a.shape.height, "x", a.shape.width, " ", format_bytes(double(need - weights))),
       limit, "Sample fewer frames or a smaller size");
   if (vae) {  // decoded once the model's memory is returned
     const VaeConfig& vc = vae->config();
@@ -167,7 +167,7 @@ void run_sample(SampleArgs a) {
   if (t5)
     log_info("encoded the prompt", scale != 1.0 ? " and the negative prompt" : "", " with ", a.t5.t5, " in ",
              format_fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_text).count(), 1), " s");
-  t5.reset();  // its memory (on a GPU: 9.3 GB of weights) goes back before the model's comes
+  t5.reset();  // its memory (on a GPU, its weights) goes back before the model's comes
   ParamTable table(c);
   AlignedBuffer<float> params(size_t(table.total()));  // [P] f32
   load_params(src, table, a.seed, params.data());
@@ -187,13 +187,12 @@ void run_sample(SampleArgs a) {
   if (!on_device) {
     x = generate_clip(c, cpu_model_forward(c, params.data(), a.shape, c.text_len), ctx.data(), c.text_len, a.shape,
                       a.sampler, a.seed, progress, guidance);
-  } else {  // bf16 weights, as the GPU computes with them; every stage resident where the GPU holds them
-    AlignedBuffer<uint16_t> bf16(params.size());
-    convert_from_f32(DType::bf16, params.data(), bf16.data(), int64_t(params.size()));
-    params = AlignedBuffer<float>();
+  } else {  // bf16 weights, as the GPU computes with them, rounded where the f32 ones lie (no second copy)
+    const uint16_t* bf16 = narrow_to_bf16_in_place(params.data(), int64_t(params.size()));
     const std::unique_ptr<Backend> backend = make_backend(kind, 0, nullptr);
     const ModelDims d = ModelDims::make(c, 1, a.shape.frames, a.shape.height, a.shape.width, c.text_len);
-    StreamedForward model(c, d, *backend, make_stage_runner(*backend, c, d), bf16.data());
+    StreamedForward model(
+        c, d, *backend, [&] { return make_stage_runner(*backend, c, d); }, bf16);
     log_info("the model samples on ", kind,
              model.resident() ? " with every block resident" : ", its blocks streamed two at a time");
     const ModelForward forward = [&model](const float* xt, float t, const float* ctx, float* v) {

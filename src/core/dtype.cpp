@@ -1,7 +1,10 @@
 #include "core/dtype.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/check.h"
 
@@ -161,6 +164,20 @@ void convert_from_f32(DType t, const float* src, void* dst, int64_t n) {
       return;
     default: MS_FAIL("cannot store f32 values as ", dtype_name(t));
   }
+}
+
+uint16_t* narrow_to_bf16_in_place(float* data, int64_t n) {
+  // Chunk by chunk through a scratch buffer: chunk [a, a + m) lands on bytes [2a, 2a + 2m), which hold floats below
+  // a + m, every one of them read by then.
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  std::vector<uint16_t> scratch(size_t(std::min(n, kChunk)));
+  char* out = reinterpret_cast<char*>(data);
+  for (int64_t a = 0; a < n; a += kChunk) {
+    const int64_t m = std::min(kChunk, n - a);
+    convert_from_f32(DType::bf16, data + a, scratch.data(), m);
+    std::memcpy(out + 2 * a, scratch.data(), size_t(m) * 2);
+  }
+  return reinterpret_cast<uint16_t*>(data);
 }
 
 }  // namespace ms

@@ -11,7 +11,7 @@ namespace ms {
 enum class DType { f32, f64, f16, bf16, i64, i32, u8, f8_e4m3, f8_e5m2 };
 
 int dtype_size(DType t);
-std::string dtype_name(DType t);          // safetensors spelling: "F32", "BF16", ...
+std::string dtype_name(DType t);  // safetensors spelling: "F32", "BF16", ...
 bool dtype_from_name(const std::string& name, DType* out);
 
 inline float bf16_to_f32(uint16_t h) {
@@ -37,5 +37,8 @@ uint16_t f32_to_f16(float f);
 // Converts n elements of `src` (dtype t) to f32 / from f32 (not to the fp8 types, which are read-only here).
 void convert_to_f32(DType t, const void* src, float* dst, int64_t n);
 void convert_from_f32(DType t, const float* src, void* dst, int64_t n);
+// Rounds n floats to bf16 where they lie: the n bf16 values fill the first half of the buffer, whose start is
+// returned. For a copy that must not need twice the memory (a model's weights for a GPU).
+uint16_t* narrow_to_bf16_in_place(float* data, int64_t n);
 
 }  // namespace ms

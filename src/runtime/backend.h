@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/enum_names.h"
 
@@ -72,6 +73,28 @@ class Backend {
   virtual void wait(int stream, Event e) = 0;  // later work on `stream` starts after e
   virtual void sync(Event e) = 0;              // the host blocks until e
   virtual void sync_all() = 0;                 // the host blocks until every stream is idle
+};
+
+// Backend::pin_host for a scope: unpinned when it goes (an error then is dropped: the memory is freed after it
+// anyway, and a destructor must not throw).
+class HostPin {
+ public:
+  HostPin(Backend& be, void* p, size_t bytes) : be_(&be), p_(p) { be.pin_host(p, bytes); }
+  ~HostPin() {
+    if (!p_) return;
+    try {
+      be_->unpin_host(p_);
+    } catch (...) {
+    }
+  }
+  HostPin(HostPin&& o) noexcept : be_(o.be_), p_(std::exchange(o.p_, nullptr)) {}
+  HostPin(const HostPin&) = delete;
+  HostPin& operator=(const HostPin&) = delete;
+  HostPin& operator=(HostPin&&) = delete;
+
+ private:
+  Backend* be_;
+  void* p_;
 };
 
 }  // namespace ms

@@ -8,7 +8,7 @@
 namespace ms {
 
 StreamedForward::StreamedForward(const ModelConfig& c, const ModelDims& d, Backend& backend,
-                                 std::unique_ptr<StageRunner> runner, const uint16_t* weights, int64_t device_memory)
+                                 const MakeRunner& make_runner, const uint16_t* weights, int64_t device_memory)
     : dims_(d),
       be_(backend),
       weights_(weights),
@@ -17,29 +17,38 @@ StreamedForward::StreamedForward(const ModelConfig& c, const ModelDims& d, Backe
       context_(size_t(d.Lt * c.text_dim)),
       v_(size_t(c.out_dim * d.F * d.H * d.W)) {
   MS_CHECK(d.B == 1 && d.Lt == c.text_len, "StreamedForward: one clip with a context of text_len rows");
+  const ParamTable table(c);
+  pins_.emplace_back(backend, const_cast<uint16_t*>(weights_), size_t(table.total()) * 2);
+  for (AlignedBuffer<float>* b : {&xt_, &t_, &context_, &v_}) pins_.emplace_back(backend, b->data(), b->size() * 4);
   StreamOptions o;
   o.device_memory = device_memory;
-  const ParamTable table(c);
-  const int stages = int(table.stages().size());
+  o.forward_only = true;
   const int64_t budget = device_memory > 0 ? device_memory : backend.default_device_memory();
-  o.prefetch = stages;  // every stage resident, where that fits
-  resident_ = budget <= 0 || streamed_arena(c, d, backend.weight_bytes(), runner->act_bytes(), o).peak() <= budget;
-  if (!resident_) o.prefetch = 2;
-  be_.pin_host(const_cast<uint16_t*>(weights_), size_t(table.total()) * 2);
-  for (AlignedBuffer<float>* b : {&xt_, &t_, &context_, &v_}) be_.pin_host(b->data(), b->size() * 4);
-  try {
-    model_ = std::make_unique<StreamedModel>(c, d, backend, o, std::move(runner));
-  } catch (...) {
-    for (AlignedBuffer<float>* b : {&xt_, &t_, &context_, &v_}) be_.unpin_host(b->data());
-    be_.unpin_host(const_cast<uint16_t*>(weights_));
-    throw;
+  // Every stage resident where the plan fits the budget and the device can give it (other processes may hold
+  // some of its memory), else two slots streamed per forward.
+  const int stages = int(table.stages().size());
+  for (const int k : {stages, 2}) {
+    o.prefetch = k;
+    std::unique_ptr<StageRunner> runner = make_runner();
+    if (k > 2 && budget > 0 && streamed_arena(c, d, backend.weight_bytes(), runner->act_bytes(), o).peak() > budget)
+      continue;
+    try {
+      model_ = std::make_unique<StreamedModel>(c, d, backend, o, std::move(runner));
+      resident_ = k == stages;
+      return;
+    } catch (const Error& e) {
+      if (k == 2)
+        MS_FAIL("sampling a clip of ", d.F, "x", d.H, "x", d.W, " on the ", backend.kind(), " backend: ", e.what(),
+                ". Sample fewer frames or a smaller size, or use --backend cpu");
+    }
   }
 }
 
 StreamedForward::~StreamedForward() {
-  model_.reset();  // drains the streams
-  for (AlignedBuffer<float>* b : {&xt_, &t_, &context_, &v_}) be_.unpin_host(b->data());
-  be_.unpin_host(const_cast<uint16_t*>(weights_));
+  try {
+    be_.sync_all();
+  } catch (...) {  // the error that ended the sampling is already on its way out
+  }
 }
 
 void StreamedForward::operator()(const float* xt, float timestep, const float* context, float* v) {

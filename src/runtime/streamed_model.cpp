@@ -23,8 +23,8 @@ ArenaOptions arena_options(int weight_bytes, int act_bytes, const StreamOptions&
   ao.prefetch = o.prefetch;
   ao.weight_bytes = weight_bytes;
   ao.act_bytes = act_bytes;
-  ao.grad_slots = 2;
-  ao.offload_activations = o.offload_activations;
+  ao.grad_slots = o.forward_only ? 0 : 2;
+  ao.offload_activations = o.offload_activations || o.forward_only;  // forward_only: the 3 slots' layout
   ao.ranks = o.ranks;
   return ao;
 }
@@ -97,7 +97,7 @@ StreamedModel::StreamedModel(const ModelConfig& c, const StepShapes& shapes, Bac
   };
   const int64_t stage = shards_.max_padded();
   for (int k = 0; k < o.prefetch; ++k) slots_.push_back(take(stage * ao.weight_bytes));
-  for (int k = 0; k < 2; ++k) grad_slots_.push_back(reinterpret_cast<float*>(take(stage * 4)));
+  for (int k = 0; k < ao.grad_slots; ++k) grad_slots_.push_back(reinterpret_cast<float*>(take(stage * 4)));
   MS_CHECK(p - arena_ == plan_.weight_slots + plan_.grad_slots, "arena plan and slots disagree");
   runner_->bind(p, layout, align);
   p += workspace;
@@ -112,11 +112,15 @@ StreamedModel::StreamedModel(const ModelConfig& c, const StepShapes& shapes, Bac
   dvelocity_ = in[9];
   MS_CHECK(p == arena_ + plan_.peak(), "arena carved ", p - arena_, " of ", plan_.peak(), " bytes");
   schedule_ = slot_schedule(int(table_.stages().size()), o.prefetch);
+  held_.assign(size_t(o.prefetch), -1);
+  forward_slot_free_.assign(size_t(o.prefetch), Event{});
   st_ = {be_.create_stream("compute", StreamKind::device), be_.create_stream("h2d", StreamKind::device),
          be_.create_stream("d2h", StreamKind::device)};
 }
 
-void* StreamedModel::checkpoint(int64_t k) const { return runner_->checkpoint(opts_.offload_activations ? k % 3 : k); }
+void* StreamedModel::checkpoint(int64_t k) const {
+  return runner_->checkpoint(opts_.offload_activations || opts_.forward_only ? k % 3 : k);
+}
 
 StreamedModel::~StreamedModel() {
   be_.sync_all();
@@ -134,6 +138,7 @@ void StreamedModel::enqueue_inputs(const ModelDims& d, const float* xt, const fl
   in.dims = d;
   // context is padded to text_len by the caller
   be_.copy_h2d(st_.h2d, in.xt, xt, size_t(video * cfg_.in_dim) * 4, "inputs");
+  in.has_target = target != nullptr;
   if (target) be_.copy_h2d(st_.h2d, in.target, target, size_t(video * cfg_.out_dim) * 4, "inputs");
   be_.copy_h2d(st_.h2d, in.context, context, size_t(d.B * d.Lt * cfg_.text_dim) * 4, "inputs");
   be_.copy_h2d(st_.h2d, in.t, t, size_t(d.B) * 4, "inputs");
@@ -149,6 +154,7 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
   const auto& stages = table_.stages();
   const int S = int(stages.size()), L = int(cfg_.num_layers);
   Inputs& in = inputs_[current_];
+  MS_CHECK(!opts_.forward_only && in.has_target, "StreamedModel: a training step needs gradient slots and a target");
   be_.wait(st_.compute, in.landed);
   // The compute stream's ops (empty with skip_compute: the benchmark's transfer-only time).
   auto compute = [&](const char* name, std::function<void()> fn) {
@@ -266,11 +272,11 @@ void StreamedModel::enqueue_forward(const uint16_t* weights, float* velocity) {
   const int64_t L = cfg_.num_layers;
   Inputs& in = inputs_[current_];
   be_.wait(st_.compute, in.landed);
-  if (held_from_ != weights || int(held_.size()) != K) {
+  if (held_from_ != weights) {
     held_.assign(size_t(K), -1);
-    forward_slot_free_.assign(size_t(K), Event{});
     held_from_ = weights;
   }
+  forward_uploads_ = 0;
   StageRunner* r = runner_.get();
   const ModelDims dims = in.dims;
   const StepInputs inputs{in.xt, in.t, in.context, in.target};
@@ -281,6 +287,7 @@ void StreamedModel::enqueue_forward(const uint16_t* weights, float* velocity) {
       be_.wait(st_.h2d, forward_slot_free_[slot]);
       be_.upload_weights(st_.h2d, slots_[slot], weights + info.offset, info.numel, "weights");
       held_[slot] = s;
+      forward_uploads_ += info.numel;
       be_.wait(st_.compute, be_.record(st_.h2d));
     }
     const void* w = slots_[slot];

@@ -1,7 +1,8 @@
 // The streaming schedule (docs/runtime.md): the model runs stage by stage from K weight slots of a device
 // arena carved once; stage s+1.. are uploaded on the H2D stream while stage s computes; blocks keep
 // only their inputs and are recomputed in the backward; each stage's gradients leave on the D2H stream
-// as soon as its backward is done. Nothing about the model stays on the device between steps.
+// as soon as its backward is done. Nothing about the model stays on the device between steps (forwards alone, for
+// sampling, may keep every stage in a slot of its own from one to the next).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,6 +29,8 @@ struct StreamOptions {
   bool offload_activations = false;  // block-input checkpoints in host memory, 3 staging slots on the device
   int ranks =
       1;  // ranks of a distributed run: weight and gradient slots hold ranks x a stage's chunk (runtime/shards.h)
+  bool forward_only = false;  // sampling (enqueue_forward only): no gradient slots, and the block inputs in 3 rotating
+                              // slots instead of one each (the layout offload_activations uses, nothing on the host)
 };
 
 // The arena StreamedModel carves on a backend computing with `weight_bytes` weights and `act_bytes` activations.
@@ -72,7 +75,7 @@ class StreamedModel {
   // Enqueues the upload of one step's inputs x_t [B, C, F, H, W], t [B], context [B, Lt, text_dim] and
   // target at dims d (StepShapes::fits) into the other of two device input sets, so that the next step's inputs
   // travel during this step's backward. The host arrays must stay unchanged until the step that uses them has
-  // finished. The step runs at d.
+  // finished. The step runs at d. target may be null for a forward (enqueue_forward), not for a step.
   void enqueue_inputs(const ModelDims& d, const float* xt, const float* t, const float* context, const float* target);
   // One training step on the device from the inputs enqueued last: forward, MSE loss and backward, and
   // every stage's gradients sent along `route`. Stage s's weights are uploaded from weights (bf16, host: [P], or
@@ -82,11 +85,14 @@ class StreamedModel {
   void enqueue_step(const uint16_t* weights, const GradRoute& route, const std::function<Event(int)>& ready,
                     std::span<const float> rank_weight = {});
   // Enqueues the forward alone of the inputs enqueued last (sampling; their target may be null) and the copy of its
-  // velocity fp32 [B, out_dim, F, H, W] into `velocity` (host) on the D2H stream; finish() waits for it. One rank.
-  // Stage s takes slot s mod K. Where every stage has a slot of its own (K >= stages), the stages stay there from one
-  // forward to the next while `weights` is the same pointer (the caller leaves its contents unchanged meanwhile), so
-  // a sampler's model crosses the link once; a training step in between uploads afresh.
+  // velocity fp32 [B, out_dim, F, H, W] into `velocity` (host) on the D2H stream; finish() waits for it, and must be
+  // called before the next enqueue_forward or enqueue_step. One rank. Stage s takes slot s mod K. Where every stage
+  // has a slot of its own (K >= stages), the stages stay there from one forward to the next while `weights` is the
+  // same pointer (the caller leaves its contents unchanged meanwhile), so a sampler's model crosses the link once; a
+  // training step in between uploads afresh.
   void enqueue_forward(const uint16_t* weights, float* velocity);
+  // Weight elements the last enqueue_forward uploaded (0 where every stage was still in its slot).
+  int64_t forward_uploads() const { return forward_uploads_; }
   // Waits for the step and returns its loss (after enqueue_forward: meaningless).
   double finish();
 
@@ -127,12 +133,14 @@ class StreamedModel {
     ModelDims dims;                    // the step's
     Event landed;                      // their upload is done
     Event free;                        // the last step that read them has finished with them
+    bool has_target = false;           // a step needs one; a forward does not
   };
   Inputs inputs_[2];
   // enqueue_forward: the stage each slot holds (-1: none), from which weights, and its last user's completion
-  std::vector<int> held_;
+  std::vector<int> held_;  // [K]
   const uint16_t* held_from_ = nullptr;
-  std::vector<Event> forward_slot_free_;
+  std::vector<Event> forward_slot_free_;  // [K]
+  int64_t forward_uploads_ = 0;
   int current_ = 1;                       // the input set enqueued last
   float *velocity_, *dvelocity_;          // [B, C, F, H, W]
   AlignedBuffer<char> host_checkpoints_;  // offload_activations: [offloaded_checkpoints, N, D] in host memory

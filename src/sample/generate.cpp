@@ -33,7 +33,7 @@ std::vector<float> prompt_context(const ModelConfig& c, const std::string& promp
 int64_t sample_host_bytes(const ModelConfig& c, const DataShape& shape, bool guided, bool on_device) {
   const ModelDims d = ModelDims::make(c, 1, shape.frames, shape.height, shape.width, c.text_len);
   const int64_t clip = c.in_dim * d.F * d.H * d.W, P = ParamTable(c).total();
-  const int64_t model = on_device ? 2 * P + 4 * (2 * clip + c.text_len * c.text_dim + 1)  // bf16, staging
+  const int64_t model = on_device ? 4 * (2 * clip + c.text_len * c.text_dim + 1)  // staging (bf16 in the f32's place)
                                   : ResidentModel<float>::workspace_bytes(c, d);
   return 4 * P + model + 4 * clip * (guided ? 3 : 2);
 }

@@ -38,8 +38,8 @@ using ModelForward = std::function<void(const float* xt, float timestep, const f
 ModelForward cpu_model_forward(const ModelConfig& c, const float* params, const DataShape& shape, int64_t rows);
 
 // Host bytes a sample of `shape` needs: the model's f32 weights, the resident model's workspace (on_device: the
-// weights' bf16 copy for the device and its staging buffers instead), and the clip's buffers (noise, velocity, and
-// the unconditional velocity when guided). What `sample` checks before it loads.
+// device's staging buffers instead, the weights rounded to bf16 where they lie), and the clip's buffers (noise,
+// velocity, and the unconditional velocity when guided). What `sample` checks before it loads.
 int64_t sample_host_bytes(const ModelConfig& c, const DataShape& shape, bool guided, bool on_device = false);
 
 // model: the forward of model c for clips of `shape`; context [rows, text_dim] with 1 <= rows <= text_len; guidance

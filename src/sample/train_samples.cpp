@@ -74,10 +74,11 @@ void write_train_samples(const TrainSampleOptions& o, const std::string& run_dir
   std::string last;
   // On the CPU, the model and the VAE: a training run's GPU memory belongs to its arena.
   const std::unique_ptr<VaeOps> vae_ops = vae ? cpu_vae_ops(*vae) : nullptr;
-  const ModelForward model = cpu_model_forward(c, params.data(), shape, c.text_len);
   for (size_t k = 0; k < prompts.size(); ++k) {
     const std::vector<float> ctx = prompt_context(c, prompts[k], t5);
-    const std::vector<float> x = generate_clip(c, model, ctx.data(), c.text_len, shape, sampler, seed + k);
+    // The model's workspace goes before the VAE decodes (train/memory_fit.cpp counts the larger of the two).
+    const std::vector<float> x = generate_clip(c, cpu_model_forward(c, params.data(), shape, c.text_len), ctx.data(),
+                                               c.text_len, shape, sampler, seed + k);
     last = (dir / cat("step-", step, "-", k, ".", c.in_dim == 3 || vae ? o.format : "safetensors")).string();
     write_clip(last, x.data(), shape, 8, vae_ops.get());
   }

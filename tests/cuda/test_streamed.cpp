@@ -307,15 +307,19 @@ TEST(CudaStreamed, SamplingForwardMatchesFloat64) {
   const Bf16Input w = model_weights(table, 471);
   AlignedBuffer<uint16_t> bits(w.bits.size());
   std::copy(w.bits.begin(), w.bits.end(), bits.data());
-  const int64_t two_slots = streamed_arena(c, d, cuda::kComputeBytes, cuda::kComputeBytes, StreamOptions{}).peak();
+  StreamOptions two;
+  two.forward_only = true;
+  const int64_t two_slots = streamed_arena(c, d, cuda::kComputeBytes, cuda::kComputeBytes, two).peak();
   for (const int64_t budget : {int64_t(0), two_slots}) {
     CudaBackend be;
-    StreamedForward forward(c, d, be, std::make_unique<cuda::CudaStageRunner>(c, d), bits.data(), budget);
+    StreamedForward forward(
+        c, d, be, [&] { return std::make_unique<cuda::CudaStageRunner>(c, d); }, bits.data(), budget);
     EXPECT_EQ(forward.resident(), budget == 0);
     for (uint64_t seed : {472, 475}) {
       const StepData s = step_data(c, d, seed);
       std::vector<float> v(s.target.size(), std::nanf(""));
       forward(s.xt.data(), s.t[0], s.context.data(), v.data());
+      EXPECT_EQ(forward.last_uploads(), budget == 0 && seed == 475 ? 0 : table.total()) << seed;
       expect_close(cat(budget ? "streamed" : "resident", "_forward_", seed), v,
                    float64_step(c, d, w, s, false).velocity, 3e-2);
     }
