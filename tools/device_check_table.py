@@ -121,6 +121,10 @@ else:
               f"{s['h2d_gbps_copies_only'] / s['pinned_h2d_gbps']:.3f} of that run's pinned ceiling")
         print(f"    device memory in use {s['device_used_bytes'] / gib:.2f} GiB: arena {s['arena_bytes'] / gib:.2f} GiB "
               f"against plan {s['plan_bytes'] / gib:.2f} GiB and budget {s['budget_bytes'] / gib:.2f} GiB")
+        if "forward_resident_s" in s:
+            print(f"    sampling's forward alone: {'every stage resident' if s['forward_all_resident'] else 'NOT resident'} "
+                  f"{1e3 * s['forward_resident_s']:.1f} ms (MFU {s['forward_resident_mfu']:.3f}), two slots streamed "
+                  f"{1e3 * s['forward_streamed_s']:.1f} ms (MFU {s['forward_streamed_mfu']:.3f})")
     for v in (r for r in bench["models"] if r["measure"] == "vae"):
         print(f"  VAE (Wan2.1's, fp32), {v['frames']} x {v['height']} x {v['width']} pixels: encode {v['encode_s']:.3f} s "
               f"({v['encode_tflops']:.1f} TFLOP/s, {v['encode_fraction_of_fp32_gemm']:.3f} of the fp32 GEMM's "

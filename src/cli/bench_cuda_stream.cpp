@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -18,6 +19,7 @@
 #include "model/flops.h"
 #include "model/param_table.h"
 #include "runtime/arena.h"
+#include "runtime/streamed_forward.h"
 #include "runtime/streamed_model.h"
 
 namespace ms::cli {
@@ -65,6 +67,22 @@ ModeResult run_mode(const ModelConfig& c, const ModelDims& d, CudaBackend& be, H
   return {median(std::move(t)), m.arena_bytes(), int64_t(free_before) - int64_t(free_during), m.uploaded_weights() * 2};
 }
 
+// Median seconds of `repeats` forwards alone (sampling's, runtime/streamed_forward.h) after one warm-up, with
+// `budget` as the arena's (0: the device's); whether every stage stayed resident.
+std::pair<double, bool> run_forward(const ModelConfig& c, const ModelDims& d, CudaBackend& be, HostBuffers& h,
+                                    int64_t budget, int repeats) {
+  StreamedForward f(
+      c, d, be, [&] { return std::make_unique<cuda::CudaStageRunner>(c, d); }, h.weights.data(), budget);
+  std::vector<float> v(h.target.size());
+  std::vector<double> t;
+  for (int r = 0; r <= repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f(h.xt.data(), h.t.data()[0], h.context.data(), v.data());
+    if (r > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return {median(std::move(t)), f.resident()};
+}
+
 }  // namespace
 
 nlohmann::json bench_cuda_stream(const StreamBenchShape& s, double gemm_ceiling) {
@@ -109,6 +127,16 @@ nlohmann::json bench_cuda_stream(const StreamBenchShape& s, double gemm_ceiling)
     r["h2d_bytes_per_step"] = a.uploaded_bytes;
     r["d2h_bytes_per_step"] = P * 4;
   }
+  {  // sampling's forward: every stage resident, and two slots streamed (the forward-only arena of K = 2 as budget)
+    CudaBackend be;
+    StreamOptions two;
+    two.forward_only = true;
+    const int64_t two_slots = streamed_arena(c, d, cuda::kComputeBytes, cuda::kComputeBytes, two).peak();
+    const auto [resident_s, resident] = run_forward(c, d, be, h, 0, s.repeats);
+    r["forward_resident_s"] = resident_s;
+    r["forward_all_resident"] = resident;
+    r["forward_streamed_s"] = run_forward(c, d, be, h, two_slots, s.repeats).first;
+  }
   const double gemm = model_step_flops(c, d).gemm, step = r["step_s"].get<double>();
   const double serialized = r["serialized_step_s"].get<double>(), copies = r["copies_only_s"].get<double>();
   r["mfu"] = gemm / step / gemm_ceiling;
@@ -116,6 +144,9 @@ nlohmann::json bench_cuda_stream(const StreamBenchShape& s, double gemm_ceiling)
   // The transfer time hidden: what overlapping saved against the serialized step, over the copies' own time.
   r["transfer_hidden"] = std::clamp((serialized - step) / copies, 0.0, 1.0);
   r["h2d_gbps_copies_only"] = r["h2d_bytes_per_step"].get<double>() / copies / 1e9;
+  const double forward = forward_flops(c, d).gemm;
+  r["forward_resident_mfu"] = forward / r["forward_resident_s"].get<double>() / gemm_ceiling;
+  r["forward_streamed_mfu"] = forward / r["forward_streamed_s"].get<double>() / gemm_ceiling;
   return r;
 }
 
