@@ -27,11 +27,12 @@ StreamedForward::StreamedForward(const ModelConfig& c, const ModelDims& d, Backe
   // Every stage resident where the plan fits the budget and the device can give it (other processes may hold
   // some of its memory), else two slots streamed per forward.
   const int stages = int(table.stages().size());
+  std::unique_ptr<StageRunner> runner = make_runner();
+  const int act_bytes = runner->act_bytes();
   for (const int k : {stages, 2}) {
     o.prefetch = k;
-    std::unique_ptr<StageRunner> runner = make_runner();
-    if (k > 2 && budget > 0 && streamed_arena(c, d, backend.weight_bytes(), runner->act_bytes(), o).peak() > budget)
-      continue;
+    if (k > 2 && budget > 0 && streamed_arena(c, d, backend.weight_bytes(), act_bytes, o).peak() > budget) continue;
+    if (!runner) runner = make_runner();  // the one a failed attempt took with it
     try {
       model_ = std::make_unique<StreamedModel>(c, d, backend, o, std::move(runner));
       resident_ = k == stages;
