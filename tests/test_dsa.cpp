@@ -46,7 +46,11 @@ struct DsaInputs {
   size_t lse_size() const { return size_t(c.dims.B * c.dims.nh * c.dims.L()); }
   Vec forward(const double* offsets) const {
     Vec out(q.size()), lse(lse_size());
-    cpu::dsa_forward(q.data(), k.data(), v.data(), offsets, out.data(), lse.data(), c.dims, c.args);
+    cpu::dsa_forward<double>({{.q = q.data(), .k = k.data(), .v = v.data(), .out = out.data(), .lse = lse.data()},
+                              offsets,
+                              nullptr,
+                              c.dims,
+                              c.args});
     return out;
   }
   Vec reference() const {
@@ -66,9 +70,21 @@ DsaGrads run_backward(const DsaInputs& in, bool with_offsets) {
   const auto q = cv(in.q), k = cv(in.k), v = cv(in.v), off = cv(in.off), r = cv(in.r);
   std::vector<T> out(q.size()), lse(in.lse_size()), dq(q.size()), dk(q.size()), dv(q.size()), doff(off.size());
   const T* o = with_offsets ? off.data() : nullptr;
-  cpu::dsa_forward(q.data(), k.data(), v.data(), o, out.data(), lse.data(), in.c.dims, in.c.args);
-  cpu::dsa_backward(q.data(), k.data(), v.data(), o, out.data(), lse.data(), r.data(), dq.data(), dk.data(), dv.data(),
-                    with_offsets ? doff.data() : nullptr, in.c.dims, in.c.args);
+  const DsaParams<T> p{{.q = q.data(),
+                        .k = k.data(),
+                        .v = v.data(),
+                        .out = out.data(),
+                        .lse = lse.data(),
+                        .dout = r.data(),
+                        .dq = dq.data(),
+                        .dk = dk.data(),
+                        .dv = dv.data()},
+                       o,
+                       with_offsets ? doff.data() : nullptr,
+                       in.c.dims,
+                       in.c.args};
+  cpu::dsa_forward(p);
+  cpu::dsa_backward(p);
   auto back = [](const std::vector<T>& x) { return Vec(x.begin(), x.end()); };
   return {back(dq), back(dk), back(dv), back(doff)};
 }
@@ -157,9 +173,18 @@ TEST(Dsa, FixedWithFullWindowEqualsDense) {
     const auto& d = in.c.dims;
     const AttentionDims ad{d.B, d.L(), d.L(), d.nh, d.d};
     Vec out(in.q.size()), lse(in.lse_size()), dq(in.q.size()), dk(dq.size()), dv(dq.size());
-    cpu::attention_forward(in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), ad);
-    cpu::attention_backward(in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), in.r.data(), dq.data(),
-                            dk.data(), dv.data(), ad);
+    const AttentionParams<double> p{{.q = in.q.data(),
+                                     .k = in.k.data(),
+                                     .v = in.v.data(),
+                                     .out = out.data(),
+                                     .lse = lse.data(),
+                                     .dout = in.r.data(),
+                                     .dq = dq.data(),
+                                     .dk = dk.data(),
+                                     .dv = dv.data()},
+                                    ad};
+    cpu::attention_forward(p);
+    cpu::attention_backward(p);
     EXPECT_LT(rel_l2(in.forward(nullptr), out), 1e-13);
     const DsaGrads g = run_backward<double>(in, false);
     EXPECT_LT(rel_l2(g.dq, dq), 1e-12);
@@ -282,14 +307,15 @@ TEST(DsaOffsets, GradientMatchesFiniteDifferences) {
   const int64_t N = 5, M = 4;
   const std::array<double, 3> range{1.0, 2.0, 0.5};
   Vec raw = randn(size_t(N * M * 3), 800), r = randn(raw.size(), 801), off(raw.size());
+  Vec draw(raw.size());
+  const DsaOffsetsParams<double> p{raw.data(), off.data(), r.data(), draw.data(), range, N, M};
   auto loss = [&] {
-    cpu::dsa_offsets_forward(raw.data(), off.data(), range, N, M);
+    cpu::dsa_offsets_forward(p);
     return dot(off, r);
   };
   loss();
   EXPECT_NEAR(off[2], 0.5 * std::tanh(raw[2]), 1e-15);
-  Vec draw(raw.size());
-  cpu::dsa_offsets_backward(raw.data(), r.data(), draw.data(), range, N, M);
+  cpu::dsa_offsets_backward(p);
   EXPECT_LT(fd_error(raw, draw, loss), kFdTol);
 }
 
@@ -308,8 +334,9 @@ void check_offsets_closed_form(double tol) {
     raw[size_t(i)] = T(-50.0 + 100.0 * double(i) / double(n - 1) + 0.01 * r[size_t(i)]);
     dout[size_t(i)] = T(g[size_t(i)]);
   }
-  cpu::dsa_offsets_forward(raw.data(), off.data(), range, N, M);
-  cpu::dsa_offsets_backward(raw.data(), dout.data(), draw.data(), range, N, M);
+  const DsaOffsetsParams<T> p{raw.data(), off.data(), dout.data(), draw.data(), range, N, M};
+  cpu::dsa_offsets_forward(p);
+  cpu::dsa_offsets_backward(p);
   const long double tiny = 64 * std::numeric_limits<T>::min();
   for (int64_t i = 0; i < n; ++i) {
     const long double x = raw[size_t(i)], t = std::tanh(x), e = std::exp(-2 * std::fabs(x));
@@ -330,8 +357,9 @@ TEST(DsaOffsets, NanPropagates) {
   for (int64_t N : {1, 7}) {  // the last partial vector alone, and after full ones
     Vec raw(size_t(N * 3), 0.3), dout(raw.size(), 1.0), off(raw.size()), draw(raw.size());
     raw.back() = std::numeric_limits<double>::quiet_NaN();
-    cpu::dsa_offsets_forward(raw.data(), off.data(), range, N, 1);
-    cpu::dsa_offsets_backward(raw.data(), dout.data(), draw.data(), range, N, 1);
+    const DsaOffsetsParams<double> p{raw.data(), off.data(), dout.data(), draw.data(), range, N, 1};
+    cpu::dsa_offsets_forward(p);
+    cpu::dsa_offsets_backward(p);
     EXPECT_TRUE(std::isnan(off.back()));
     EXPECT_TRUE(std::isnan(draw.back()));
     EXPECT_FALSE(std::isnan(off.front()));

@@ -17,7 +17,7 @@ Outputs (tests/data/t5/):
                      on corpus lines drawn from a fixed word list (ASCII only: accents, CJK and emoji are unknown).
   tiny_bf.model      the same training with --byte_fallback (256 <0xXX> pieces among its pieces) and the identity
                      normaliser (nmt_nfkc's table is 237 KB; the byte-fallback rule does not depend on it).
-  tiny_config.json   the encoder config (DESIGN §9 keys): vocab 400, dim 64, dim_attn 48 (!= dim), dim_ffn 80,
+  tiny_config.json   the encoder config (docs/text_encoder.md keys): vocab 400, dim 64, dim_attn 48 (!= dim), dim_ffn 80,
                      4 heads of 12, 3 layers, 32 buckets, per-layer tables, text_len 160 (distances past 128 occur).
   tiny_t5.pth        torch.save(T5Encoder(that config).state_dict()) in bfloat16, as Wan ships
                      models_t5_umt5-xxl-enc-bf16.pth. Seeded weights: q, k N(0,1)/sqrt(dim)/head_dim^0.25, v, gate,

@@ -4,11 +4,10 @@
 // writes master, exp_avg, exp_avg_sq (3 x 4) and the bf16 weight (2): 30 bytes. The ceiling is a kernel
 // with exactly that read/write mix and no arithmetic to speak of, on the same arrays, threads and
 // chunks, so fraction_of_ceiling isolates the cost of the optimizer math and of the SIMD code. Every
-// kernel here writes values that differ from those in memory: on the reference machine a same-mix
-// kernel that rewrote unchanged values ran ~1.7x faster than one that changes them, which would
-// overstate the ceiling. A STREAM triad (a = b + s*c, counted as 12 bytes per element as STREAM does)
-// is reported beside it for comparison with the usual number; it counts no write-allocate reads and
-// has another read/write mix, so it is not the ceiling.
+// kernel here writes values that differ from those in memory: rewriting unchanged values runs faster
+// and would overstate the ceiling (docs/benchmarks.md). A STREAM triad (a = b + s*c, counted as 12
+// bytes per element as STREAM does) is reported beside it for comparison with the usual number; it
+// counts no write-allocate reads and has another read/write mix, so it is not the ceiling.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -97,12 +97,20 @@ class Case {
     const bool peak = reset_peak_resident();
     const int64_t base = resident_bytes();
     CpuOps<float> ops;
+    const AttentionTensors<float> t{.q = q_.data(),
+                                    .k = k_.data(),
+                                    .v = v_.data(),
+                                    .out = out_.data(),
+                                    .lse = lse_.data(),
+                                    .dout = dout_.data(),
+                                    .dq = dq_.data(),
+                                    .dk = dk_.data(),
+                                    .dv = dv_.data()};
     auto t0 = std::chrono::steady_clock::now();
-    attention_forward(ops, spec_, q_.data(), k_.data(), v_.data(), offp, out_.data(), lse_.data());
+    attention_forward(ops, spec_, t, offp);
     const double f = ms_since(t0);
     t0 = std::chrono::steady_clock::now();
-    attention_backward(ops, spec_, q_.data(), k_.data(), v_.data(), offp, out_.data(), lse_.data(), dout_.data(),
-                       dq_.data(), dk_.data(), dv_.data(), offp ? doff_.data() : nullptr);
+    attention_backward(ops, spec_, t, offp, offp ? doff_.data() : nullptr);
     const double b = ms_since(t0);
     const int64_t hwm = peak_resident_bytes();
     if (peak && base >= 0 && hwm >= 0) row_.extra_bytes = std::max(row_.extra_bytes, std::max<int64_t>(0, hwm - base));

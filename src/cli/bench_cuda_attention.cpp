@@ -71,10 +71,10 @@ nlohmann::json bench_cuda_attention(cuda::GemmContext& gemm, const std::vector<i
                                .shifted = true,
                                .groups = dsa.groups};
       cuda::CudaOps ops{gemm, stream, scratch, scratch_floats, type == "dsa_unstaged" ? 0 : cuda::kDsaHaloRows};
-      auto forward = [&] { attention_forward(ops, spec, t[0], t[1], t[2], off, t[3], lse); };
-      auto backward = [&] {
-        attention_backward(ops, spec, t[0], t[1], t[2], off, t[3], lse, t[4], t[5], t[6], t[7], doff);
-      };
+      const AttentionTensors<uint16_t, float> tensors{
+          .q = t[0], .k = t[1], .v = t[2], .out = t[3], .lse = lse, .dout = t[4], .dq = t[5], .dk = t[6], .dv = t[7]};
+      auto forward = [&] { attention_forward(ops, spec, tensors, off); };
+      auto backward = [&] { attention_backward(ops, spec, tensors, off, doff); };
       const double fwd = time_events(stream, repeats, forward), bwd = time_events(stream, repeats, backward);
       AttentionConfig counted;
       counted.type = spec.type;

@@ -91,15 +91,33 @@ nlohmann::json bench_cuda_block(cuda::GemmContext& gemm, const std::array<int64_
                          bind_block<float>(c, in.wgrads));
   });
   // The attention kernels alone on the block's own q, k, v (left by the last forward).
-  const AttentionDims self{d.B, d.L, d.L, c.num_heads, c.head_dim()}, cross{d.B, d.L, d.Lt, c.num_heads, c.head_dim()};
+  const AttentionParams<uint16_t, float> self{{.q = acts.q,
+                                               .k = acts.k,
+                                               .v = acts.v,
+                                               .out = acts.attn,
+                                               .lse = acts.attn_lse,
+                                               .dout = in.dout,
+                                               .dq = grads.c,
+                                               .dk = grads.a,
+                                               .dv = grads.d},
+                                              {d.B, d.L, d.L, c.num_heads, c.head_dim()}},
+      cross{{.q = acts.qc,
+             .k = acts.kc,
+             .v = acts.vc,
+             .out = acts.yc,
+             .lse = acts.yc_lse,
+             .dout = in.dout,
+             .dq = grads.b,
+             .dk = grads.kc,
+             .dv = grads.vc},
+            {d.B, d.L, d.Lt, c.num_heads, c.head_dim()}};
   const double attn_fwd = time_events(stream, repeats, [&] {
-    ops.attention_forward(acts.q, acts.k, acts.v, acts.attn, acts.attn_lse, self);
-    ops.attention_forward(acts.qc, acts.kc, acts.vc, acts.yc, acts.yc_lse, cross);
+    ops.attention_forward(self);
+    ops.attention_forward(cross);
   });
   const double attn_bwd = time_events(stream, repeats, [&] {
-    ops.attention_backward(acts.q, acts.k, acts.v, acts.attn, acts.attn_lse, in.dout, grads.c, grads.a, grads.d, self);
-    ops.attention_backward(acts.qc, acts.kc, acts.vc, acts.yc, acts.yc_lse, in.dout, grads.b, grads.kc, grads.vc,
-                           cross);
+    ops.attention_backward(self);
+    ops.attention_backward(cross);
   });
   const double gemm_flops = 2.0 * double(N) * double(6 * D * D + 2 * D * c.ffn_dim) + 2.0 * double(Nc) * 2 * D * D;
   const double attention_flops = 4.0 * double(N) * double(d.L + d.Lt) * double(D);

@@ -1,6 +1,6 @@
 // `megaslide cache --data dataset.toml [--vae FILE] [--t5 FILE --tokenizer FILE] [--out DIR]`: encodes every clip of a
 // dataset's video and image entries with Wan2.1's VAE, and every file's caption with umT5, into musubi-tuner's cache
-// (DESIGN §9): the files its wan_cache_latents.py and wan_cache_text_encoder_outputs.py write, into each entry's
+// (docs/data.md): the files its wan_cache_latents.py and wan_cache_text_encoder_outputs.py write, into each entry's
 // cache_directory (or --out). Files already cached are skipped, so an interrupted run continues where it stopped; bad
 // files are named and skipped (--on-bad-data fatal stops at the first).
 #include <chrono>

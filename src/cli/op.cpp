@@ -86,7 +86,9 @@ void run_op(const std::string& op, const OpArgs& a) {
   const AttentionSpec spec{
       .type = parse_name<AttentionType>(op, "op"), .dims = d, .window = window, .shifted = a.shift, .groups = G};
   CpuOps<float> ops;
-  attention_forward(ops, spec, q->data.data(), k->data.data(), v->data.data(), offp, out.data(), lse.data());
+  AttentionTensors<float> t{
+      .q = q->data.data(), .k = k->data.data(), .v = v->data.data(), .out = out.data(), .lse = lse.data()};
+  attention_forward(ops, spec, t, offp);
   std::vector<TensorRef> refs{{"out", DType::f32, s, out.data()}};
   std::vector<float> dq, dk, dv, doff;
   if (dout) {
@@ -94,8 +96,8 @@ void run_op(const std::string& op, const OpArgs& a) {
     dk.resize(n);
     dv.resize(n);
     if (off) doff.resize(off->data.size());
-    attention_backward(ops, spec, q->data.data(), k->data.data(), v->data.data(), offp, out.data(), lse.data(),
-                       dout->data.data(), dq.data(), dk.data(), dv.data(), off ? doff.data() : nullptr);
+    t.dout = dout->data.data(), t.dq = dq.data(), t.dk = dk.data(), t.dv = dv.data();
+    attention_backward(ops, spec, t, offp, off ? doff.data() : nullptr);
     refs.push_back({"grad_q", DType::f32, s, dq.data()});
     refs.push_back({"grad_k", DType::f32, s, dk.data()});
     refs.push_back({"grad_v", DType::f32, s, dv.data()});

@@ -1,4 +1,4 @@
-// `megaslide text-encode`: prompts to Wan2.1's umT5 text embeddings (DESIGN §9): for prompt K, `ids.K` (int64, the
+// `megaslide text-encode`: prompts to Wan2.1's umT5 text embeddings (docs/text_encoder.md): for prompt K, `ids.K` (int64, the
 // tokens up to and including EOS) and `context.K` [L_K, dim] (f32), as Wan's T5EncoderModel returns them.
 #include <chrono>
 #include <memory>

@@ -1,4 +1,4 @@
-// `megaslide vae encode|decode`: Wan2.1's video VAE on safetensors tensors (DESIGN §9): `video` [B, 3, F, H, W] in
+// `megaslide vae encode|decode`: Wan2.1's video VAE on safetensors tensors (docs/vae.md): `video` [B, 3, F, H, W] in
 // [-1, 1] <-> `latents` [B, 16, 1 + (F - 1) / 4, H / 8, W / 8], the normalised latent mean as Wan's WanVAE returns it.
 #include <chrono>
 #include <cmath>

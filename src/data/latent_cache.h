@@ -1,6 +1,6 @@
 // Latent caches (docs/data.md): the cache_directory entries of a dataset TOML, in either of two formats.
 //
-// musubi-tuner's Wan cache (DESIGN §9), as its wan_cache_latents.py and wan_cache_text_encoder_outputs.py
+// musubi-tuner's Wan cache (docs/data.md), as its wan_cache_latents.py and wan_cache_text_encoder_outputs.py
 // write it: per clip a latent file {item}_{W:04d}x{H:04d}_wan.safetensors (image) or
 // {item}_{pos:05d}-{count:03d}[-NN]_{W:04d}x{H:04d}_wan.safetensors (video clip) holding
 // latents_{F}x{H}x{W}_{dtype} [C, F, H, W], and per item a text file {item}_wan_te.safetensors holding

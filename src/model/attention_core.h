@@ -8,6 +8,7 @@
 #include "model/config.h"
 #include "ops/attention.h"
 #include "ops/dsa.h"
+#include "ops/window_attention.h"
 
 namespace ms {
 
@@ -20,48 +21,57 @@ struct AttentionSpec {
   int64_t groups = 0;               // dsa: offset groups G
 };
 
-// q, k, v [B, T, H, W, nh, d] (RoPE applied), offsets [B, T, H, W, G, P, 3] (dsa; ignored otherwise)
-// -> out [B, T, H, W, nh, d], lse [B, nh, L].
-template <class Ops, class A, class S>
-void attention_forward(Ops& ops, const AttentionSpec& s, const A* q, const A* k, const A* v, const A* offsets, A* out,
-                       S* lse) {
+// Each type's params (ops/attention.h, ops/window_attention.h, ops/dsa.h) filled once from the spec and the
+// tensors, and handed to the policy's forward or backward: q, k, v, out, dout, dq, dk, dv [B, T, H, W, nh, d] (RoPE
+// applied), lse [B, nh, L]; offsets, doffsets [B, T, H, W, G, P, 3] for dsa (ignored otherwise; doffsets null: no
+// position gradients).
+template <bool kBackward, class Ops, class A, class S>
+void run_attention(Ops& ops, const AttentionSpec& s, const AttentionTensors<A, S>& t, const A* offsets, A* doffsets) {
   const VideoAttentionDims& d = s.dims;
   switch (s.type) {
-    case AttentionType::dense:
-      ops.attention_forward(q, k, v, out, lse, AttentionDims{d.B, d.L(), d.L(), d.nh, d.d});
+    case AttentionType::dense: {
+      const AttentionParams<A, S> p{t, {d.B, d.L(), d.L(), d.nh, d.d}};
+      if constexpr (kBackward)
+        ops.attention_backward(p);
+      else
+        ops.attention_forward(p);
       return;
-    case AttentionType::window:
-      ops.window_attention_forward(q, k, v, out, lse, d, s.window, s.shifted);
+    }
+    case AttentionType::window: {
+      const WindowAttentionParams<A, S> p{t, d, s.window, s.shifted};
+      if constexpr (kBackward)
+        ops.window_attention_backward(p);
+      else
+        ops.window_attention_forward(p);
       return;
-    case AttentionType::dsa:
-    case AttentionType::dsa_fixed:
-      ops.dsa_forward(q, k, v, s.type == AttentionType::dsa ? offsets : nullptr, out, lse, d,
-                      DsaArgs{s.window, s.groups});
-      return;
-  }
-}
-
-// Inverts attention_forward from its saved out and lse given dout: dq, dk, dv += and, for dsa, doffsets += (skipped
-// when null).
-template <class Ops, class A, class S>
-void attention_backward(Ops& ops, const AttentionSpec& s, const A* q, const A* k, const A* v, const A* offsets,
-                        const A* out, const S* lse, const A* dout, A* dq, A* dk, A* dv, A* doffsets) {
-  const VideoAttentionDims& d = s.dims;
-  switch (s.type) {
-    case AttentionType::dense:
-      ops.attention_backward(q, k, v, out, lse, dout, dq, dk, dv, AttentionDims{d.B, d.L(), d.L(), d.nh, d.d});
-      return;
-    case AttentionType::window:
-      ops.window_attention_backward(q, k, v, out, lse, dout, dq, dk, dv, d, s.window, s.shifted);
-      return;
+    }
     case AttentionType::dsa:
     case AttentionType::dsa_fixed: {
       const bool off = s.type == AttentionType::dsa;
-      ops.dsa_backward(q, k, v, off ? offsets : nullptr, out, lse, dout, dq, dk, dv, off ? doffsets : nullptr, d,
-                       DsaArgs{s.window, s.groups});
+      const DsaParams<A, S> p{t, off ? offsets : nullptr, off ? doffsets : nullptr, d, DsaArgs{s.window, s.groups}};
+      if constexpr (kBackward)
+        ops.dsa_backward(p);
+      else
+        ops.dsa_forward(p);
       return;
     }
   }
+}
+
+// The policy's tensors: activations Ops::Act, statistics Ops::Stat.
+template <class Ops>
+using OpsTensors = AttentionTensors<typename Ops::Act, typename Ops::Stat>;
+
+// out, lse from q, k, v (and offsets).
+template <class Ops, class A = typename Ops::Act>
+void attention_forward(Ops& ops, const AttentionSpec& s, const OpsTensors<Ops>& t, const A* offsets) {
+  run_attention<false>(ops, s, t, offsets, static_cast<A*>(nullptr));
+}
+
+// Inverts attention_forward from its saved out and lse given dout: dq, dk, dv += and, for dsa, doffsets +=.
+template <class Ops, class A = typename Ops::Act>
+void attention_backward(Ops& ops, const AttentionSpec& s, const OpsTensors<Ops>& t, const A* offsets, A* doffsets) {
+  run_attention<true>(ops, s, t, offsets, doffsets);
 }
 
 }  // namespace ms

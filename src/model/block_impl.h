@@ -46,13 +46,14 @@ inline VideoAttentionDims video_dims(const ModelConfig& c, const ModelDims& d) {
 }
 
 // DSA's offset network: offsets [N, G*P*3] = range * tanh(offset_proj(GELU(offset_conv(xn)))).
-template <class Ops>
+template <class Ops, class A = typename Ops::Act>
 void offset_net_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, const Weights<Ops>& w, const Acts<Ops>& a) {
   const int64_t N = d.N(), D = c.dim, GP = c.groups() * c.attention.slots();
   ops.dwconv3d_forward(a.xn, w.offset_conv_w, w.offset_conv_b, a.off_h, d.B, d.f, d.h, d.w, D);
   ops.gelu_tanh_forward(a.off_h, a.off_g, N * D);
   ops.linear_forward(a.off_g, w.offset_proj.w, w.offset_proj.b, a.off_raw, N, D, GP * 3);
-  ops.dsa_offsets_forward(a.off_raw, a.offsets, c.attention.offset_range, N, GP);
+  ops.dsa_offsets_forward(
+      DsaOffsetsParams<A>{.raw = a.off_raw, .offsets = a.offsets, .range = c.attention.offset_range, .N = N, .M = GP});
 }
 
 // Inverts offset_net_forward given doff [N, G*P*3] (clobbered): dxn [N, D] +=, parameter grads +=;
@@ -61,7 +62,8 @@ template <class Ops, class A = typename Ops::Act>
 void offset_net_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, const Weights<Ops>& w, const Acts<Ops>& a,
                          A* doff, A* s1, A* s2, A* dxn, const WeightGrads<Ops>& gw) {
   const int64_t N = d.N(), D = c.dim, GP = c.groups() * c.attention.slots();
-  ops.dsa_offsets_backward(a.off_raw, doff, doff, c.attention.offset_range, N, GP);
+  ops.dsa_offsets_backward(DsaOffsetsParams<A>{
+      .raw = a.off_raw, .doffsets = doff, .draw = doff, .range = c.attention.offset_range, .N = N, .M = GP});
   ops.zero(s1, N * D);
   ops.linear_backward(a.off_g, w.offset_proj.w, doff, s1, gw.offset_proj.w, gw.offset_proj.b, N, D, GP * 3);
   ops.zero(s2, N * D);
@@ -83,7 +85,8 @@ template <class Ops>
 void self_attention_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Weights<Ops>& w,
                             const Acts<Ops>& a) {
   if (c.attention.has_offsets()) offset_net_forward(ops, c, d, w, a);
-  attention_forward(ops, attention_spec(c, d, index), a.q, a.k, a.v, a.offsets, a.attn, a.attn_lse);
+  attention_forward(ops, attention_spec(c, d, index), {.q = a.q, .k = a.k, .v = a.v, .out = a.attn, .lse = a.attn_lse},
+                    a.offsets);
 }
 
 // Inverts the attention core of self_attention_forward given dattn [N, D]: dq, dk, dv [N, D] +=, and for dsa
@@ -91,8 +94,10 @@ void self_attention_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, 
 template <class Ops, class A = typename Ops::Act>
 void self_attention_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Acts<Ops>& a,
                              const A* dattn, A* dq, A* dk, A* dv, A* doff) {
-  attention_backward(ops, attention_spec(c, d, index), a.q, a.k, a.v, a.offsets, a.attn, a.attn_lse, dattn, dq, dk, dv,
-                     doff);
+  attention_backward(
+      ops, attention_spec(c, d, index),
+      {.q = a.q, .k = a.k, .v = a.v, .out = a.attn, .lse = a.attn_lse, .dout = dattn, .dq = dq, .dk = dk, .dv = dv},
+      a.offsets, doff);
 }
 
 // Block `index` (its parity decides the window shift): x [B, L, D], e0 [B, 6, D], ctx [B, Lt, D] -> out [B, L, D];
@@ -118,7 +123,8 @@ void block_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t i
   linear_rms_forward(ops, w.cross_attn.q, w.cross_attn.norm_q, a.xc, a.qc_lin, a.qc_rstd, a.qc, N, D, c.eps);
   linear_rms_forward(ops, w.cross_attn.k, w.cross_attn.norm_k, ctx, a.kc_lin, a.kc_rstd, a.kc, Nc, D, c.eps);
   ops.linear_forward(ctx, w.cross_attn.v.w, w.cross_attn.v.b, a.vc, Nc, D, D);
-  ops.attention_forward(a.qc, a.kc, a.vc, a.yc, a.yc_lse, {B, L, d.Lt, nh, hd});
+  ops.attention_forward(
+      AttentionParams<A, S>{{.q = a.qc, .k = a.kc, .v = a.vc, .out = a.yc, .lse = a.yc_lse}, {B, L, d.Lt, nh, hd}});
   ops.linear_forward(a.yc, w.cross_attn.o.w, w.cross_attn.o.b, a.x2, N, D, D);
   ops.gate_residual_forward(a.x1, a.x2, static_cast<const S*>(nullptr), a.x2, B, L, D, S6);
   // feed-forward
@@ -161,7 +167,9 @@ void block_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t 
   ops.zero(g.b, N * D);
   ops.zero(g.kc, Nc * D);
   ops.zero(g.vc, Nc * D);
-  ops.attention_backward(a.qc, a.kc, a.vc, a.yc, a.yc_lse, g.a, g.b, g.kc, g.vc, {B, L, d.Lt, nh, hd});
+  ops.attention_backward(AttentionParams<A, S>{
+      {.q = a.qc, .k = a.kc, .v = a.vc, .out = a.yc, .lse = a.yc_lse, .dout = g.a, .dq = g.b, .dk = g.kc, .dv = g.vc},
+      {B, L, d.Lt, nh, hd}});
   ops.zero(g.d, N * D);
   linear_rms_backward(ops, w.cross_attn.q, w.cross_attn.norm_q, a.xc, a.qc_lin, a.qc_rstd, g.b, g.c, g.d,
                       gw.cross_attn.q, gw.cross_attn.norm_q, N, D);

@@ -28,34 +28,47 @@ struct DsaArgs {
   int64_t P() const { return window[0] * window[1] * window[2]; }
 };
 
+// q, k, v, out, dout and the gradients [B, T, H, W, nh, d]; lse [B, nh, L].
+template <class A, class S = A>
+struct DsaParams {
+  AttentionTensors<A, S> t;
+  const A* offsets = nullptr;  // [B, T, H, W, G, P, 3] in token units (t, h, w order); null: offsets = 0 (dsa_fixed)
+  A* doffsets = nullptr;       // backward: shape of offsets, +=; null: no position gradients
+  VideoAttentionDims dims{};
+  DsaArgs args{};
+};
+
+// DSA's offset squashing: offsets[n, i, axis] = range[axis] * tanh(raw[n, i, axis]).
+template <class A>
+struct DsaOffsetsParams {
+  const A* raw = nullptr;       // [N, M, 3] (M = G*P): the offset projection's output
+  A* offsets = nullptr;         // [N, M, 3] in token units
+  const A* doffsets = nullptr;  // backward: [N, M, 3]
+  A* draw = nullptr;            // backward: [N, M, 3], overwritten (may alias doffsets, like rope_backward)
+  std::array<double, 3> range{};
+  int64_t N = 0, M = 0;
+};
+
 }  // namespace ms
 
 namespace ms::cpu {
 
-// q, k, v [B, T, H, W, nh, d], offsets [B, T, H, W, G, P, 3] in token units (t, h, w order), or null for
-// offsets = 0 -> out [B, T, H, W, nh, d]; lse [B, nh, L] log-sum-exp of the scaled scores, saved for the backward.
+// out [B, T, H, W, nh, d] and lse [B, nh, L] (the log-sum-exp of the scaled scores, saved for the backward).
 template <class T>
-void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& dims,
-                 const DsaArgs& a);
+void dsa_forward(const DsaParams<T>& p);
 
-// Inverts dsa_forward from its saved out and lse given dout [B, T, H, W, nh, d]. Accumulates dq, dk, dv (shapes of
-// q, k, v) += and doffsets [B, T, H, W, G, P, 3] += (skipped when null; offsets null means zero offsets).
+// Inverts dsa_forward from its saved out and lse: dq, dk, dv += and doffsets += (when not null).
 // Deterministic and independent of the thread count: dq and the position gradients are owned by their query (the
 // heads of a group are summed into doffsets in head order); dk, dv rows are owned by one task per (sample, grid rows
 // t * H + h of one residue mod the task count) and updated in query order.
 template <class T>
-void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
-                  T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a);
+void dsa_backward(const DsaParams<T>& p);
 
-// The offset squashing of the DSA offset network: offsets[n, i, axis] = range[axis] * tanh(raw[n, i, axis]) for
-// raw, offsets [N, M, 3] (M = G*P).
 template <class T>
-void dsa_offsets_forward(const T* raw, T* offsets, const std::array<double, 3>& range, int64_t N, int64_t M);
+void dsa_offsets_forward(const DsaOffsetsParams<T>& p);
 
-// Inverts dsa_offsets_forward: draw [N, M, 3] = doffsets * range * (1 - tanh(raw)^2), overwritten (draw may alias
-// doffsets, like rope_backward).
+// Inverts dsa_offsets_forward: draw = doffsets * range * (1 - tanh(raw)^2).
 template <class T>
-void dsa_offsets_backward(const T* raw, const T* doffsets, T* draw, const std::array<double, 3>& range, int64_t N,
-                          int64_t M);
+void dsa_offsets_backward(const DsaOffsetsParams<T>& p);
 
 }  // namespace ms::cpu

@@ -13,18 +13,27 @@
 
 #include "ops/attention.h"
 
+namespace ms {
+
+// q, k, v, out, dout and the gradients [B, T, H, W, nh, d]; lse [B, nh, L].
+template <class A, class S = A>
+struct WindowAttentionParams {
+  AttentionTensors<A, S> t;
+  VideoAttentionDims dims{};
+  std::array<int64_t, 3> window{};  // kt, kh, kw
+  bool shifted = false;             // this layer's windows are shifted (odd blocks, when the config shifts)
+};
+
+}  // namespace ms
+
 namespace ms::cpu {
 
-// q, k, v [B, T, H, W, nh, d] -> out [B, T, H, W, nh, d]; lse [B, nh, L] saved for the backward.
 template <class T>
-void window_attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const VideoAttentionDims& dims,
-                              const std::array<int64_t, 3>& window, bool shifted);
+void window_attention_forward(const WindowAttentionParams<T>& p);
 
-// Inverts window_attention_forward from its saved out and lse: dq, dk, dv += given dout [B, T, H, W, nh, d].
-// Every token belongs to one cell and each cell is one task: deterministic.
+// Inverts window_attention_forward from its saved out and lse: dq, dk, dv +=. Every token belongs to one cell and
+// each cell is one task: deterministic.
 template <class T>
-void window_attention_backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq,
-                               T* dk, T* dv, const VideoAttentionDims& dims, const std::array<int64_t, 3>& window,
-                               bool shifted);
+void window_attention_backward(const WindowAttentionParams<T>& p);
 
 }  // namespace ms::cpu

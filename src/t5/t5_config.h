@@ -24,7 +24,7 @@ struct T5Config {
   int64_t head_dim() const { return dim_attn / num_heads; }
 };
 
-// The config from a JSON file with the keys of DESIGN §9 (vocab, dim, dim_attn, dim_ffn, num_heads, num_layers,
+// The config from a JSON file with the keys of docs/text_encoder.md (vocab, dim, dim_attn, dim_ffn, num_heads, num_layers,
 // num_buckets, shared_pos, text_len; each optional, umT5-XXL's value when absent); "" = umT5-XXL's.
 // Throws ms::Error naming the file, the key and the valid values.
 T5Config read_t5_config(const std::string& path);

@@ -1,5 +1,5 @@
 // Prompts to Wan's text embeddings: the umT5 tokenizer and encoder together, as `megaslide text-encode`, `sample
-// --t5`, `train --t5` and `cache --t5` use them (DESIGN §9, docs/text_encoder.md).
+// --t5`, `train --t5` and `cache --t5` use them (docs/text_encoder.md).
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -60,8 +60,8 @@ BackendKind resolve_backend(const TrainOptions& o, const TrainHooks& hooks, cons
   return BackendKind::cpu;
 }
 
-// diffusers' lambdas at the 1-based step t (diffusers evaluates its step k at k - 1; megaslide's warm-up has always
-// reached lr at step `warmup`, and runs saved before the other schedules resume unchanged).
+// diffusers' lambdas at the 1-based step t (diffusers evaluates its step k at k - 1; megaslide's warm-up reaches lr at
+// step `warmup`, so that saved runs resume on the same rates).
 double TrainOptions::lr_at(int64_t t) const {
   if (lr_scheduler == LrScheduler::constant) return lr;
   if (t < warmup) return lr * double(t) / double(warmup);

@@ -28,7 +28,7 @@ struct VaeConfig {
   int64_t video_frames(int64_t latent_frames) const { return 1 + (latent_frames - 1) * time_stride(); }
 };
 
-// The VAE's config from a JSON file with the keys of DESIGN §9 (dim, z_dim, dim_mult, num_res_blocks, attn_scales,
+// The VAE's config from a JSON file with the keys of docs/vae.md (dim, z_dim, dim_mult, num_res_blocks, attn_scales,
 // temperal_downsample, latents_mean, latents_std; each optional, Wan2.1's value when absent); "" = Wan2.1's.
 // Throws ms::Error naming the file, the key and the valid values.
 VaeConfig read_vae_config(const std::string& path);

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -33,6 +34,9 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   T* get() { return p_; }
+  int64_t size() const { return int64_t(n_); }
+  // A launch on the default stream with this buffer (fp32) as its scratch.
+  cuda::Launch launch() requires std::is_same_v<T, float> { return {nullptr, p_, int64_t(n_)}; }
   std::vector<T> read() const {
     std::vector<T> host(n_);
     MS_CUDA_CHECK(cudaDeviceSynchronize());

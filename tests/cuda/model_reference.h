@@ -59,37 +59,30 @@ struct RefOps : CpuOps<double> {
   void time_linear_backward(Args... args) {
     linear_backward(args...);
   }
-  void window_attention_forward(const double* q, const double* k, const double* v, double* out, double* lse,
-                                const VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted) {
-    const AttentionReference r =
-        run({d.B, d.L(), d.L(), d.nh, d.d}, q, k, v, nullptr, nullptr, nullptr, nullptr, swin_mask(d, window, shifted));
-    std::copy(r.out.begin(), r.out.end(), out);
-    std::copy(r.lse.begin(), r.lse.end(), lse);
+  void window_attention_forward(const WindowAttentionParams<double>& p) {
+    forward(p.t, sequence(p.dims), swin_mask(p.dims, p.window, p.shifted));
   }
-  void window_attention_backward(const double* q, const double* k, const double* v, const double*, const double*,
-                                 const double* dout, double* dq, double* dk, double* dv, const VideoAttentionDims& d,
-                                 const std::array<int64_t, 3>& window, bool shifted) {
-    const AttentionReference r =
-        run({d.B, d.L(), d.L(), d.nh, d.d}, q, k, v, dout, dq, dk, dv, swin_mask(d, window, shifted));
-    std::copy(r.dq.begin(), r.dq.end(), dq);
-    std::copy(r.dk.begin(), r.dk.end(), dk);
-    std::copy(r.dv.begin(), r.dv.end(), dv);
+  void window_attention_backward(const WindowAttentionParams<double>& p) {
+    backward(p.t, sequence(p.dims), swin_mask(p.dims, p.window, p.shifted));
   }
-  void attention_forward(const double* q, const double* k, const double* v, double* out, double* lse,
-                         const AttentionDims& a) {
-    const AttentionReference r = run(a, q, k, v, nullptr, nullptr, nullptr, nullptr);
-    std::copy(r.out.begin(), r.out.end(), out);
-    std::copy(r.lse.begin(), r.lse.end(), lse);
-  }
-  void attention_backward(const double* q, const double* k, const double* v, const double*, const double*,
-                          const double* dout, double* dq, double* dk, double* dv, const AttentionDims& a) {
-    const AttentionReference r = run(a, q, k, v, dout, dq, dk, dv);
-    std::copy(r.dq.begin(), r.dq.end(), dq);
-    std::copy(r.dk.begin(), r.dk.end(), dk);
-    std::copy(r.dv.begin(), r.dv.end(), dv);
-  }
+  void attention_forward(const AttentionParams<double>& p) { forward(p.t, p.dims); }
+  void attention_backward(const AttentionParams<double>& p) { backward(p.t, p.dims); }
 
  private:
+  static AttentionDims sequence(const VideoAttentionDims& d) { return {d.B, d.L(), d.L(), d.nh, d.d}; }
+  static void forward(const AttentionTensors<double>& t, const AttentionDims& a,
+                      const AttentionMask& allowed = nullptr) {
+    const AttentionReference r = run(a, t.q, t.k, t.v, nullptr, nullptr, nullptr, nullptr, allowed);
+    std::copy(r.out.begin(), r.out.end(), t.out);
+    std::copy(r.lse.begin(), r.lse.end(), t.lse);
+  }
+  static void backward(const AttentionTensors<double>& t, const AttentionDims& a,
+                       const AttentionMask& allowed = nullptr) {
+    const AttentionReference r = run(a, t.q, t.k, t.v, t.dout, t.dq, t.dk, t.dv, allowed);
+    std::copy(r.dq.begin(), r.dq.end(), t.dq);
+    std::copy(r.dk.begin(), r.dk.end(), t.dk);
+    std::copy(r.dv.begin(), r.dv.end(), t.dv);
+  }
   // reference_attention on the arrays (null dout and gradients: zeros).
   static AttentionReference run(const AttentionDims& a, const double* q, const double* k, const double* v,
                                 const double* dout, const double* dq, const double* dk, const double* dv,

@@ -18,9 +18,7 @@ namespace ms::test {
 namespace {
 
 // Runs the CUDA forward (out, lse) and backward (dq, dk, dv +=) on device buffers.
-using GpuAttention =
-    std::function<void(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                       const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch)>;
+using GpuAttention = std::function<void(const AttentionTensors<uint16_t, float>& t, const cuda::Launch& l)>;
 
 void check(const AttentionDims& a, uint64_t seed, const GpuAttention& gpu, const AttentionMask& allowed) {
   const size_t nq = static_cast<size_t>(a.B * a.Lq * a.nh * a.d), nk = static_cast<size_t>(a.B * a.Lk * a.nh * a.d);
@@ -32,8 +30,8 @@ void check(const AttentionDims& a, uint64_t seed, const GpuAttention& gpu, const
   DeviceBuffer<uint16_t> gq(q.bits), gk(k.bits), gv(v.bits), gdout(dout.bits), gdq(dq0.bits), gdk(dk0.bits),
       gdv(dv0.bits), gout(std::vector<uint16_t>(nq, 0x7fc0));
   DeviceBuffer<float> glse(std::vector<float>(ref.lse.size(), -1.f)), scratch(cuda::attention_backward_scratch(a), 0.f);
-  gpu(gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(), gdv.get(),
-      scratch.get());
+  gpu({gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(), gdv.get()},
+      scratch.launch());
   expect_close("out", widen(gout.read()), ref.out, kBf16Tol);
   expect_close("lse", glse.read(), ref.lse, kDeviceF32Tol);
   // The backward reads the bf16-rounded out (as the model does): its delta term carries that rounding.
@@ -46,10 +44,9 @@ void check(const AttentionDims& a, uint64_t seed, const GpuAttention& gpu, const
 void check(const AttentionDims& a, uint64_t seed) {
   check(
       a, seed,
-      [&](const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse, const uint16_t* dout,
-          uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch) {
-        cuda::attention_forward(q, k, v, out, lse, a, nullptr);
-        cuda::attention_backward(q, k, v, out, lse, dout, dq, dk, dv, scratch, a, nullptr);
+      [&](const AttentionTensors<uint16_t, float>& t, const cuda::Launch& l) {
+        cuda::attention_forward({t, a}, l);
+        cuda::attention_backward({t, a}, l);
       },
       nullptr);
 }
@@ -101,11 +98,9 @@ TEST(CudaAttention, WindowMatchesMaskedFloat64Loops) {
     const AttentionDims a{k.d.B, k.d.L(), k.d.L(), k.d.nh, k.d.d};
     check(
         a, seed += 10,
-        [&](const uint16_t* q, const uint16_t* kk, const uint16_t* v, uint16_t* out, float* lse, const uint16_t* dout,
-            uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch) {
-          cuda::window_attention_forward(q, kk, v, out, lse, k.d, k.window, k.shifted, nullptr);
-          cuda::window_attention_backward(q, kk, v, out, lse, dout, dq, dk, dv, scratch, k.d, k.window, k.shifted,
-                                          nullptr);
+        [&](const AttentionTensors<uint16_t, float>& t, const cuda::Launch& l) {
+          cuda::window_attention_forward({t, k.d, k.window, k.shifted}, l);
+          cuda::window_attention_backward({t, k.d, k.window, k.shifted}, l);
         },
         swin_mask(k.d, k.window, k.shifted));
   }

@@ -43,28 +43,41 @@ void check(const DsaCase& k, uint64_t seed) {
        off = random_bf16(no, seed + 7, k.offset_scale), doff0 = random_bf16(no, seed + 8, kAccumulateScale);
   const bool has_off = k.offset_scale > 0;
   std::vector<double> out(n), lse(size_t(d.B * d.nh * d.L()));
-  cpu::dsa_forward(q.values.data(), kk.values.data(), v.values.data(), has_off ? off.values.data() : nullptr,
-                   out.data(), lse.data(), d, a);
-  const std::vector<double> out16 = rounded_bf16(out);  // what the GPU's backward reads
+  cpu::dsa_forward<double>({{q.values.data(), kk.values.data(), v.values.data(), out.data(), lse.data()},
+                            has_off ? off.values.data() : nullptr,
+                            nullptr,
+                            d,
+                            a});
+  std::vector<double> out16 = rounded_bf16(out);  // what the GPU's backward reads
   std::vector<double> dq = dq0.values, dk = dk0.values, dv = dv0.values, doff = doff0.values;
-  cpu::dsa_backward(q.values.data(), kk.values.data(), v.values.data(), has_off ? off.values.data() : nullptr,
-                    out16.data(), lse.data(), dout.values.data(), dq.data(), dk.data(), dv.data(),
-                    has_off ? doff.data() : nullptr, d, a);
+  cpu::dsa_backward<double>({{q.values.data(), kk.values.data(), v.values.data(), out16.data(), lse.data(),
+                              dout.values.data(), dq.data(), dk.data(), dv.data()},
+                             has_off ? off.values.data() : nullptr,
+                             has_off ? doff.data() : nullptr,
+                             d,
+                             a});
 
   DeviceBuffer<uint16_t> gq(q.bits), gk(kk.bits), gv(v.bits), gdout(dout.bits), goff(off.bits),
       gout(std::vector<uint16_t>(n, 0x7fc0));
   DeviceBuffer<float> glse(std::vector<float>(lse.size(), -1.f)),
       scratch(cuda::dsa_backward_scratch(d, a), std::numeric_limits<float>::quiet_NaN());
   const uint16_t* offp = has_off ? goff.get() : nullptr;
-  cuda::dsa_forward(gq.get(), gk.get(), gv.get(), offp, gout.get(), glse.get(), d, a, nullptr, k.halo_rows);
+  cuda::Launch launch = scratch.launch();
+  launch.dsa_halo_rows = k.halo_rows;
+  cuda::dsa_forward({{gq.get(), gk.get(), gv.get(), gout.get(), glse.get()}, offp, nullptr, d, a}, launch);
   expect_close("out", widen(gout.read()), out, kBf16Tol);
   expect_close("lse", glse.read(), lse, kDeviceF32Tol);
   // The backward twice from the same start: the second must repeat the first bit for bit.
   std::vector<std::vector<uint16_t>> runs[2];
   for (auto& r : runs) {
     DeviceBuffer<uint16_t> gdq(dq0.bits), gdk(dk0.bits), gdv(dv0.bits), gdoff(doff0.bits);
-    cuda::dsa_backward(gq.get(), gk.get(), gv.get(), offp, gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(),
-                       gdv.get(), has_off ? gdoff.get() : nullptr, scratch.get(), d, a, nullptr, k.halo_rows);
+    cuda::dsa_backward(
+        {{gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(), gdv.get()},
+         offp,
+         has_off ? gdoff.get() : nullptr,
+         d,
+         a},
+        launch);
     r = {gdq.read(), gdk.read(), gdv.read(), gdoff.read()};
   }
   expect_close("dq", widen(runs[0][0]), dq, 2 * kBf16Tol);
@@ -131,11 +144,13 @@ TEST(CudaDsa, OffsetSquashingMatchesCpu) {
   const size_t n = size_t(N * M * 3);
   auto raw = random_bf16(n, 5, 1.5), dy = random_bf16(n, 6);
   std::vector<double> y(n), dx(n);
-  cpu::dsa_offsets_forward(raw.values.data(), y.data(), range, N, M);
-  cpu::dsa_offsets_backward(raw.values.data(), dy.values.data(), dx.data(), range, N, M);
+  const DsaOffsetsParams<double> p{raw.values.data(), y.data(), dy.values.data(), dx.data(), range, N, M};
+  cpu::dsa_offsets_forward(p);
+  cpu::dsa_offsets_backward(p);
   DeviceBuffer<uint16_t> graw(raw.bits), gy(std::vector<uint16_t>(n, 0x7fc0)), gd(dy.bits);
-  cuda::dsa_offsets_forward(graw.get(), gy.get(), range, N, M, nullptr);
-  cuda::dsa_offsets_backward(graw.get(), gd.get(), gd.get(), range, N, M, nullptr);
+  const cuda::Launch launch{};
+  cuda::dsa_offsets_forward({graw.get(), gy.get(), nullptr, nullptr, range, N, M}, launch);
+  cuda::dsa_offsets_backward({graw.get(), nullptr, gd.get(), gd.get(), range, N, M}, launch);
   expect_close("offsets", widen(gy.read()), y, kBf16Tol);
   expect_close("draw", widen(gd.read()), dx, kBf16Tol);
 }

@@ -88,8 +88,7 @@ struct Outputs {
 // Dense attention (allowed null) or window attention (allowed: Video Swin's cells) on [1, L, nh, d], checked as the
 // file's comment says. gpu runs the forward and backward into zeroed gradients.
 void check_rows(const VideoAttentionDims& vd, const AttentionMask& allowed, uint64_t seed,
-                const std::function<void(const uint16_t*, const uint16_t*, const uint16_t*, uint16_t*, float*,
-                                         const uint16_t*, uint16_t*, uint16_t*, uint16_t*, float*)>& gpu) {
+                const std::function<void(const AttentionTensors<uint16_t, float>&, const cuda::Launch&)>& gpu) {
   const int64_t L = vd.L(), nh = vd.nh, d = vd.d;
   const size_t n = size_t(L * nh * d);
   const Inputs in = make_inputs(n, seed);
@@ -98,8 +97,8 @@ void check_rows(const VideoAttentionDims& vd, const AttentionMask& allowed, uint
     DeviceBuffer<uint16_t> gq(in.q), gk(in.k), gv(in.v), gdout(in.dout), gout(int64_t(n), uint16_t(0x7fc0)),
         gdq(int64_t(n), uint16_t(0)), gdk(int64_t(n), uint16_t(0)), gdv(int64_t(n), uint16_t(0));
     DeviceBuffer<float> glse(L * nh, std::nanf("")), scratch(cuda::attention_backward_scratch({1, L, L, nh, d}), 0.f);
-    gpu(gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(), gdv.get(),
-        scratch.get());
+    gpu({gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(), gdv.get()},
+        scratch.launch());
     o = {gout.read(), gdq.read(), gdk.read(), gdv.read(), glse.read()};
   }
   for (auto [what, t] : {std::pair{"out", &o.out}, {"dq", &o.dq}, {"dk", &o.dk}, {"dv", &o.dv}})
@@ -187,20 +186,17 @@ void check_rows(const VideoAttentionDims& vd, const AttentionMask& allowed, uint
 
 void check_dense(const VideoAttentionDims& vd, uint64_t seed) {
   const AttentionDims a{1, vd.L(), vd.L(), vd.nh, vd.d};
-  check_rows(vd, nullptr, seed,
-             [&](const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                 const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch) {
-               cuda::attention_forward(q, k, v, out, lse, a, nullptr);
-               cuda::attention_backward(q, k, v, out, lse, dout, dq, dk, dv, scratch, a, nullptr);
-             });
+  check_rows(vd, nullptr, seed, [&](const AttentionTensors<uint16_t, float>& t, const cuda::Launch& l) {
+    cuda::attention_forward({t, a}, l);
+    cuda::attention_backward({t, a}, l);
+  });
 }
 
 void check_window(const VideoAttentionDims& vd, const std::array<int64_t, 3>& window, uint64_t seed) {
   check_rows(vd, swin_mask(vd, window, true), seed,
-             [&](const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                 const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch) {
-               cuda::window_attention_forward(q, k, v, out, lse, vd, window, true, nullptr);
-               cuda::window_attention_backward(q, k, v, out, lse, dout, dq, dk, dv, scratch, vd, window, true, nullptr);
+             [&](const AttentionTensors<uint16_t, float>& t, const cuda::Launch& l) {
+               cuda::window_attention_forward({t, vd, window, true}, l);
+               cuda::window_attention_backward({t, vd, window, true}, l);
              });
 }
 
@@ -221,9 +217,14 @@ void check_dsa(const VideoAttentionDims& vd, bool offsets, uint64_t seed) {
         gdoff(int64_t(no), uint16_t(0));
     DeviceBuffer<float> glse(L * nh, std::nanf("")), scratch(cuda::dsa_backward_scratch(vd, a), std::nanf(""));
     const uint16_t* offp = offsets ? goff.get() : nullptr;
-    cuda::dsa_forward(gq.get(), gk.get(), gv.get(), offp, gout.get(), glse.get(), vd, a, nullptr);
-    cuda::dsa_backward(gq.get(), gk.get(), gv.get(), offp, gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(),
-                       gdv.get(), offsets ? gdoff.get() : nullptr, scratch.get(), vd, a, nullptr);
+    const DsaParams<uint16_t, float> p{
+        {gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(), gdv.get()},
+        offp,
+        offsets ? gdoff.get() : nullptr,
+        vd,
+        a};
+    cuda::dsa_forward(p, scratch.launch());
+    cuda::dsa_backward(p, scratch.launch());
     o = {gout.read(), gdq.read(), gdk.read(), gdv.read(), glse.read()};
     doff = gdoff.read();
   }
@@ -244,12 +245,18 @@ void check_dsa(const VideoAttentionDims& vd, bool offsets, uint64_t seed) {
     return r;
   };
   const std::vector<double> q = slice(in.q, d), k = slice(in.k, d), v = slice(in.v, d), dout = slice(in.dout, d),
-                            offs = slice(off, P * 3), out16 = slice(o.out, d);
+                            offs = slice(off, P * 3);
+  std::vector<double> out16 = slice(o.out, d);
   std::vector<double> out(q.size()), lse(size_t(hs * L)), dq(q.size()), dk(q.size()), dv(q.size()), doffs(offs.size());
-  cpu::dsa_forward(q.data(), k.data(), v.data(), offsets ? offs.data() : nullptr, out.data(), lse.data(), sd, sa);
+  const double* offp = offsets ? offs.data() : nullptr;
+  cpu::dsa_forward<double>({{q.data(), k.data(), v.data(), out.data(), lse.data()}, offp, nullptr, sd, sa});
   // The backward from the GPU's bf16 out (what the GPU's backward reads) and the float64 lse.
-  cpu::dsa_backward(q.data(), k.data(), v.data(), offsets ? offs.data() : nullptr, out16.data(), lse.data(),
-                    dout.data(), dq.data(), dk.data(), dv.data(), offsets ? doffs.data() : nullptr, sd, sa);
+  cpu::dsa_backward<double>(
+      {{q.data(), k.data(), v.data(), out16.data(), lse.data(), dout.data(), dq.data(), dk.data(), dv.data()},
+       offp,
+       offsets ? doffs.data() : nullptr,
+       sd,
+       sa});
   std::vector<double> lse_got(lse.size());
   for (int64_t h = 0; h < hs; ++h)
     for (int64_t i = 0; i < L; ++i) lse_got[size_t(h * L + i)] = o.lse[size_t(heads[h] * L + i)];

@@ -89,7 +89,10 @@ void attention_backward_head(const T* q, const T* k, const T* v, const T* out, c
 }
 
 template <class T>
-void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionDims& a) {
+void attention_forward(const AttentionParams<T>& p) {
+  const T *q = p.t.q, *k = p.t.k, *v = p.t.v;
+  T *out = p.t.out, *lse = p.t.lse;
+  const AttentionDims& a = p.dims;
   const int64_t ld = a.nh * a.d, nq_tiles = (a.Lq + kTileQ - 1) / kTileQ;
   parallel_for(a.B * a.nh * nq_tiles, [&](int64_t task) {
     const int64_t qt = task % nq_tiles, n = (task / nq_tiles) % a.nh, b = task / (nq_tiles * a.nh);
@@ -101,8 +104,10 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const
 }
 
 template <class T>
-void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk,
-                        T* dv, const AttentionDims& a) {
+void attention_backward(const AttentionParams<T>& p) {
+  const T *q = p.t.q, *k = p.t.k, *v = p.t.v, *out = p.t.out, *lse = p.t.lse, *dout = p.t.dout;
+  T *dq = p.t.dq, *dk = p.t.dk, *dv = p.t.dv;
+  const AttentionDims& a = p.dims;
   const int64_t ld = a.nh * a.d;
   parallel_for(a.B * a.nh, [&](int64_t task) {
     const int64_t n = task % a.nh, b = task / a.nh;
@@ -113,9 +118,8 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
 }
 
 #define MS_INSTANTIATE(T)                                                                                            \
-  template void attention_forward<T>(const T*, const T*, const T*, T*, T*, const AttentionDims&);                    \
-  template void attention_backward<T>(const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*,        \
-                                      const AttentionDims&);                                                         \
+  template void attention_forward<T>(const AttentionParams<T>&);                                                     \
+  template void attention_backward<T>(const AttentionParams<T>&);                                                    \
   template void attention_forward_head<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, int64_t, int64_t); \
   template void attention_backward_head<T>(const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*,   \
                                            int64_t, int64_t, int64_t, int64_t);

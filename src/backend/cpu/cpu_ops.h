@@ -113,23 +113,10 @@ struct CpuOps {
                               int64_t C, int64_t stride) {
     cpu::gate_residual_backward(y, gate, dout, dx, dy, dgate, B, L, C, stride);
   }
-  void window_attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const VideoAttentionDims& d,
-                                const std::array<int64_t, 3>& window, bool shifted) {
-    cpu::window_attention_forward(q, k, v, out, lse, d, window, shifted);
-  }
-  void window_attention_backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq,
-                                 T* dk, T* dv, const VideoAttentionDims& d, const std::array<int64_t, 3>& window,
-                                 bool shifted) {
-    cpu::window_attention_backward(q, k, v, out, lse, dout, dq, dk, dv, d, window, shifted);
-  }
-  void dsa_forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& d,
-                   const DsaArgs& a) {
-    cpu::dsa_forward(q, k, v, offsets, out, lse, d, a);
-  }
-  void dsa_backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout,
-                    T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& d, const DsaArgs& a) {
-    cpu::dsa_backward(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, d, a);
-  }
+  void window_attention_forward(const WindowAttentionParams<T>& p) { cpu::window_attention_forward(p); }
+  void window_attention_backward(const WindowAttentionParams<T>& p) { cpu::window_attention_backward(p); }
+  void dsa_forward(const DsaParams<T>& p) { cpu::dsa_forward(p); }
+  void dsa_backward(const DsaParams<T>& p) { cpu::dsa_backward(p); }
   // DSA's offset network: the depthwise convolution and the offsets' squashing.
   void dwconv3d_forward(const T* x, const T* w, const T* b, T* y, int64_t B, int64_t Tn, int64_t H, int64_t W,
                         int64_t C) {
@@ -139,20 +126,10 @@ struct CpuOps {
                          int64_t W, int64_t C) {
     cpu::dwconv3d_backward(x, w, dy, dx, dw, db, B, Tn, H, W, C);
   }
-  void dsa_offsets_forward(const T* raw, T* offsets, const std::array<double, 3>& range, int64_t N, int64_t M) {
-    cpu::dsa_offsets_forward(raw, offsets, range, N, M);
-  }
-  void dsa_offsets_backward(const T* raw, const T* doffsets, T* draw, const std::array<double, 3>& range, int64_t N,
-                            int64_t M) {
-    cpu::dsa_offsets_backward(raw, doffsets, draw, range, N, M);
-  }
-  void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionDims& a) {
-    cpu::attention_forward(q, k, v, out, lse, a);
-  }
-  void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk,
-                          T* dv, const AttentionDims& a) {
-    cpu::attention_backward(q, k, v, out, lse, dout, dq, dk, dv, a);
-  }
+  void dsa_offsets_forward(const DsaOffsetsParams<T>& p) { cpu::dsa_offsets_forward(p); }
+  void dsa_offsets_backward(const DsaOffsetsParams<T>& p) { cpu::dsa_offsets_backward(p); }
+  void attention_forward(const AttentionParams<T>& p) { cpu::attention_forward(p); }
+  void attention_backward(const AttentionParams<T>& p) { cpu::attention_backward(p); }
 };
 
 }  // namespace ms

@@ -2,9 +2,8 @@
 // (HWY_DYNAMIC_DISPATCH): the sampling geometry and the head-dim rows of the common head dims are Highway vectors,
 // the rest plain C++, which the compiler vectorises for each target. The results are
 // deterministic for a given machine; targets differ in the last bits (FMA contraction, vector widths). AVX-512 is
-// left out: on both machines measured (an AMD EPYC with AVX-512, an Intel Xeon) it was slower than AVX2 or no faster
-// (docs/benchmarks.md). So are the scalable-vector targets (SVE, RVV), whose sizeless vectors cannot be held in the
-// arrays the geometry uses; their machines run NEON or the portable targets.
+// left out, as it was no faster than AVX2 (docs/benchmarks.md); so are the scalable-vector targets (SVE, RVV), whose
+// sizeless vectors cannot be held in the arrays the geometry uses; their machines run NEON or the portable targets.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_AVX3 | HWY_AVX3_DL | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
 #endif
@@ -14,6 +13,7 @@
 
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -441,10 +441,9 @@ T forward_head(QueryScratch<T>& qs, int64_t nv, const T* qr, const T* kb, const 
 // query tiles: per (query, head) the probability and score gradient of every sample, hence dq and (summed over each
 // group's heads in head order) doffsets, all owned by the query; it keeps each query's distinct corner tokens and
 // per head their two coefficients for phase 2. Phase 2, parallel over (sample, grid rows t * H + h congruent mod
-// `parts`): dk, dv of the rows a task owns += each token's share, queries in order, all heads. (Split by head
-// instead, two threads update neighbouring cache lines of the same tokens: on the 2-core test machine phase 2 then
-// ran 1.5x slower on 2 threads than on 1.) Every sum runs in an order fixed by the shapes and offsets alone: the
-// results do not depend on the thread count or the pass size.
+// `parts`): dk, dv of the rows a task owns += each token's share, queries in order, all heads (split by head instead,
+// two threads would share the cache lines of the same tokens). Every sum runs in an order fixed by the shapes and
+// offsets alone: the results do not depend on the thread count or the pass size.
 template <class T>
 struct Backward {
   const Geometry& geo;
@@ -572,8 +571,11 @@ struct Backward {
 }  // namespace
 
 template <class T>
-void forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse, const VideoAttentionDims& dims,
-             const DsaArgs& a) {
+void forward(const DsaParams<T>& p) {
+  const T *q = p.t.q, *k = p.t.k, *v = p.t.v, *offsets = p.offsets;
+  T *out = p.t.out, *lse = p.t.lse;
+  const VideoAttentionDims& dims = p.dims;
+  const DsaArgs& a = p.args;
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
   const int64_t L = dims.L(), nh = dims.nh, P = a.P(), G = a.groups, hpg = nh / G, nv = geo.valid();
@@ -603,8 +605,10 @@ void forward(const T* q, const T* k, const T* v, const T* offsets, T* out, T* ls
 }
 
 template <class T>
-void backward(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout, T* dq,
-              T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a) {
+void backward(const DsaParams<T>& p) {
+  const T* offsets = p.offsets;
+  const VideoAttentionDims& dims = p.dims;
+  const DsaArgs& a = p.args;
   MS_CHECK(a.groups > 0 && dims.nh % a.groups == 0, "dsa: offset groups ", a.groups, " must divide heads ", dims.nh);
   const Geometry geo(dims, a);
   const int64_t B = dims.B, L = dims.L(), nh = dims.nh, G = a.groups, nv = geo.valid();
@@ -613,17 +617,17 @@ void backward(const T* q, const T* k, const T* v, const T* offsets, const T* out
   const int64_t chunk = std::min(L, std::max(kScratchBytes / per_query, kTileQ * num_threads()));
   const int64_t parts = std::max<int64_t>(1, num_threads() / B);  // phase 2 tasks per sample
   Backward<T> bw{geo,
-                 q,
-                 k,
-                 v,
+                 p.t.q,
+                 p.t.k,
+                 p.t.v,
                  offsets,
-                 out,
-                 lse,
-                 dout,
-                 dq,
-                 dk,
-                 dv,
-                 doffsets,
+                 p.t.out,
+                 p.t.lse,
+                 p.t.dout,
+                 p.t.dq,
+                 p.t.dk,
+                 p.t.dv,
+                 p.doffsets,
                  B,
                  L,
                  nh,
@@ -660,15 +664,9 @@ void backward(const T* q, const T* k, const T* v, const T* offsets, const T* out
   });
 }
 
-#define MS_TARGET_ENTRIES(T, S)                                                                                        \
-  void DsaForward##S(const T* q, const T* k, const T* v, const T* offsets, T* out, T* lse,                             \
-                     const VideoAttentionDims& dims, const DsaArgs& a) {                                               \
-    forward(q, k, v, offsets, out, lse, dims, a);                                                                      \
-  }                                                                                                                    \
-  void DsaBackward##S(const T* q, const T* k, const T* v, const T* offsets, const T* out, const T* lse, const T* dout, \
-                      T* dq, T* dk, T* dv, T* doffsets, const VideoAttentionDims& dims, const DsaArgs& a) {            \
-    backward(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);                                         \
-  }
+#define MS_TARGET_ENTRIES(T, S)                             \
+  void DsaForward##S(const DsaParams<T>& p) { forward(p); } \
+  void DsaBackward##S(const DsaParams<T>& p) { backward(p); }
 MS_TARGET_ENTRIES(float, F)
 MS_TARGET_ENTRIES(double, D)
 #undef MS_TARGET_ENTRIES
@@ -685,26 +683,20 @@ HWY_EXPORT(DsaBackwardF);
 HWY_EXPORT(DsaBackwardD);
 
 template <>
-void dsa_forward<float>(const float* q, const float* k, const float* v, const float* offsets, float* out, float* lse,
-                        const VideoAttentionDims& dims, const DsaArgs& a) {
-  HWY_DYNAMIC_DISPATCH(DsaForwardF)(q, k, v, offsets, out, lse, dims, a);
+void dsa_forward<float>(const DsaParams<float>& p) {
+  HWY_DYNAMIC_DISPATCH(DsaForwardF)(p);
 }
 template <>
-void dsa_forward<double>(const double* q, const double* k, const double* v, const double* offsets, double* out,
-                         double* lse, const VideoAttentionDims& dims, const DsaArgs& a) {
-  HWY_DYNAMIC_DISPATCH(DsaForwardD)(q, k, v, offsets, out, lse, dims, a);
+void dsa_forward<double>(const DsaParams<double>& p) {
+  HWY_DYNAMIC_DISPATCH(DsaForwardD)(p);
 }
 template <>
-void dsa_backward<float>(const float* q, const float* k, const float* v, const float* offsets, const float* out,
-                         const float* lse, const float* dout, float* dq, float* dk, float* dv, float* doffsets,
-                         const VideoAttentionDims& dims, const DsaArgs& a) {
-  HWY_DYNAMIC_DISPATCH(DsaBackwardF)(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);
+void dsa_backward<float>(const DsaParams<float>& p) {
+  HWY_DYNAMIC_DISPATCH(DsaBackwardF)(p);
 }
 template <>
-void dsa_backward<double>(const double* q, const double* k, const double* v, const double* offsets, const double* out,
-                          const double* lse, const double* dout, double* dq, double* dk, double* dv, double* doffsets,
-                          const VideoAttentionDims& dims, const DsaArgs& a) {
-  HWY_DYNAMIC_DISPATCH(DsaBackwardD)(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, dims, a);
+void dsa_backward<double>(const DsaParams<double>& p) {
+  HWY_DYNAMIC_DISPATCH(DsaBackwardD)(p);
 }
 
 }  // namespace ms::cpu

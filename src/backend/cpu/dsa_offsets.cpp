@@ -60,13 +60,9 @@ void Backward(const T* raw, const T* doffsets, T* draw, const std::array<double,
 
 }  // namespace
 
-#define MS_TARGET_ENTRIES(T, S)                                                                                      \
-  void OffsetsForward##S(const T* raw, T* offsets, const std::array<double, 3>& range, int64_t n) {                  \
-    Forward(raw, offsets, range, n);                                                                                 \
-  }                                                                                                                  \
-  void OffsetsBackward##S(const T* raw, const T* doffsets, T* draw, const std::array<double, 3>& range, int64_t n) { \
-    Backward(raw, doffsets, draw, range, n);                                                                         \
-  }
+#define MS_TARGET_ENTRIES(T, S)                                                                              \
+  void OffsetsForward##S(const DsaOffsetsParams<T>& p) { Forward(p.raw, p.offsets, p.range, p.N* p.M * 3); } \
+  void OffsetsBackward##S(const DsaOffsetsParams<T>& p) { Backward(p.raw, p.doffsets, p.draw, p.range, p.N* p.M * 3); }
 MS_TARGET_ENTRIES(float, F)
 MS_TARGET_ENTRIES(double, D)
 #undef MS_TARGET_ENTRIES
@@ -77,17 +73,16 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ms::cpu {
 
-#define MS_DISPATCH(T, S)                                                                                           \
-  HWY_EXPORT(OffsetsForward##S);                                                                                    \
-  HWY_EXPORT(OffsetsBackward##S);                                                                                   \
-  template <>                                                                                                       \
-  void dsa_offsets_forward<T>(const T* raw, T* offsets, const std::array<double, 3>& range, int64_t N, int64_t M) { \
-    HWY_DYNAMIC_DISPATCH(OffsetsForward##S)(raw, offsets, range, N * M * 3);                                        \
-  }                                                                                                                 \
-  template <>                                                                                                       \
-  void dsa_offsets_backward<T>(const T* raw, const T* doffsets, T* draw, const std::array<double, 3>& range,        \
-                               int64_t N, int64_t M) {                                                              \
-    HWY_DYNAMIC_DISPATCH(OffsetsBackward##S)(raw, doffsets, draw, range, N * M * 3);                                \
+#define MS_DISPATCH(T, S)                                      \
+  HWY_EXPORT(OffsetsForward##S);                               \
+  HWY_EXPORT(OffsetsBackward##S);                              \
+  template <>                                                  \
+  void dsa_offsets_forward<T>(const DsaOffsetsParams<T>& p) {  \
+    HWY_DYNAMIC_DISPATCH(OffsetsForward##S)(p);                \
+  }                                                            \
+  template <>                                                  \
+  void dsa_offsets_backward<T>(const DsaOffsetsParams<T>& p) { \
+    HWY_DYNAMIC_DISPATCH(OffsetsBackward##S)(p);               \
   }
 MS_DISPATCH(float, F)
 MS_DISPATCH(double, D)

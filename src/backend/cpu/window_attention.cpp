@@ -53,10 +53,12 @@ std::vector<T> gather(const T* src, const int64_t* toks, int64_t n, int64_t ld) 
 }  // namespace
 
 template <class T>
-void window_attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const VideoAttentionDims& dims,
-                              const std::array<int64_t, 3>& window, bool shifted) {
+void window_attention_forward(const WindowAttentionParams<T>& p) {
+  const T *q = p.t.q, *k = p.t.k, *v = p.t.v;
+  T *out = p.t.out, *lse = p.t.lse;
+  const VideoAttentionDims& dims = p.dims;
   const int64_t L = dims.L(), nh = dims.nh, d = dims.d, ld = nh * d;
-  for_each_cell(dims, window, shifted, [&](int64_t b, const int64_t* toks, int64_t n) {
+  for_each_cell(dims, p.window, p.shifted, [&](int64_t b, const int64_t* toks, int64_t n) {
     const int64_t s0 = b * L * ld;  // first row of sample b
     const auto qc = gather(q + s0, toks, n, ld), kc = gather(k + s0, toks, n, ld), vc = gather(v + s0, toks, n, ld);
     std::vector<T> oc(size_t(n * ld)), lc(size_t(nh * n));  // cell output [n, nh, d], lse [nh, n]
@@ -71,11 +73,12 @@ void window_attention_forward(const T* q, const T* k, const T* v, T* out, T* lse
 }
 
 template <class T>
-void window_attention_backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq,
-                               T* dk, T* dv, const VideoAttentionDims& dims, const std::array<int64_t, 3>& window,
-                               bool shifted) {
+void window_attention_backward(const WindowAttentionParams<T>& p) {
+  const T *q = p.t.q, *k = p.t.k, *v = p.t.v, *out = p.t.out, *lse = p.t.lse, *dout = p.t.dout;
+  T *dq = p.t.dq, *dk = p.t.dk, *dv = p.t.dv;
+  const VideoAttentionDims& dims = p.dims;
   const int64_t L = dims.L(), nh = dims.nh, d = dims.d, ld = nh * d;
-  for_each_cell(dims, window, shifted, [&](int64_t b, const int64_t* toks, int64_t n) {
+  for_each_cell(dims, p.window, p.shifted, [&](int64_t b, const int64_t* toks, int64_t n) {
     const int64_t s0 = b * L * ld;
     const auto qc = gather(q + s0, toks, n, ld), kc = gather(k + s0, toks, n, ld), vc = gather(v + s0, toks, n, ld);
     const auto oc = gather(out + s0, toks, n, ld), doc = gather(dout + s0, toks, n, ld);
@@ -97,11 +100,9 @@ void window_attention_backward(const T* q, const T* k, const T* v, const T* out,
   });
 }
 
-#define MS_INSTANTIATE(T)                                                                                            \
-  template void window_attention_forward<T>(const T*, const T*, const T*, T*, T*, const VideoAttentionDims&,         \
-                                            const std::array<int64_t, 3>&, bool);                                    \
-  template void window_attention_backward<T>(const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*, \
-                                             const VideoAttentionDims&, const std::array<int64_t, 3>&, bool);
+#define MS_INSTANTIATE(T)                                                     \
+  template void window_attention_forward<T>(const WindowAttentionParams<T>&); \
+  template void window_attention_backward<T>(const WindowAttentionParams<T>&);
 MS_INSTANTIATE(float)
 MS_INSTANTIATE(double)
 #undef MS_INSTANTIATE

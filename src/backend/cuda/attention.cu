@@ -154,12 +154,12 @@ void check_dims(const AttentionDims& a) {
 
 }  // namespace
 
-void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                       const AttentionDims& a, Stream stream) {
+void attention_forward(const AttentionParams<uint16_t, float>& p, const Launch& l) {
+  const AttentionDims& a = p.dims;
   check_dims(a);
-  if (a.d <= kFlashMaxHeadDim) return flash_attention_forward(q, k, v, out, lse, dense_rows(a), stream);
-  forward_kernel<<<dim3(unsigned(a.Lq), unsigned(a.nh), unsigned(a.B)), kThreads, 0, stream>>>(q, k, v, out, lse, a,
-                                                                                               1.f / sqrtf(float(a.d)));
+  if (a.d <= kFlashMaxHeadDim) return flash_attention_forward(p.t, dense_rows(a), l.stream);
+  forward_kernel<<<dim3(unsigned(a.Lq), unsigned(a.nh), unsigned(a.B)), kThreads, 0, l.stream>>>(
+      p.t.q, p.t.k, p.t.v, p.t.out, p.t.lse, a, 1.f / sqrtf(float(a.d)));
   MS_CUDA_CHECK_LAUNCH();
 }
 
@@ -168,19 +168,20 @@ void attention_delta(const uint16_t* out, const uint16_t* dout, float* delta, co
   MS_CUDA_CHECK_LAUNCH();
 }
 
-void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
-                        const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* scratch,
-                        const AttentionDims& a, Stream stream) {
+void attention_backward(const AttentionParams<uint16_t, float>& p, const Launch& l) {
+  const AttentionDims& a = p.dims;
   check_dims(a);
   const float scale = 1.f / sqrtf(float(a.d));
   const dim3 queries(unsigned(a.Lq), unsigned(a.nh), unsigned(a.B)),
       keys(unsigned(a.Lk), unsigned(a.nh), unsigned(a.B));
-  attention_delta(out, dout, scratch, a, stream);
-  if (a.d <= kFlashMaxHeadDim)
-    return flash_attention_backward(q, k, v, lse, dout, scratch, dq, dk, dv, dense_rows(a), stream);
-  dq_kernel<<<queries, kThreads, 0, stream>>>(q, k, v, lse, dout, scratch, dq, a, scale);
+  float* delta = l.scratch_for(attention_backward_scratch(a));
+  const Stream stream = l.stream;
+  attention_delta(p.t.out, p.t.dout, delta, a, stream);
+  if (a.d <= kFlashMaxHeadDim) return flash_attention_backward(p.t, delta, dense_rows(a), stream);
+  const float* lse = p.t.lse;
+  dq_kernel<<<queries, kThreads, 0, stream>>>(p.t.q, p.t.k, p.t.v, lse, p.t.dout, delta, p.t.dq, a, scale);
   MS_CUDA_CHECK_LAUNCH();
-  dkv_kernel<<<keys, kThreads, 0, stream>>>(q, k, v, lse, dout, scratch, dk, dv, a, scale);
+  dkv_kernel<<<keys, kThreads, 0, stream>>>(p.t.q, p.t.k, p.t.v, lse, p.t.dout, delta, p.t.dk, p.t.dv, a, scale);
   MS_CUDA_CHECK_LAUNCH();
 }
 

@@ -21,12 +21,6 @@
 
 namespace ms::cuda {
 
-float* CudaOps::scratch_for(int64_t need) const {
-  MS_CHECK(need <= scratch_numel, "CudaOps: an op needs ", need, " floats of scratch, the buffer holds ", scratch_numel,
-           " (size it with block_reduction_scratch, runtime/reduction_scratch.h)");
-  return scratch;
-}
-
 void CudaOps::zero(uint16_t* p, int64_t n) {
   if (n > 0) MS_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(uint16_t) * size_t(n), stream));
 }
@@ -139,28 +133,14 @@ void CudaOps::gate_residual_backward(const uint16_t* y, const float* gate, const
   cuda::gate_residual_backward(y, gate, dout, dx, dy, dgate, scratch_for(modulate_backward_scratch(L, C)), B, L, C,
                                stride, stream);
 }
-void CudaOps::window_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
-                                       float* lse, const VideoAttentionDims& d, const std::array<int64_t, 3>& window,
-                                       bool shifted) {
-  cuda::window_attention_forward(q, k, v, out, lse, d, window, shifted, stream);
+void CudaOps::window_attention_forward(const WindowAttentionParams<uint16_t, float>& p) {
+  cuda::window_attention_forward(p, launch());
 }
-void CudaOps::window_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
-                                        const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk,
-                                        uint16_t* dv, const VideoAttentionDims& d, const std::array<int64_t, 3>& window,
-                                        bool shifted) {
-  float* delta = scratch_for(attention_backward_scratch({d.B, d.L(), d.L(), d.nh, d.d}));
-  cuda::window_attention_backward(q, k, v, out, lse, dout, dq, dk, dv, delta, d, window, shifted, stream);
+void CudaOps::window_attention_backward(const WindowAttentionParams<uint16_t, float>& p) {
+  cuda::window_attention_backward(p, launch());
 }
-void CudaOps::dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
-                          uint16_t* out, float* lse, const VideoAttentionDims& d, const DsaArgs& a) {
-  cuda::dsa_forward(q, k, v, offsets, out, lse, d, a, stream, dsa_halo_rows);
-}
-void CudaOps::dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
-                           const uint16_t* out, const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk,
-                           uint16_t* dv, uint16_t* doffsets, const VideoAttentionDims& d, const DsaArgs& a) {
-  cuda::dsa_backward(q, k, v, offsets, out, lse, dout, dq, dk, dv, doffsets, scratch_for(dsa_backward_scratch(d, a)), d,
-                     a, stream, dsa_halo_rows);
-}
+void CudaOps::dsa_forward(const DsaParams<uint16_t, float>& p) { cuda::dsa_forward(p, launch()); }
+void CudaOps::dsa_backward(const DsaParams<uint16_t, float>& p) { cuda::dsa_backward(p, launch()); }
 void CudaOps::dwconv3d_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t B,
                                int64_t Tn, int64_t H, int64_t W, int64_t C) {
   cuda::dwconv3d_forward(x, w, b, y, B, Tn, H, W, C, stream);
@@ -170,22 +150,9 @@ void CudaOps::dwconv3d_backward(const uint16_t* x, const uint16_t* w, const uint
   cuda::dwconv3d_backward(x, w, dy, dx, dw, db, scratch_for(dwconv3d_backward_scratch(B * Tn * H * W, C)), B, Tn, H, W,
                           C, stream);
 }
-void CudaOps::dsa_offsets_forward(const uint16_t* raw, uint16_t* offsets, const std::array<double, 3>& range, int64_t N,
-                                  int64_t M) {
-  cuda::dsa_offsets_forward(raw, offsets, range, N, M, stream);
-}
-void CudaOps::dsa_offsets_backward(const uint16_t* raw, const uint16_t* doffsets, uint16_t* draw,
-                                   const std::array<double, 3>& range, int64_t N, int64_t M) {
-  cuda::dsa_offsets_backward(raw, doffsets, draw, range, N, M, stream);
-}
-void CudaOps::attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                                const AttentionDims& a) {
-  cuda::attention_forward(q, k, v, out, lse, a, stream);
-}
-void CudaOps::attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
-                                 const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv,
-                                 const AttentionDims& a) {
-  cuda::attention_backward(q, k, v, out, lse, dout, dq, dk, dv, scratch_for(attention_backward_scratch(a)), a, stream);
-}
+void CudaOps::dsa_offsets_forward(const DsaOffsetsParams<uint16_t>& p) { cuda::dsa_offsets_forward(p, launch()); }
+void CudaOps::dsa_offsets_backward(const DsaOffsetsParams<uint16_t>& p) { cuda::dsa_offsets_backward(p, launch()); }
+void CudaOps::attention_forward(const AttentionParams<uint16_t, float>& p) { cuda::attention_forward(p, launch()); }
+void CudaOps::attention_backward(const AttentionParams<uint16_t, float>& p) { cuda::attention_backward(p, launch()); }
 
 }  // namespace ms::cuda

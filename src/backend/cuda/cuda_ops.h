@@ -14,6 +14,7 @@
 #include "backend/cuda/patchify.h"
 #include "model/config.h"
 #include "model/dims.h"
+#include "ops/window_attention.h"
 
 namespace ms::cuda {
 
@@ -83,32 +84,22 @@ struct CudaOps {
                              int64_t L, int64_t C, int64_t stride);
   void gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t* dout, uint16_t* dx, uint16_t* dy,
                               float* dgate, int64_t B, int64_t L, int64_t C, int64_t stride);
-  void window_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                                const VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
-  void window_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
-                                 const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv,
-                                 const VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
-  void dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, uint16_t* out,
-                   float* lse, const VideoAttentionDims& d, const DsaArgs& a);
-  void dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
-                    const uint16_t* out, const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk,
-                    uint16_t* dv, uint16_t* doffsets, const VideoAttentionDims& d, const DsaArgs& a);
+  void window_attention_forward(const WindowAttentionParams<uint16_t, float>& p);
+  void window_attention_backward(const WindowAttentionParams<uint16_t, float>& p);
+  void dsa_forward(const DsaParams<uint16_t, float>& p);
+  void dsa_backward(const DsaParams<uint16_t, float>& p);
   void dwconv3d_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t B, int64_t Tn,
                         int64_t H, int64_t W, int64_t C);
   void dwconv3d_backward(const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw, float* db,
                          int64_t B, int64_t Tn, int64_t H, int64_t W, int64_t C);
-  void dsa_offsets_forward(const uint16_t* raw, uint16_t* offsets, const std::array<double, 3>& range, int64_t N,
-                           int64_t M);
-  void dsa_offsets_backward(const uint16_t* raw, const uint16_t* doffsets, uint16_t* draw,
-                            const std::array<double, 3>& range, int64_t N, int64_t M);
-  void attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                         const AttentionDims& a);
-  void attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
-                          const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv,
-                          const AttentionDims& a);
+  void dsa_offsets_forward(const DsaOffsetsParams<uint16_t>& p);
+  void dsa_offsets_backward(const DsaOffsetsParams<uint16_t>& p);
+  void attention_forward(const AttentionParams<uint16_t, float>& p);
+  void attention_backward(const AttentionParams<uint16_t, float>& p);
 
  private:
-  float* scratch_for(int64_t need) const;  // the scratch, checked to hold `need` floats
+  Launch launch() const { return {stream, scratch, scratch_numel, dsa_halo_rows}; }
+  float* scratch_for(int64_t need) const { return launch().scratch_for(need); }
 };
 
 }  // namespace ms::cuda

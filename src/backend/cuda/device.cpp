@@ -32,6 +32,12 @@ DeviceInfo device_info() {
   return {p.name, p.major, p.minor, p.multiProcessorCount, int64_t(p.totalGlobalMem), int64_t(p.l2CacheSize)};
 }
 
+float* Launch::scratch_for(int64_t need) const {
+  MS_CHECK(need <= scratch_numel, "cuda: an op needs ", need, " floats of scratch, the buffer holds ", scratch_numel,
+           " (size it with block_reduction_scratch, runtime/reduction_scratch.h)");
+  return scratch;
+}
+
 int device_index() { return selected; }
 
 int device_count() {

@@ -12,6 +12,20 @@ using Stream = CUstream_st*;  // cudaStream_t
 
 constexpr int kComputeBytes = 2;  // the CUDA backend computes in bf16: weights and activations
 
+// dsa's K/V rows a block stages in shared memory by default (backend/cuda/dsa.h): 640 x 64 channels x 2 B = 80 KiB.
+constexpr int64_t kDsaHaloRows = 640;
+
+// Where an op's kernels run: the stream they are enqueued on and the fp32 device scratch of the deterministic
+// backward reductions (runtime/reduction_scratch.h sizes it per op). Each launcher takes (params, launch).
+struct Launch {
+  Stream stream = nullptr;
+  float* scratch = nullptr;  // [scratch_numel] on the device
+  int64_t scratch_numel = 0;
+  int64_t dsa_halo_rows = kDsaHaloRows;  // 0: none, every corner read from global memory (speed only)
+  // The scratch, checked to hold `need` floats.
+  float* scratch_for(int64_t need) const;
+};
+
 // "" when a CUDA GPU can be used; otherwise why not, in words (no driver, no device, too old a driver).
 std::string unusable_reason();
 

@@ -694,21 +694,24 @@ size_t staged_smem(K kernel, const Geo& g, int64_t floats) {
 
 }  // namespace
 
-void dsa_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, uint16_t* out,
-                 float* lse, const VideoAttentionDims& dims, const DsaArgs& a, Stream stream, int64_t halo_rows) {
-  Geo g = geometry(dims, a);
-  set_tiles(g, 1, halo_rows);
-  g.unit = copy_unit(g.d, {k, v});
+void dsa_forward(const DsaParams<uint16_t, float>& p, const Launch& l) {
+  Geo g = geometry(p.dims, p.args);
+  set_tiles(g, 1, l.dsa_halo_rows);
+  g.unit = copy_unit(g.d, {p.t.k, p.t.v});
   const int Q = g.tile[0] * g.tile[1] * g.tile[2];
   const size_t smem = staged_smem(forward_kernel, g, int64_t(Q) * g.P);
-  forward_kernel<<<staged_blocks(g, g.nh), kTileWarps * 32, smem, stream>>>(q, k, v, offsets, out, lse, g);
+  forward_kernel<<<staged_blocks(g, g.nh), kTileWarps * 32, smem, l.stream>>>(p.t.q, p.t.k, p.t.v, p.offsets, p.t.out,
+                                                                              p.t.lse, g);
   MS_CUDA_CHECK_LAUNCH();
 }
 
-void dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, const uint16_t* out,
-                  const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, uint16_t* doffsets,
-                  float* scratch, const VideoAttentionDims& dims, const DsaArgs& a, Stream stream, int64_t halo_rows) {
-  Geo g = geometry(dims, a);
+void dsa_backward(const DsaParams<uint16_t, float>& p, const Launch& l) {
+  const uint16_t *q = p.t.q, *k = p.t.k, *v = p.t.v, *offsets = p.offsets, *out = p.t.out, *dout = p.t.dout;
+  const float* lse = p.t.lse;
+  uint16_t *dq = p.t.dq, *dk = p.t.dk, *dv = p.t.dv;
+  const Stream stream = l.stream;
+  float* scratch = l.scratch_for(dsa_backward_scratch(p.dims, p.args));
+  Geo g = geometry(p.dims, p.args);
   unsigned* reach = offsets ? reinterpret_cast<unsigned*>(scratch) : nullptr;  // [3], then 1 float of padding
   float2* coef = reinterpret_cast<float2*>(scratch + 4);                       // [B, nh, L, P]
   if (reach) {
@@ -717,9 +720,9 @@ void dsa_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const
     reach_kernel<<<std::min(elementwise_blocks(n), 1024u), 256, 0, stream>>>(offsets, reach, n);
     MS_CUDA_CHECK_LAUNCH();
   }
-  uint16_t* dof = offsets ? doffsets : nullptr;
+  uint16_t* dof = offsets ? p.doffsets : nullptr;
   const int slot_floats = kDots + (dof ? 3 : 0);
-  set_tiles(g, slot_floats, halo_rows);
+  set_tiles(g, slot_floats, l.dsa_halo_rows);
   g.unit = copy_unit(g.d, {k, v});
   const int Q = g.tile[0] * g.tile[1] * g.tile[2];
   const size_t smem = staged_smem(query_kernel, g, int64_t(Q) * (g.P * slot_floats + 2));
@@ -754,19 +757,17 @@ float3 range3(const std::array<double, 3>& r) { return make_float3(float(r[0]), 
 
 }  // namespace
 
-void dsa_offsets_forward(const uint16_t* raw, uint16_t* offsets, const std::array<double, 3>& range, int64_t N,
-                         int64_t M, Stream stream) {
-  const int64_t n = N * M * 3;
+void dsa_offsets_forward(const DsaOffsetsParams<uint16_t>& p, const Launch& l) {
+  const int64_t n = p.N * p.M * 3;
   if (n == 0) return;
-  offsets_forward_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(raw, offsets, range3(range), n);
+  offsets_forward_kernel<<<elementwise_blocks(n), 256, 0, l.stream>>>(p.raw, p.offsets, range3(p.range), n);
   MS_CUDA_CHECK_LAUNCH();
 }
 
-void dsa_offsets_backward(const uint16_t* raw, const uint16_t* doffsets, uint16_t* draw,
-                          const std::array<double, 3>& range, int64_t N, int64_t M, Stream stream) {
-  const int64_t n = N * M * 3;
+void dsa_offsets_backward(const DsaOffsetsParams<uint16_t>& p, const Launch& l) {
+  const int64_t n = p.N * p.M * 3;
   if (n == 0) return;
-  offsets_backward_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(raw, doffsets, draw, range3(range), n);
+  offsets_backward_kernel<<<elementwise_blocks(n), 256, 0, l.stream>>>(p.raw, p.doffsets, p.draw, range3(p.range), n);
   MS_CUDA_CHECK_LAUNCH();
 }
 

@@ -383,16 +383,15 @@ FlashRows window_rows(const VideoAttentionDims& d, const std::array<int64_t, 3>&
   return r;
 }
 
-void flash_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                             const FlashRows& rows, Stream stream) {
-  launch(flash_forward_kernel, forward_smem, rows.max_q, rows, stream, q, k, v, out, lse);
+void flash_attention_forward(const AttentionTensors<uint16_t, float>& t, const FlashRows& rows, Stream stream) {
+  launch(flash_forward_kernel, forward_smem, rows.max_q, rows, stream, t.q, t.k, t.v, t.out, t.lse);
 }
 
-void flash_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse,
-                              const uint16_t* dout, const float* delta, uint16_t* dq, uint16_t* dk, uint16_t* dv,
-                              const FlashRows& rows, Stream stream) {
-  launch(flash_dkv_kernel, key_smem, rows.max_k, rows, stream, q, k, v, lse, dout, delta, dk, dv);
-  launch(flash_dq_kernel, query_smem, rows.max_q, rows, stream, q, k, v, lse, dout, delta, dq);
+void flash_attention_backward(const AttentionTensors<uint16_t, float>& t, const float* delta, const FlashRows& rows,
+                              Stream stream) {
+  const float* lse = t.lse;
+  launch(flash_dkv_kernel, key_smem, rows.max_k, rows, stream, t.q, t.k, t.v, lse, t.dout, delta, t.dk, t.dv);
+  launch(flash_dq_kernel, query_smem, rows.max_q, rows, stream, t.q, t.k, t.v, lse, t.dout, delta, t.dq);
 }
 
 }  // namespace ms::cuda

@@ -30,13 +30,11 @@ struct FlashRows {
 FlashRows dense_rows(const AttentionDims& a);
 FlashRows window_rows(const VideoAttentionDims& d, const std::array<int64_t, 3>& window, bool shifted);
 
-// q, k, v bf16 -> out bf16 (shapes of q), lse [B, nh, Lq] fp32.
-void flash_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                             const FlashRows& rows, Stream stream);
+// q, k, v bf16 -> out bf16 (shapes of q), lse [B, nh, Lq] fp32, over rows' groups (t's shapes are rows.a's).
+void flash_attention_forward(const AttentionTensors<uint16_t, float>& t, const FlashRows& rows, Stream stream);
 // dq, dk, dv += the gradients, from lse and delta [B, nh, Lq] = rowsum(dout * out) (fp32, attention_delta).
-void flash_attention_backward(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse,
-                              const uint16_t* dout, const float* delta, uint16_t* dq, uint16_t* dk, uint16_t* dv,
-                              const FlashRows& rows, Stream stream);
+void flash_attention_backward(const AttentionTensors<uint16_t, float>& t, const float* delta, const FlashRows& rows,
+                              Stream stream);
 
 // delta [B, nh, Lq] = rowsum(dout * out) per query row and head (backend/cuda/attention.cu).
 void attention_delta(const uint16_t* out, const uint16_t* dout, float* delta, const AttentionDims& a, Stream stream);
