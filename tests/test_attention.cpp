@@ -40,13 +40,11 @@ TEST(Attention, ForwardMatchesNaiveReference) {
   auto q = randn(a.B * a.Lq * a.nh * a.d, 1), k = randn(a.B * a.Lk * a.nh * a.d, 2),
        v = randn(a.B * a.Lk * a.nh * a.d, 3);
   std::vector<double> out(q.size()), lse(a.B * a.nh * a.Lq);
-  cpu::attention_forward<double>(
-      {{.q = q.data(), .k = k.data(), .v = v.data(), .out = out.data(), .lse = lse.data()}, a});
+  cpu::attention_forward<double>({{q.data(), k.data(), v.data(), out.data(), lse.data()}, a});
   EXPECT_LT(rel_l2(out, naive_attention(q, k, v, a)), 1e-12);
   auto qf = to_f32(q), kf = to_f32(k), vf = to_f32(v);
   std::vector<float> outf(q.size()), lsef(lse.size());
-  cpu::attention_forward<float>(
-      {{.q = qf.data(), .k = kf.data(), .v = vf.data(), .out = outf.data(), .lse = lsef.data()}, a});
+  cpu::attention_forward<float>({{qf.data(), kf.data(), vf.data(), outf.data(), lsef.data()}, a});
   EXPECT_LT(rel_l2(outf, out), kF32Tol);
   EXPECT_LT(rel_l2(lsef, lse), kF32Tol);
 }
@@ -57,22 +55,13 @@ TEST(Attention, GradientsMatchFiniteDifferences) {
        v = randn(a.B * a.Lk * a.nh * a.d, 6), r = randn(a.B * a.Lq * a.nh * a.d, 7);
   std::vector<double> out(q.size()), lse(a.B * a.nh * a.Lq);
   auto loss = [&] {
-    cpu::attention_forward<double>(
-        {{.q = q.data(), .k = k.data(), .v = v.data(), .out = out.data(), .lse = lse.data()}, a});
+    cpu::attention_forward<double>({{q.data(), k.data(), v.data(), out.data(), lse.data()}, a});
     return dot(out, r);
   };
   loss();
   std::vector<double> dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
-  cpu::attention_backward<double>({{.q = q.data(),
-                                    .k = k.data(),
-                                    .v = v.data(),
-                                    .out = out.data(),
-                                    .lse = lse.data(),
-                                    .dout = r.data(),
-                                    .dq = dq.data(),
-                                    .dk = dk.data(),
-                                    .dv = dv.data()},
-                                   a});
+  cpu::attention_backward<double>(
+      {{q.data(), k.data(), v.data(), out.data(), lse.data(), r.data(), dq.data(), dk.data(), dv.data()}, a});
   EXPECT_LT(fd_error(q, dq, loss), kFdTol);
   EXPECT_LT(fd_error(k, dk, loss), kFdTol);
   EXPECT_LT(fd_error(v, dv, loss), kFdTol);

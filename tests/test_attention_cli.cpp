@@ -61,19 +61,12 @@ TEST(OpCli, DsaOutputsAreTheKernelOutputs) {
   ASSERT_EQ(r.code, 0) << r.output;
   const size_t n = in.q.size();
   std::vector<float> out(n), lse(size_t(4 * 60)), dq(n), dk(n), dv(n), doff(in.off.size());
-  const DsaParams<float> p{{.q = in.q.data(),
-                            .k = in.k.data(),
-                            .v = in.v.data(),
-                            .out = out.data(),
-                            .lse = lse.data(),
-                            .dout = in.dout.data(),
-                            .dq = dq.data(),
-                            .dk = dk.data(),
-                            .dv = dv.data()},
-                           in.off.data(),
-                           doff.data(),
-                           kDims,
-                           a};
+  const DsaParams<float> p{
+      {in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), in.dout.data(), dq.data(), dk.data(), dv.data()},
+      in.off.data(),
+      doff.data(),
+      kDims,
+      a};
   cpu::dsa_forward(p);
   cpu::dsa_backward(p);
   const SafetensorsFile f = SafetensorsFile::open(t.file("out.safetensors"));
@@ -97,15 +90,8 @@ TEST(OpCli, WindowAndDenseOutputsAreTheKernelOutputs) {
     std::fill(dq.begin(), dq.end(), 0.0f);
     std::fill(dk.begin(), dk.end(), 0.0f);
     std::fill(dv.begin(), dv.end(), 0.0f);
-    const WindowAttentionParams<float> p{{.q = in.q.data(),
-                                          .k = in.k.data(),
-                                          .v = in.v.data(),
-                                          .out = out.data(),
-                                          .lse = lse.data(),
-                                          .dout = in.dout.data(),
-                                          .dq = dq.data(),
-                                          .dk = dk.data(),
-                                          .dv = dv.data()},
+    const WindowAttentionParams<float> p{{in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), in.dout.data(),
+                                          dq.data(), dk.data(), dv.data()},
                                          kDims,
                                          {2, 3, 2},
                                          shift};
@@ -118,9 +104,7 @@ TEST(OpCli, WindowAndDenseOutputsAreTheKernelOutputs) {
   const CliResult r =
       run_cli("op dense --inputs " + t.file("in.safetensors") + " --out " + t.file("dense.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
-  cpu::attention_forward<float>(
-      {{.q = in.q.data(), .k = in.k.data(), .v = in.v.data(), .out = out.data(), .lse = lse.data()},
-       {1, 60, 60, 4, 6}});
+  cpu::attention_forward<float>({{in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data()}, {1, 60, 60, 4, 6}});
   EXPECT_EQ(tensor_values(SafetensorsFile::open(t.file("dense.safetensors")), "out"), out);
 }
 

@@ -128,8 +128,8 @@ TEST(DataTrain, BucketsStreamAsResidentAndResumeBitIdentically) {
   };
   train(options("resident", 7));  // 7 steps: an epoch is 4 batches (2 + 1 clips of 3x6x8, 1 of 1x6x8, 1 of 2x4x6)
   TrainOptions streamed = options("streamed", 7);
-  streamed.offload = Offload::stream;
-  streamed.offload_activations = true;
+  streamed.runtime.offload = Offload::stream;
+  streamed.runtime.offload_activations = true;
   train(streamed);
   train(options("resumed", 3));
   resume(dir.file("resumed"), 7);

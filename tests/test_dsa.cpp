@@ -46,11 +46,8 @@ struct DsaInputs {
   size_t lse_size() const { return size_t(c.dims.B * c.dims.nh * c.dims.L()); }
   Vec forward(const double* offsets) const {
     Vec out(q.size()), lse(lse_size());
-    cpu::dsa_forward<double>({{.q = q.data(), .k = k.data(), .v = v.data(), .out = out.data(), .lse = lse.data()},
-                              offsets,
-                              nullptr,
-                              c.dims,
-                              c.args});
+    cpu::dsa_forward<double>(
+        {{q.data(), k.data(), v.data(), out.data(), lse.data()}, offsets, nullptr, c.dims, c.args});
     return out;
   }
   Vec reference() const {
@@ -70,19 +67,12 @@ DsaGrads run_backward(const DsaInputs& in, bool with_offsets) {
   const auto q = cv(in.q), k = cv(in.k), v = cv(in.v), off = cv(in.off), r = cv(in.r);
   std::vector<T> out(q.size()), lse(in.lse_size()), dq(q.size()), dk(q.size()), dv(q.size()), doff(off.size());
   const T* o = with_offsets ? off.data() : nullptr;
-  const DsaParams<T> p{{.q = q.data(),
-                        .k = k.data(),
-                        .v = v.data(),
-                        .out = out.data(),
-                        .lse = lse.data(),
-                        .dout = r.data(),
-                        .dq = dq.data(),
-                        .dk = dk.data(),
-                        .dv = dv.data()},
-                       o,
-                       with_offsets ? doff.data() : nullptr,
-                       in.c.dims,
-                       in.c.args};
+  const DsaParams<T> p{
+      {q.data(), k.data(), v.data(), out.data(), lse.data(), r.data(), dq.data(), dk.data(), dv.data()},
+      o,
+      with_offsets ? doff.data() : nullptr,
+      in.c.dims,
+      in.c.args};
   cpu::dsa_forward(p);
   cpu::dsa_backward(p);
   auto back = [](const std::vector<T>& x) { return Vec(x.begin(), x.end()); };
@@ -173,16 +163,9 @@ TEST(Dsa, FixedWithFullWindowEqualsDense) {
     const auto& d = in.c.dims;
     const AttentionDims ad{d.B, d.L(), d.L(), d.nh, d.d};
     Vec out(in.q.size()), lse(in.lse_size()), dq(in.q.size()), dk(dq.size()), dv(dq.size());
-    const AttentionParams<double> p{{.q = in.q.data(),
-                                     .k = in.k.data(),
-                                     .v = in.v.data(),
-                                     .out = out.data(),
-                                     .lse = lse.data(),
-                                     .dout = in.r.data(),
-                                     .dq = dq.data(),
-                                     .dk = dk.data(),
-                                     .dv = dv.data()},
-                                    ad};
+    const AttentionParams<double> p{
+        {in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), in.r.data(), dq.data(), dk.data(), dv.data()},
+        ad};
     cpu::attention_forward(p);
     cpu::attention_backward(p);
     EXPECT_LT(rel_l2(in.forward(nullptr), out), 1e-13);

@@ -44,7 +44,7 @@ TEST(Faults, NanGradientsSkipTheStepAndLeaveTheStateUntouched) {
     TempDir dir;
     TrainOptions o = small_run(dir.file("run"), 3);
     o.save_every = 1;
-    o.offload = parse_name<Offload>(offload, "test");
+    o.runtime.offload = parse_name<Offload>(offload, "test");
     TrainSummary s = train(o, {.inject_nan_grad = 2});
     EXPECT_EQ(s.skipped, 1) << offload;
     for (const char* f : {"model.safetensors", "optimizer.safetensors"})
@@ -186,8 +186,8 @@ TEST(Faults, ImmediateScheduleSkipsOnlyTheStageWithNonFiniteGradients) {
     TempDir dir;
     TrainOptions o = small_run(dir.file("run"), 2);
     o.save_every = 1;
-    o.offload = parse_name<Offload>(offload, "test");
-    o.optimizer_schedule = ScheduleChoice::immediate;
+    o.runtime.offload = parse_name<Offload>(offload, "test");
+    o.runtime.optimizer_schedule = ScheduleChoice::immediate;
     EXPECT_EQ(train(o, {.inject_nan_grad = 2}).skipped, 1) << offload;  // poisons the stem's gradients of step 2
     SafetensorsFile a = SafetensorsFile::open(o.out + "/step-00000001/optimizer.safetensors");
     SafetensorsFile b = SafetensorsFile::open(o.out + "/step-00000002/optimizer.safetensors");

@@ -24,11 +24,12 @@ namespace fs = std::filesystem;
 
 nlohmann::json json_file(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
 
-// The need of small_run's shape (tiny preset, 3 frames of 16 x 16, batch 2) under options o and schedule s.
-TrainHostNeed need_of(const TrainOptions& o, OptimizerSchedule s) {
+// The need of small_run's shape (tiny preset, 3 frames of 16 x 16, batch 2) under options o and schedule s (on the
+// CPU backend, blocks recomputed unless keep).
+TrainHostNeed need_of(const TrainOptions& o, OptimizerSchedule s, bool keep = false) {
   const ModelConfig c = preset_config("tiny");
   const StepShapes shapes(ModelDims::make(c, o.batch_size, o.frames, o.height, o.width, c.text_len));
-  return train_host_need(o, s, c, shapes, BackendKind::cpu);
+  return train_host_need(o, RunSetup{.schedule = s, .keep_block_acts = keep}, c, shapes);
 }
 
 TEST(MemoryFit, ARunOverItsLimitIsRefusedWithNumbersAndNoRunDirectory) {
@@ -42,7 +43,7 @@ TEST(MemoryFit, ARunOverItsLimitIsRefusedWithNumbersAndNoRunDirectory) {
   EXPECT_FALSE(fs::exists(out)) << "a refused run leaves nothing";
   // With the resident schedule's need between the schedules' on a streamed run, the fix is named with its need.
   TrainOptions o = small_run(out, 2, 3, 16);
-  o.offload = Offload::stream;
+  o.runtime.offload = Offload::stream;
   const int64_t deferred = need_of(o, OptimizerSchedule::deferred).total();
   const int64_t immediate = need_of(o, OptimizerSchedule::immediate).total();
   ASSERT_LT(immediate, deferred);
@@ -89,11 +90,11 @@ TEST(MemoryFit, AutoPicksImmediateWhenOnlyItFitsAndResumesWithIt) {
   QuietLogs quiet;
   TempDir dir;
   TrainOptions o = small_run(dir.file("run"), 2, 3, 16);
-  o.offload = Offload::stream;
+  o.runtime.offload = Offload::stream;
   const int64_t deferred = need_of(o, OptimizerSchedule::deferred).total();
   const int64_t immediate = need_of(o, OptimizerSchedule::immediate).total();
-  o.host_memory = (immediate + deferred) / 2;
-  ASSERT_EQ(o.optimizer_schedule, ScheduleChoice::automatic);  // the default
+  o.runtime.host_memory = (immediate + deferred) / 2;
+  ASSERT_EQ(o.runtime.optimizer_schedule, ScheduleChoice::automatic);  // the default
   const TrainSummary s = train(o);
   EXPECT_EQ(s.steps_run, 2);
   EXPECT_TRUE(std::isfinite(s.last_loss));
@@ -115,8 +116,8 @@ TEST(MemoryFit, AutoPicksImmediateWhenOnlyItFitsAndResumesWithIt) {
   EXPECT_EQ(json_file(o.out + "/latest/trainer.json")["step"], 3) << "nothing lost";
   // With room for the deferred schedule, auto keeps it.
   TrainOptions roomy = small_run(dir.file("roomy"), 1, 3, 16);
-  roomy.offload = Offload::stream;
-  roomy.host_memory = deferred;
+  roomy.runtime.offload = Offload::stream;
+  roomy.runtime.host_memory = deferred;
   train(roomy);
   EXPECT_EQ(json_file(roomy.out + "/latest/trainer.json")["options"]["optimizer_schedule"], "deferred");
 }
@@ -152,15 +153,15 @@ TEST(MemoryFit, NeedIsWhatTheRunAllocates) {
       for (int64_t accum : {1, 2}) {
         if (accum > 1 && schedule == ScheduleChoice::immediate) continue;
         TrainOptions o = small_run(dir.file(cat("r", runs++)), 1, 3, 16);
-        o.offload = offload;
-        o.optimizer_schedule = schedule;
+        o.runtime.offload = offload;
+        o.runtime.optimizer_schedule = schedule;
         o.grad_accum = accum;
-        o.offload_activations = offload == Offload::stream && accum == 1;
-        TrainOptions resolved = o;  // as train resolves --recompute auto (here: activations kept when resident)
+        o.runtime.offload_activations = offload == Offload::stream && accum == 1;
+        RunSetup resolved;  // as train resolves --recompute auto (here: activations kept when resident)
         const ModelConfig c = preset_config("tiny");
-        fit_host_memory(resolved, c, StepShapes(ModelDims::make(c, 2, 3, 16, 16, c.text_len)), BackendKind::cpu);
+        fit_host_memory(o, resolved, c, StepShapes(ModelDims::make(c, 2, 3, 16, 16, c.text_len)));
         EXPECT_EQ(resolved.keep_block_acts, offload == Offload::none);
-        const TrainHostNeed n = need_of(resolved, o.schedule());
+        const TrainHostNeed n = need_of(o, resolved.schedule, resolved.keep_block_acts);
         train(o);
         const nlohmann::json summary = json_file(o.out + "/summary.json");
         const std::string what = cat(name_of(offload), " ", name_of(schedule), " accum ", accum);
@@ -172,7 +173,7 @@ TEST(MemoryFit, NeedIsWhatTheRunAllocates) {
         EXPECT_EQ(summary["host_state_bytes"].get<int64_t>() + resident_grads + n.pools.activations, n.pools.total())
             << what;
         EXPECT_EQ(summary["device_arena_bytes"].get<int64_t>(), n.compute) << what;
-        EXPECT_EQ(n.pools.activations > 0, o.offload_activations) << what;
+        EXPECT_EQ(n.pools.activations > 0, o.runtime.offload_activations) << what;
       }
 }
 
@@ -197,7 +198,7 @@ TEST(Recompute, KeptActivationsGiveTheSameBitsAsRecomputing) {
     for (Recompute r : {Recompute::always, Recompute::never}) {
       TrainOptions o = small_run(dir.file(cat("r", bytes.size(), config.empty() ? "dense" : "dsa")), 2, 3, 16);
       o.config = config;
-      o.recompute = r;
+      o.runtime.recompute = r;
       train(o);
       bytes.push_back(read_file(o.out + "/latest/model.safetensors") +
                       read_file(o.out + "/latest/optimizer.safetensors"));
@@ -208,17 +209,16 @@ TEST(Recompute, KeptActivationsGiveTheSameBitsAsRecomputing) {
   TrainOptions o = small_run(dir.file("auto"), 1, 3, 16);
   const ModelConfig c = preset_config("tiny");
   const StepShapes shapes(ModelDims::make(c, o.batch_size, o.frames, o.height, o.width, c.text_len));
-  TrainOptions kept = o;
-  kept.keep_block_acts = true;
-  const int64_t with = train_host_need(kept, OptimizerSchedule::deferred, c, shapes, BackendKind::cpu).total();
-  const int64_t without = train_host_need(o, OptimizerSchedule::deferred, c, shapes, BackendKind::cpu).total();
+  const int64_t with = need_of(o, OptimizerSchedule::deferred, true).total();
+  const int64_t without = need_of(o, OptimizerSchedule::deferred).total();
   ASSERT_GT(with, without);
   for (auto [limit, keep] : {std::pair{with, true}, {(with + without) / 2, false}}) {
     TrainOptions v = o;
-    v.optimizer_schedule = ScheduleChoice::deferred;
-    v.host_memory = limit;
-    fit_host_memory(v, c, shapes, BackendKind::cpu);
-    EXPECT_EQ(v.keep_block_acts, keep) << limit;
+    v.runtime.optimizer_schedule = ScheduleChoice::deferred;
+    v.runtime.host_memory = limit;
+    RunSetup r;
+    fit_host_memory(v, r, c, shapes);
+    EXPECT_EQ(r.keep_block_acts, keep) << limit;
   }
   const CliResult never = run_cli("train --offload stream --recompute never --out " + dir.file("never"));
   EXPECT_EQ(never.code, 1) << never.output;

@@ -52,11 +52,12 @@ TrainOptions unusual_options() {
   o.t5 = "/t5.pth", o.tokenizer = "/spiece.model", o.t5_config = "/t5.json";
   o.save_format = SaveFormat::diffusers;
   o.samples = {.every = 6, .prompts = "/p.txt", .steps = 9, .format = "mp4", .vae = "/v.pth", .vae_config = "/v.json"};
-  o.offload = Offload::stream, o.optimizer_schedule = ScheduleChoice::immediate, o.prefetch = 4;
-  o.device_memory = 3 << 20, o.offload_activations = true, o.backend = BackendChoice::cpu, o.link_gbps = 12.5;
+  o.runtime.offload = Offload::stream, o.runtime.optimizer_schedule = ScheduleChoice::immediate, o.runtime.prefetch = 4;
+  o.runtime.device_memory = 3 << 20, o.runtime.offload_activations = true, o.runtime.backend = BackendChoice::cpu,
+  o.runtime.link_gbps = 12.5;
   o.trace = "/t.json", o.on_nonfinite = NonFinitePolicy::stop;
-  o.host_memory = int64_t(20) << 30;
-  o.recompute = Recompute::always;
+  o.runtime.host_memory = int64_t(20) << 30;
+  o.runtime.recompute = Recompute::always;
   return o;
 }
 
@@ -79,7 +80,7 @@ TEST(TrainOptions, EveryOptionIsSavedAndReadBack) {
   EXPECT_EQ(unsaved, 2u);  // --host-memory, --collective-timeout
   EXPECT_EQ(saved.size(), keys.size() - unsaved);
   EXPECT_EQ(options_to_json(options_from_json(saved)), saved);
-  EXPECT_EQ(options_from_json(saved).host_memory, 0);
+  EXPECT_EQ(options_from_json(saved).runtime.host_memory, 0);
   EXPECT_EQ(saved["lr"], 3.5e-4);
   EXPECT_EQ(saved["offload"], "stream");
   EXPECT_EQ(saved["backend"], "cpu");
@@ -102,14 +103,14 @@ TEST(TrainOptions, RunsSavedBeforeTheTableResume) {
   EXPECT_EQ(o.samples.format, "mp4");
   EXPECT_EQ(o.on_bad_data, BadDataPolicy::fatal);
   EXPECT_EQ(o.save_format, SaveFormat::wan);
-  EXPECT_EQ(o.offload, Offload::stream);
-  EXPECT_EQ(o.optimizer_schedule, ScheduleChoice::immediate);
+  EXPECT_EQ(o.runtime.offload, Offload::stream);
+  EXPECT_EQ(o.runtime.optimizer_schedule, ScheduleChoice::immediate);
   EXPECT_EQ(o.on_nonfinite, NonFinitePolicy::stop);
   EXPECT_EQ(o.flow.sampling, TimestepSampling::uniform_shift);  // the formula it was trained with
   EXPECT_EQ(o.flow.shift, 2.5);
-  EXPECT_EQ(o.device_memory, 512 << 20);
-  EXPECT_EQ(o.link_gbps, 16.0);
-  EXPECT_EQ(o.prefetch, 3);
+  EXPECT_EQ(o.runtime.device_memory, 512 << 20);
+  EXPECT_EQ(o.runtime.link_gbps, 16.0);
+  EXPECT_EQ(o.runtime.prefetch, 3);
   EXPECT_EQ(o.seed, 7u);
   EXPECT_EQ(o.lr, 0.001);
   EXPECT_EQ(o.frames, 1);
@@ -147,10 +148,11 @@ TEST(TrainOptions, ChecksNameTheFlagAndTheValue) {
   EXPECT_EQ(check([](TrainOptions& o) { o.lr = 0; }), "--lr must be positive, got 0");
   EXPECT_EQ(check([](TrainOptions& o) { o.frames = -2; }), "--frames must be >= 0, got -2");
   EXPECT_EQ(check([](TrainOptions& o) { o.adamw.beta2 = 1; }), "--adam-beta2 must be in [0, 1), got 1");
-  EXPECT_EQ(check([](TrainOptions& o) { o.prefetch = 1; }),
+  EXPECT_EQ(check([](TrainOptions& o) { o.runtime.prefetch = 1; }),
             "--prefetch is below 2: one weight slot computes while another loads, got 1");
   EXPECT_EQ(check([](TrainOptions& o) { o.out.clear(); }), "--out must name a run directory, got ");
-  EXPECT_NE(check([](TrainOptions& o) { o.link_gbps = 5; }).find("apply to --offload stream"), std::string::npos);
+  EXPECT_NE(check([](TrainOptions& o) { o.runtime.link_gbps = 5; }).find("apply to --offload stream"),
+            std::string::npos);
 }
 
 TEST(TrainOptions, CommandLineTakesEveryFlagAndRefusesBadValues) {

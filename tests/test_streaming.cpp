@@ -94,7 +94,7 @@ TEST(Streaming, SlotScheduleKeepsTheLastKStagesForTheBackward) {
   const int S = int(table.stages().size());
   for (int K : {2, 3, 4, 9}) {
     SCOPED_TRACE("K " + std::to_string(K));
-    const std::vector<SlotUse> uses = slot_schedule(S, K);
+    const std::vector<SlotUse> uses = slot_uses(S, K);
     ASSERT_EQ(int(uses.size()), 2 * S - 1);
     int resident = 0;
     int64_t uploaded = 0;
@@ -131,7 +131,7 @@ TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
   auto run = [&](const std::string& name, const std::string& schedule) {
     TrainOptions o = small_run(dir.file(name + "-" + schedule), 4);
     o.model = dir.file("model");
-    o.optimizer_schedule = parse_name<ScheduleChoice>(schedule, "test");
+    o.runtime.optimizer_schedule = parse_name<ScheduleChoice>(schedule, "test");
     o.grad_clip = 0.05;  // small enough to clip: the clipping path is part of the comparison
     return o;
   };
@@ -141,10 +141,10 @@ TEST(Streaming, BitIdenticalToResidentForAnyPrefetchAndBudget) {
     train(resident);
     for (int k : {2, 3, 6}) {
       TrainOptions o = run(cat("k", k), schedule);
-      o.offload = Offload::stream;
-      o.prefetch = k;
-      if (k == 2) o.device_memory = weights_f32 * 9 / 10;  // a budget smaller than the model's weights
-      o.offload_activations = k == 3;                      // checkpoints through host memory
+      o.runtime.offload = Offload::stream;
+      o.runtime.prefetch = k;
+      if (k == 2) o.runtime.device_memory = weights_f32 * 9 / 10;  // a budget smaller than the model's weights
+      o.runtime.offload_activations = k == 3;                      // checkpoints through host memory
       train(o);
       expect_same_checkpoint(resident.out, o.out);
       auto summary = nlohmann::json::parse(read_file(o.out + "/summary.json"));
@@ -173,9 +173,9 @@ TEST(Streaming, ResumeOfAStreamedRunIsBitIdentical) {
   for (const char* schedule : {"deferred", "immediate"}) {
     TrainOptions a = small_run(dir.file(std::string("a-") + schedule), 4);
     TrainOptions b = small_run(dir.file(std::string("b-") + schedule), 2);
-    a.offload = b.offload = Offload::stream;
-    a.link_gbps = b.link_gbps = 50;
-    a.optimizer_schedule = b.optimizer_schedule = parse_name<ScheduleChoice>(schedule, "test");
+    a.runtime.offload = b.runtime.offload = Offload::stream;
+    a.runtime.link_gbps = b.runtime.link_gbps = 50;
+    a.runtime.optimizer_schedule = b.runtime.optimizer_schedule = parse_name<ScheduleChoice>(schedule, "test");
     a.grad_clip = b.grad_clip = 0.05;
     train(a);
     train(b);
@@ -188,8 +188,8 @@ TEST(Streaming, BudgetTooSmallRefusesToStartAndNamesTheMinimum) {
   QuietLogs quiet;
   TempDir dir;
   TrainOptions o = small_run(dir.file("run"), 1);
-  o.offload = Offload::stream;
-  o.device_memory = 1 << 20;
+  o.runtime.offload = Offload::stream;
+  o.runtime.device_memory = 1 << 20;
   try {
     train(o);
     FAIL() << "expected an error";
@@ -203,7 +203,7 @@ TEST(Streaming, TraceHasOneTrackPerStream) {
   QuietLogs quiet;
   TempDir dir;
   TrainOptions o = small_run(dir.file("run"), 2);
-  o.offload = Offload::stream;
+  o.runtime.offload = Offload::stream;
   o.trace = dir.file("trace.json");
   train(o);
   auto j = nlohmann::json::parse(read_file(o.trace));

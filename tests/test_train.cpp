@@ -62,7 +62,7 @@ TEST(Train, GradAccumEqualsALargerBatch) {
   train(run("big", 4, 1, 3));
   train(run("accum", 2, 2, 3));
   TrainOptions streamed = run("streamed", 2, 2, 3);
-  streamed.offload = Offload::stream;
+  streamed.runtime.offload = Offload::stream;
   train(streamed);
   train(run("resumed", 2, 2, 1));
   resume(dir.file("resumed"), 3);

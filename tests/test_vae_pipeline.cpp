@@ -171,10 +171,10 @@ TEST(VaePipeline, TrainingSamplesCountTheVaeInTheMemoryCheck) {
   const StepShapes shapes(ModelDims::make(c, 2, 3, 6, 8, c.text_len));
   TrainOptions o;
   o.samples.every = 1;
-  const int64_t without = train_host_need(o, OptimizerSchedule::deferred, c, shapes, BackendKind::cpu).samples;
+  const int64_t without = train_host_need(o, RunSetup{}, c, shapes).samples;
   o.samples.vae = kDir + "tiny_vae.pth";
   o.samples.vae_config = kDir + "tiny_config.json";
-  const int64_t with = train_host_need(o, OptimizerSchedule::deferred, c, shapes, BackendKind::cpu).samples;
+  const int64_t with = train_host_need(o, RunSetup{}, c, shapes).samples;
   const VaeWeights w = VaeWeights::load(o.samples.vae, o.samples.vae_config);
   EXPECT_GE(with - without, 4 * w.count()) << "the VAE's f32 weights";
   EXPECT_GE(with,

@@ -33,10 +33,7 @@ struct WindowInputs {
   Vec forward() const {
     Vec out(q.size()), lse(size_t(c.dims.B * c.dims.nh * c.dims.L()));
     cpu::window_attention_forward<double>(
-        {{.q = q.data(), .k = k.data(), .v = v.data(), .out = out.data(), .lse = lse.data()},
-         c.dims,
-         c.window,
-         c.shifted});
+        {{q.data(), k.data(), v.data(), out.data(), lse.data()}, c.dims, c.window, c.shifted});
     return out;
   }
   // dq, dk, dv of sum(out * r), concatenated.
@@ -46,18 +43,8 @@ struct WindowInputs {
     const auto qt = cv(q), kt = cv(k), vt = cv(v), rt = cv(r);
     std::vector<T> out(q.size()), lse(size_t(c.dims.B * c.dims.nh * c.dims.L())), g(3 * q.size());
     T *dq = g.data(), *dk = dq + q.size(), *dv = dk + q.size();
-    const WindowAttentionParams<T> p{{.q = qt.data(),
-                                      .k = kt.data(),
-                                      .v = vt.data(),
-                                      .out = out.data(),
-                                      .lse = lse.data(),
-                                      .dout = rt.data(),
-                                      .dq = dq,
-                                      .dk = dk,
-                                      .dv = dv},
-                                     c.dims,
-                                     c.window,
-                                     c.shifted};
+    const WindowAttentionParams<T> p{
+        {qt.data(), kt.data(), vt.data(), out.data(), lse.data(), rt.data(), dq, dk, dv}, c.dims, c.window, c.shifted};
     cpu::window_attention_forward(p);
     cpu::window_attention_backward(p);
     return Vec(g.begin(), g.end());

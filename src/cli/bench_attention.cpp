@@ -97,15 +97,8 @@ class Case {
     const bool peak = reset_peak_resident();
     const int64_t base = resident_bytes();
     CpuOps<float> ops;
-    const AttentionTensors<float> t{.q = q_.data(),
-                                    .k = k_.data(),
-                                    .v = v_.data(),
-                                    .out = out_.data(),
-                                    .lse = lse_.data(),
-                                    .dout = dout_.data(),
-                                    .dq = dq_.data(),
-                                    .dk = dk_.data(),
-                                    .dv = dv_.data()};
+    const AttentionTensors<float> t{q_.data(),    k_.data(),  v_.data(),  out_.data(), lse_.data(),
+                                    dout_.data(), dq_.data(), dk_.data(), dv_.data()};
     auto t0 = std::chrono::steady_clock::now();
     attention_forward(ops, spec_, t, offp);
     const double f = ms_since(t0);

@@ -91,25 +91,10 @@ nlohmann::json bench_cuda_block(cuda::GemmContext& gemm, const std::array<int64_
                          bind_block<float>(c, in.wgrads));
   });
   // The attention kernels alone on the block's own q, k, v (left by the last forward).
-  const AttentionParams<uint16_t, float> self{{.q = acts.q,
-                                               .k = acts.k,
-                                               .v = acts.v,
-                                               .out = acts.attn,
-                                               .lse = acts.attn_lse,
-                                               .dout = in.dout,
-                                               .dq = grads.c,
-                                               .dk = grads.a,
-                                               .dv = grads.d},
-                                              {d.B, d.L, d.L, c.num_heads, c.head_dim()}},
-      cross{{.q = acts.qc,
-             .k = acts.kc,
-             .v = acts.vc,
-             .out = acts.yc,
-             .lse = acts.yc_lse,
-             .dout = in.dout,
-             .dq = grads.b,
-             .dk = grads.kc,
-             .dv = grads.vc},
+  const AttentionParams<uint16_t, float> self{
+      {acts.q, acts.k, acts.v, acts.attn, acts.attn_lse, in.dout, grads.c, grads.a, grads.d},
+      {d.B, d.L, d.L, c.num_heads, c.head_dim()}},
+      cross{{acts.qc, acts.kc, acts.vc, acts.yc, acts.yc_lse, in.dout, grads.b, grads.kc, grads.vc},
             {d.B, d.L, d.Lt, c.num_heads, c.head_dim()}};
   const double attn_fwd = time_events(stream, repeats, [&] {
     ops.attention_forward(self);

@@ -74,7 +74,7 @@ void bench_stream_ranks(const BenchStreamArgs& a, TrainOptions base, const Model
   const Communicator::Traffic w = comm.traffic(Channel::weights), g = comm.traffic(Channel::grads);
   const double steps = double(base.steps);
   ArenaOptions ao;
-  ao.prefetch = base.prefetch;
+  ao.prefetch = base.runtime.prefetch;
   const Traffic link = step_traffic(ParamTable(cfg), DevicePlan{}, ao);  // one process's, shared by R ranks
   const double mine[] = {double(link.h2d()) / R,
                          double(link.d2h()) / R,
@@ -133,8 +133,9 @@ void bench_stream(const BenchStreamArgs& a) {
   set_log_level(LogLevel::warn);
   TrainOptions base;
   base.steps = std::max<int64_t>(a.steps, 3);
-  base.offload = Offload::stream;
-  base.backend = BackendChoice::cpu;  // what it measures, with an emulated link (and under mpirun, MPI's collectives)
+  base.runtime.offload = Offload::stream;
+  base.runtime.backend =
+      BackendChoice::cpu;  // what it measures, with an emulated link (and under mpirun, MPI's collectives)
   ModelConfig cfg = preset_config(base.model);
   const std::string config_path =
       (std::filesystem::temp_directory_path() / ("megaslide-bench-stream-" + std::to_string(::getpid()) + ".json"))
@@ -150,7 +151,7 @@ void bench_stream(const BenchStreamArgs& a) {
     return;
   }
   const double compute = step_seconds(base, *comm);  // unthrottled link: memcpy, far faster than compute
-  const Traffic bytes = link_bytes(cfg, base.prefetch);
+  const Traffic bytes = link_bytes(cfg, base.runtime.prefetch);
   const double busiest = double(std::max(bytes.h2d(), bytes.d2h()));  // the direction that sets the transfer time
   std::vector<double> rates;
   if (a.link_gbps > 0)
@@ -160,7 +161,7 @@ void bench_stream(const BenchStreamArgs& a) {
   nlohmann::json runs = nlohmann::json::array();
   for (double gbps : rates) {
     TrainOptions o = base;
-    o.link_gbps = gbps;
+    o.runtime.link_gbps = gbps;
     const double overlapped = step_seconds(o, *comm);
     const double transfer = step_seconds(o, *comm, {.skip_compute = true});  // the same schedule, compute ops empty
     const double serialised = step_seconds(o, *comm, {.serialize = true});
@@ -183,7 +184,7 @@ void bench_stream(const BenchStreamArgs& a) {
                    {"layers", cfg.num_layers},
                    {"h2d_bytes_per_step", bytes.h2d()},
                    {"d2h_bytes_per_step", bytes.d2h()},
-                   {"prefetch", base.prefetch},
+                   {"prefetch", base.runtime.prefetch},
                    {"runs", runs}};
   if (a.json) {
     std::printf("%s\n", r.dump(2).c_str());
@@ -191,7 +192,8 @@ void bench_stream(const BenchStreamArgs& a) {
   }
   std::printf(
       "bench stream: default job (%lld blocks) streamed on the CPU backend, K=%d, per step %.2f MB up, %.2f MB down\n",
-      static_cast<long long>(cfg.num_layers), base.prefetch, double(bytes.h2d()) / 1e6, double(bytes.d2h()) / 1e6);
+      static_cast<long long>(cfg.num_layers), base.runtime.prefetch, double(bytes.h2d()) / 1e6,
+      double(bytes.d2h()) / 1e6);
   std::printf("  %10s %8s %10s %10s %10s %11s %11s %10s %8s\n", "link GB/s", "bound", "compute s", "transfer s",
               "boundary s", "overlapped", "serialised", "efficiency", "ceiling");
   for (const auto& x : runs) {

@@ -2,11 +2,16 @@
 // callback does the work; errors are thrown as ms::Error and reported by main.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "runtime/backend.h"
 
 namespace ms {
 struct VaeChunking;
+struct TrainOptions;
 }  // namespace ms
 
 namespace ms::cli {
@@ -23,6 +28,12 @@ void add_convert_command(CLI::App& app);
 void add_vae_command(CLI::App& app);
 void add_cache_command(CLI::App& app);
 void add_text_encode_command(CLI::App& app);
+
+// Registers the options of train's table (train/option_table.h) that `flags` names (empty: every one) on cmd, parsed
+// into *opts; those opts already holds show its value as their default, with `notes[flag]` added to their help.
+void add_train_options(CLI::App& cmd, const std::shared_ptr<TrainOptions>& opts,
+                       const std::vector<std::string>& flags = {},
+                       const std::map<std::string, std::string>& notes = {});
 
 // `megaslide bench <what>` sub-verbs, registered by add_bench_command.
 void add_bench_train(CLI::App& bench);

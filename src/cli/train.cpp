@@ -16,27 +16,34 @@
 
 namespace ms::cli {
 
+void add_train_options(CLI::App& cmd, const std::shared_ptr<TrainOptions>& opts, const std::vector<std::string>& flags,
+                       const std::map<std::string, std::string>& notes) {
+  const TrainOptions defaults = *opts;
+  for (const TrainOption& o : train_option_table()) {
+    if (!flags.empty() && std::find(flags.begin(), flags.end(), o.flag) == flags.end()) continue;
+    const auto note = notes.find(o.flag);
+    const std::string help = o.help + (note == notes.end() ? "" : note->second);
+    if (o.is_switch) {
+      cmd.add_flag_callback(
+          o.flag, [opts, &o] { o.parse(*opts, ""); }, help);
+      continue;
+    }
+    CLI::Option* added = cmd.add_option_function<std::string>(
+        o.flag + (o.alias.empty() ? "" : "," + o.alias), [opts, &o](const std::string& v) { o.parse(*opts, v); }, help);
+    const nlohmann::json shown = o.save(defaults);
+    added->type_name(o.value_name);
+    if (o.show_default && !(shown.is_string() && shown.get<std::string>().empty()))
+      added->default_str(shown.is_string() ? shown.get<std::string>() : shown.dump());
+  }
+}
+
 void add_train_command(CLI::App& app) {
   auto opts = std::make_shared<TrainOptions>();
   auto hooks = std::make_shared<TrainHooks>();
   auto resume_dir = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand(
       "train", "Train a Wan2.1-style DiT with rectified flow (no arguments: tiny model, synthetic shapes, ~minutes)");
-  const TrainOptions defaults;
-  for (const TrainOption& o : train_option_table()) {
-    if (o.is_switch) {
-      cmd->add_flag_callback(
-          o.flag, [opts, &o] { o.parse(*opts, ""); }, o.help);
-      continue;
-    }
-    CLI::Option* added = cmd->add_option_function<std::string>(
-        o.flag + (o.alias.empty() ? "" : "," + o.alias), [opts, &o](const std::string& v) { o.parse(*opts, v); },
-        o.help);
-    const nlohmann::json shown = o.save(defaults);
-    added->type_name(o.value_name);
-    if (o.show_default && !(shown.is_string() && shown.get<std::string>().empty()))
-      added->default_str(shown.is_string() ? shown.get<std::string>() : shown.dump());
-  }
+  add_train_options(*cmd, opts);
   cmd->add_option("--resume", *resume_dir, "Continue the run in this directory from its latest checkpoint");
   // Testing aids, hidden from --help and never saved with the run (train/options.h: TrainHooks).
   cmd->add_option("--inject-nan-grad", hooks->inject_nan_grad, "Testing aid: put a NaN in this step's gradients")
@@ -90,7 +97,7 @@ void add_train_command(CLI::App& app) {
     try {
       const TrainSummary s = resume_dir->empty() ? train(*opts, *hooks, comm.get())
                                                  : resume(*resume_dir, cmd->count("--steps") ? opts->steps : 0, *hooks,
-                                                          opts->host_memory, comm.get());
+                                                          opts->runtime.host_memory, comm.get());
       if (s.interrupted) throw CLI::RuntimeError(130);
     } catch (const std::exception& e) {
       if (comm->size() == 1 || dynamic_cast<const CLI::Error*>(&e)) throw;

@@ -64,7 +64,7 @@ struct Traffic {
 };
 
 // One step's link traffic: weights up (the backward starts with the last K forward stages still in their
-// slots, as slot_schedule in src/runtime keeps them), gradients and offloaded checkpoints.
+// slots, as slot_uses in src/runtime keeps them), gradients and offloaded checkpoints.
 Traffic step_traffic(const ParamTable& t, const DevicePlan& dev, const ArenaOptions& o);
 
 // A distributed step's collectives, per GPU: each stage upload's all-gather of the other ranks' bf16 chunks and each

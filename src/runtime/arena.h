@@ -10,35 +10,9 @@
 #include "model/config.h"
 #include "model/dims.h"
 #include "model/model.h"
+#include "runtime/runtime_options.h"
 
 namespace ms {
-
-// none: every stage resident (the reference schedule); stream: layer streaming (docs/runtime.md).
-enum class Offload { none, stream };
-template <>
-struct EnumNames<Offload> {
-  static constexpr std::array<EnumName<Offload>, 2> values{{{Offload::none, "none"}, {Offload::stream, "stream"}}};
-};
-
-// deferred: the whole gradient pool, then exact global-norm clipping and AdamW; immediate: each stage's update as
-// its gradients land, clipped by the previous step's norm.
-enum class OptimizerSchedule { deferred, immediate };
-template <>
-struct EnumNames<OptimizerSchedule> {
-  static constexpr std::array<EnumName<OptimizerSchedule>, 2> values{
-      {{OptimizerSchedule::deferred, "deferred"}, {OptimizerSchedule::immediate, "immediate"}}};
-};
-
-// --recompute: whether the backward recomputes each block's activations from its input (always: the least memory;
-// what a streamed run does) or keeps them from the forward (never: about a quarter less compute, every block's
-// activations in memory; resident runs only). auto keeps them on a resident run when they fit in host memory. The
-// result is the same bits either way.
-enum class Recompute { automatic, always, never };
-template <>
-struct EnumNames<Recompute> {
-  static constexpr std::array<EnumName<Recompute>, 3> values{
-      {{Recompute::automatic, "auto"}, {Recompute::always, "always"}, {Recompute::never, "never"}}};
-};
 
 // Blocks whose activations a resident run keeps beside the workspace's one set when it does not recompute them: every
 // block but the last, whose activations stay in the workspace from the forward (ResidentModel, plan_device).
@@ -65,9 +39,9 @@ struct ArenaOptions {
                                      // buffers); 4 the CPU backend's (everything f32, dense)
   int grad_slots = 2;                // stage-sized fp32 gradient slots: one accumulating, one draining D2H;
                                      // 0: the backward accumulates into the host grad pool (CPU backend)
-  int ranks = 1;                     // ranks of a distributed run: a slot holds ranks x a stage's chunk (runtime/shards.h)
-  bool keep_block_acts = false;      // resident only: every block keeps its forward activations (--recompute
-                                     // never, or auto where they fit): num_layers - 1 more blocks' BlockActs
+  int ranks = 1;                 // ranks of a distributed run: a slot holds ranks x a stage's chunk (runtime/shards.h)
+  bool keep_block_acts = false;  // resident only: every block keeps its forward activations (--recompute
+                                 // never, or auto where they fit): num_layers - 1 more blocks' BlockActs
   // Throws ms::Error naming the bad value.
   void validate() const;
   // The workspace layout of the backend that act_bytes names, and the alignment of its buffers.

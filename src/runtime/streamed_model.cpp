@@ -31,7 +31,16 @@ ArenaOptions arena_options(int weight_bytes, int act_bytes, const StreamOptions&
 
 }  // namespace
 
-std::vector<SlotUse> slot_schedule(int stages, int K) {
+StreamOptions stream_options(const RuntimeOptions& r, int ranks) {
+  StreamOptions o;
+  o.prefetch = r.prefetch;
+  o.device_memory = r.device_memory;
+  o.offload_activations = r.offload_activations;
+  o.ranks = ranks;
+  return o;
+}
+
+std::vector<SlotUse> slot_uses(int stages, int K) {
   std::vector<SlotUse> out;
   std::vector<int> held(size_t(K), -1), last(size_t(K), -1);  // per slot: its stage, its latest use
   const std::vector<int> uses = stage_uses(stages);
@@ -111,7 +120,7 @@ StreamedModel::StreamedModel(const ModelConfig& c, const StepShapes& shapes, Bac
   velocity_ = in[8];
   dvelocity_ = in[9];
   MS_CHECK(p == arena_ + plan_.peak(), "arena carved ", p - arena_, " of ", plan_.peak(), " bytes");
-  schedule_ = slot_schedule(int(table_.stages().size()), o.prefetch);
+  uses_ = slot_uses(int(table_.stages().size()), o.prefetch);
   held_.assign(size_t(o.prefetch), -1);
   forward_slot_free_.assign(size_t(o.prefetch), Event{});
   st_ = {be_.create_stream("compute", StreamKind::device), be_.create_stream("h2d", StreamKind::device),
@@ -164,18 +173,18 @@ void StreamedModel::enqueue_step(const uint16_t* weights, const GradRoute& route
   const ModelDims dims = in.dims;  // set in the stem's launch, the step's first on the compute stream
   // one block input of this step (the checkpoint slots hold the largest shape's)
   const size_t checkpoint_bytes = size_t(dims.N() * cfg_.dim * r->act_bytes());
-  std::vector<Event> slot_free(schedule_.size()), grads_sent(schedule_.size());
+  std::vector<Event> slot_free(uses_.size()), grads_sent(uses_.size());
   const bool offload = opts_.offload_activations;
   // offload: checkpoint k saved on the host; block b's backward done (index L: the head's)
   std::vector<Event> saved(size_t(L + 1)), backward_done(size_t(L + 1));
   int backward_index = 0;
-  for (size_t i = 0; i < schedule_.size(); ++i) {
-    const SlotUse& use = schedule_[i];
+  for (size_t i = 0; i < uses_.size(); ++i) {
+    const SlotUse& use = uses_[i];
     const int s = use.stage;
     const StageInfo& info = stages[size_t(s)];
     char* w = slots_[size_t(use.slot)];
     // H2D: the slot must be free (its previous user finished) and, on first use, the stage updated. A slot
-    // that still holds this stage from earlier in the step keeps it (slot_schedule).
+    // that still holds this stage from earlier in the step keeps it (slot_uses).
     if (!use.resident) {
       if (use.previous >= 0) be_.wait(st_.h2d, slot_free[size_t(use.previous)]);
       if (opts_.serialize && i > 0) {
@@ -311,7 +320,7 @@ void StreamedModel::enqueue_forward(const uint16_t* weights, float* velocity) {
 
 int64_t StreamedModel::uploaded_weights() const {
   int64_t n = 0;
-  for (const SlotUse& u : schedule_)
+  for (const SlotUse& u : uses_)
     if (!u.resident) n += shards_.stage(size_t(u.stage)).count;
   return n;
 }

@@ -33,6 +33,9 @@ struct StreamOptions {
                               // slots instead of one each (the layout offload_activations uses, nothing on the host)
 };
 
+// The streamed model's options for a run's runtime options on `ranks` ranks.
+StreamOptions stream_options(const RuntimeOptions& r, int ranks);
+
 // The arena StreamedModel carves on a backend computing with `weight_bytes` weights and `act_bytes` activations.
 DevicePlan streamed_arena(const ModelConfig& c, const StepShapes& shapes, int weight_bytes, int act_bytes,
                           const StreamOptions& o);
@@ -57,7 +60,7 @@ struct SlotUse {
   int previous;  // the use that last computed from the slot (-1: none this step)
   bool resident;
 };
-std::vector<SlotUse> slot_schedule(int stages, int K);
+std::vector<SlotUse> slot_uses(int stages, int K);
 
 class StreamedModel {
  public:
@@ -122,7 +125,7 @@ class StreamedModel {
   StreamOptions opts_;
   DevicePlan plan_;
   int64_t budget_ = 0;  // device_budget()
-  std::vector<SlotUse> schedule_;
+  std::vector<SlotUse> uses_;
   Streams st_;
   char* arena_ = nullptr;
   std::unique_ptr<StageRunner> runner_;  // the backend's stages, its workspace in the arena

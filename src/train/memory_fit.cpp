@@ -32,10 +32,6 @@ std::string shapes_label(const StepShapes& shapes) {
              " tokens per full batch");
 }
 
-ScheduleChoice choice(OptimizerSchedule s) {
-  return s == OptimizerSchedule::deferred ? ScheduleChoice::deferred : ScheduleChoice::immediate;
-}
-
 }  // namespace
 
 std::string TrainHostNeed::breakdown() const {
@@ -47,30 +43,27 @@ std::string TrainHostNeed::breakdown() const {
   return s;
 }
 
-TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const ModelConfig& c,
-                              const StepShapes& shapes, BackendKind backend) {
+TrainHostNeed train_host_need(const TrainOptions& o, const RunSetup& r, const ModelConfig& c,
+                              const StepShapes& shapes) {
   const ParamTable table(c);
-  const bool streamed = o.offload == Offload::stream;
-  StreamOptions so;
-  so.prefetch = o.prefetch;
-  so.offload_activations = o.offload_activations;
-  so.ranks = o.ranks;
-  const DevicePlan arena = streamed ? backend_arena(backend, c, shapes, so) : DevicePlan{};
+  const bool streamed = o.runtime.offload == Offload::stream;
+  const DevicePlan arena =
+      streamed ? backend_arena(r.backend, c, shapes, stream_options(o.runtime, r.ranks)) : DevicePlan{};
   TrainHostNeed need;
-  need.pools = host_pools(table, arena, s, streamed, o.grad_accum, o.ranks);
-  if (!streamed)  // StepSchedule's f32 copy of the weights and the resident model's workspace
-    need.compute = 4 * table.total() + ResidentModel<float>::workspace_bytes(c, shapes, o.keep_block_acts);
-  else if (backend == BackendKind::cpu)  // the arena is host memory
+  need.pools = host_pools(table, arena, r.schedule, streamed, o.grad_accum, r.ranks);
+  if (!streamed)  // TrainStep's f32 copy of the weights and the resident model's workspace
+    need.compute = 4 * table.total() + ResidentModel<float>::workspace_bytes(c, shapes, r.keep_block_acts);
+  else if (r.backend == BackendKind::cpu)  // the arena is host memory
     need.compute = arena.peak();
-  if (!streamed && o.ranks > 1)  // every rank's working weights gathered, and this rank's share of a reduced backward
-    need.compute += 2 * table.total() + 4 * Shards(table, 0, o.ranks).total();
+  if (!streamed && r.ranks > 1)  // every rank's working weights gathered, and this rank's share of a reduced backward
+    need.compute += 2 * table.total() + 4 * Shards(table, 0, r.ranks).total();
   // Two batches (clean video, noised input, target, context, timesteps), the noise, the velocity and its gradient.
   const int64_t in = shapes.most([&](const ModelDims& d) { return d.B * c.in_dim * d.F * d.H * d.W; });
   const int64_t out = shapes.most([&](const ModelDims& d) { return d.B * c.out_dim * d.F * d.H * d.W; });
   const int64_t B = shapes.most([](const ModelDims& d) { return d.B; });
   need.batches = 4 * (2 * (3 * in + B * c.text_len * c.text_dim + B) + in + 2 * out);
   if (o.samples.every > 0) {
-    // Counted on every rank, though only rank 0 samples: every rank must resolve the auto options alike (fitted()).
+    // Counted on every rank, though only rank 0 samples: every rank must resolve the auto options alike (resolve_run).
     const bool decoded = !o.samples.vae.empty() && c.in_dim != 3;  // load_sample_vae loads the VAE at start
     const VaeConfig vc = decoded ? VaeWeights::config_for(o.samples.vae, o.samples.vae_config) : VaeConfig();
     if (decoded) need.samples += 4 * VaeWeights::count_for(vc);  // its f32 weights, held from the start
@@ -91,86 +84,94 @@ TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const 
                                  (4 + 1) * 3 * F * H * W + vae_decode_bytes(vc, F, H, W);
         drawing = std::max(drawing, decoding);
       }
-      need.samples += drawing + (o.ranks > 1 ? 2 * table.total() : 0);
+      need.samples += drawing + (r.ranks > 1 ? 2 * table.total() : 0);
     }
   }
   return need;
 }
 
-void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& shapes, BackendKind backend,
-                     bool resumed) {
-  HostLimit limit = host_limit(o.host_memory);
-  if (o.local_ranks > 1) {  // the ranks on this machine share it
-    limit.bytes /= o.local_ranks;
-    limit.source += cat(", shared by the ", o.local_ranks, " ranks on this machine");
+void fit_host_memory(const TrainOptions& o, RunSetup& r, const ModelConfig& c, const StepShapes& shapes, bool resumed) {
+  const RuntimeOptions& ro = o.runtime;
+  HostLimit limit = host_limit(ro.host_memory);
+  if (r.local_ranks > 1) {  // the ranks on this machine share it
+    limit.bytes /= r.local_ranks;
+    limit.source += cat(", shared by the ", r.local_ranks, " ranks on this machine");
   }
-  const auto need = [&](OptimizerSchedule s, const TrainOptions& v) {
-    return train_host_need(v, s, c, shapes, backend);
-  };
+  const auto need = [&](const TrainOptions& v, const RunSetup& w) { return train_host_need(v, w, c, shapes); };
   const bool can_be_immediate = o.grad_accum == 1;  // the immediate schedule takes one micro-batch per step
-  std::optional<OptimizerSchedule> picked;
-  if (o.optimizer_schedule == ScheduleChoice::automatic) {
-    const TrainHostNeed deferred = need(OptimizerSchedule::deferred, o);
-    if (deferred.total() <= limit.bytes || !can_be_immediate) {
-      picked = OptimizerSchedule::deferred;
-    } else if (need(OptimizerSchedule::immediate, o).total() <= limit.bytes) {
-      picked = OptimizerSchedule::immediate;
+  r.keep_block_acts = false;
+  if (ro.optimizer_schedule == ScheduleChoice::automatic) {
+    RunSetup deferred = r, immediate = r;
+    deferred.schedule = OptimizerSchedule::deferred;
+    immediate.schedule = OptimizerSchedule::immediate;
+    const TrainHostNeed d = need(o, deferred);
+    if (d.total() <= limit.bytes || !can_be_immediate) {
+      r.schedule = OptimizerSchedule::deferred;
+    } else if (need(o, immediate).total() <= limit.bytes) {
+      r.schedule = OptimizerSchedule::immediate;
       log_info("--optimizer-schedule auto: immediate (the deferred schedule's full gradient pool would need ",
-               bytes(deferred.total()), " of host memory; ", limit.source, " leaves ", bytes(limit.bytes), ")");
+               bytes(d.total()), " of host memory; ", limit.source, " leaves ", bytes(limit.bytes), ")");
     } else {
-      picked = OptimizerSchedule::deferred;
+      r.schedule = OptimizerSchedule::deferred;
     }
   } else {
-    picked = o.schedule();
+    r.schedule =
+        ro.optimizer_schedule == ScheduleChoice::deferred ? OptimizerSchedule::deferred : OptimizerSchedule::immediate;
   }
   // Then the activations: kept from the forward where asked for, or where they fit (auto), on a resident run.
-  TrainOptions kept = o;
-  kept.keep_block_acts = o.offload == Offload::none && o.recompute != Recompute::always;
-  const int64_t kept_need = kept.keep_block_acts ? need(*picked, kept).total() : 0;
-  const bool keep = kept.keep_block_acts && (o.recompute == Recompute::never || kept_need <= limit.bytes);
-  if (o.offload == Offload::none && o.recompute == Recompute::automatic)
-    log_info("--recompute auto: ", keep ? "never (every block keeps its activations" : "always (kept activations",
-             keep ? "" : cat(" would need ", bytes(kept_need)), ")");
-  o.keep_block_acts = keep;
-  const TrainHostNeed n = need(*picked, o);
+  RunSetup kept = r;
+  kept.keep_block_acts = ro.offload == Offload::none && ro.recompute != Recompute::always;
+  const int64_t kept_need = kept.keep_block_acts ? need(o, kept).total() : 0;
+  r.keep_block_acts = kept.keep_block_acts && (ro.recompute == Recompute::never || kept_need <= limit.bytes);
+  if (ro.offload == Offload::none && ro.recompute == Recompute::automatic)
+    log_info("--recompute auto: ",
+             r.keep_block_acts ? "never (every block keeps its activations" : "always (kept activations",
+             r.keep_block_acts ? "" : cat(" would need ", bytes(kept_need)), ")");
+  const TrainHostNeed n = need(o, r);
   if (n.total() > limit.bytes) {
     // The smallest change that fits, trying the flags that leave the result the same first.
-    std::string fix;
-    std::vector<std::pair<std::string, TrainOptions>> tries;
-    TrainOptions v = o;
-    if (o.keep_block_acts) {
-      v.keep_block_acts = false;
-      v.recompute = Recompute::always;
-      tries.push_back({"--recompute always", v});
+    struct Try {
+      std::string flags;
+      TrainOptions o;
+      RunSetup r;
+    };
+    std::vector<Try> tries;
+    Try v{"", o, r};
+    if (r.keep_block_acts) {
+      v.r.keep_block_acts = false;
+      v.o.runtime.recompute = Recompute::always;
+      v.flags = "--recompute always";
+      tries.push_back(v);
     }
-    if (*picked == OptimizerSchedule::deferred && can_be_immediate) {
-      v.optimizer_schedule = choice(OptimizerSchedule::immediate);
-      tries.push_back({v.recompute == Recompute::always && o.recompute != Recompute::always
-                           ? "--recompute always --optimizer-schedule immediate"
-                           : "--optimizer-schedule immediate",
-                       v});
+    if (r.schedule == OptimizerSchedule::deferred && can_be_immediate) {
+      v.r.schedule = OptimizerSchedule::immediate;
+      v.flags = v.o.runtime.recompute == Recompute::always && ro.recompute != Recompute::always
+                    ? "--recompute always --optimizer-schedule immediate"
+                    : "--optimizer-schedule immediate";
+      tries.push_back(v);
     }
     if (o.samples.every > 0) {
-      TrainOptions w = o;
-      w.samples.every = 0;
-      tries.push_back({"the run without --sample-every", w});
+      Try w{"the run without --sample-every", o, r};
+      w.o.samples.every = 0;
+      tries.push_back(w);
     }
-    if (o.offload == Offload::none) {
-      TrainOptions w = o;
-      w.offload = Offload::stream;
-      w.keep_block_acts = false;
-      w.recompute = Recompute::automatic;
-      w.optimizer_schedule = choice(*picked);
-      tries.push_back({"--offload stream", w});
-      if (*picked == OptimizerSchedule::deferred && can_be_immediate) {
-        w.optimizer_schedule = choice(OptimizerSchedule::immediate);
-        tries.push_back({"--offload stream --optimizer-schedule immediate", w});
+    if (ro.offload == Offload::none) {
+      Try w{"--offload stream", o, r};
+      w.o.runtime.offload = Offload::stream;
+      w.o.runtime.recompute = Recompute::automatic;
+      w.r.keep_block_acts = false;
+      tries.push_back(w);
+      if (r.schedule == OptimizerSchedule::deferred && can_be_immediate) {
+        w.r.schedule = OptimizerSchedule::immediate;
+        w.flags = "--offload stream --optimizer-schedule immediate";
+        tries.push_back(w);
       }
     }
-    for (const auto& [flags, t] : tries) {
-      const int64_t b = need(t.schedule(), t).total();
+    std::string fix;
+    for (const Try& t : tries) {
+      const int64_t b = need(t.o, t.r).total();
       if (b <= limit.bytes) {
-        fix = cat(flags, " needs ", bytes(b), " and fits");
+        fix = cat(t.flags, " needs ", bytes(b), " and fits");
         break;
       }
     }
@@ -180,16 +181,15 @@ void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& sh
     if (resumed)
       fix = cat("A resumed run keeps its saved options: free host memory, or start a new run from its checkpoint ",
                 "(--model ", o.out, "/latest) with ", fix);
-    require_host_memory("this run", n.total(), cat(n.breakdown(), "; ", *picked, " optimizer schedule"), limit, fix);
+    require_host_memory("this run", n.total(), cat(n.breakdown(), "; ", r.schedule, " optimizer schedule"), limit, fix);
   }
-  o.optimizer_schedule = choice(*picked);
   const ParamTable table(c);
   log_info("model: ", table.total(), " parameters, ", c.num_layers, " blocks, dim ", c.dim, "; ", shapes_label(shapes),
-           "; host memory ", bytes(n.total()), " of ", bytes(limit.bytes), " (", n.breakdown(), "); ", *picked,
-           " optimizer schedule; ", o.keep_block_acts ? "activations kept" : "blocks recomputed", "; ", num_threads(),
-           " threads; backend ", backend,
-           backend == BackendKind::cpu ? cat(" (OpenBLAS ", cpu::openblas_coretype(), " kernels)") : std::string());
-  if (const std::string note = cpu::openblas_coretype_note(); backend == BackendKind::cpu && !note.empty())
+           "; host memory ", bytes(n.total()), " of ", bytes(limit.bytes), " (", n.breakdown(), "); ", r.schedule,
+           " optimizer schedule; ", r.keep_block_acts ? "activations kept" : "blocks recomputed", "; ", num_threads(),
+           " threads; backend ", r.backend,
+           r.backend == BackendKind::cpu ? cat(" (OpenBLAS ", cpu::openblas_coretype(), " kernels)") : std::string());
+  if (const std::string note = cpu::openblas_coretype_note(); r.backend == BackendKind::cpu && !note.empty())
     log_info(note);
 }
 

@@ -10,6 +10,7 @@
 #include "plan/plan.h"
 #include "runtime/backend.h"
 #include "train/options.h"
+#include "train/run_setup.h"
 
 namespace ms {
 
@@ -22,15 +23,16 @@ struct TrainHostNeed {
   std::string breakdown() const;  // "model state 19.9 GB, gradients 5.69 GB, ..."
 };
 
-// What a run with options o (at schedule s) allocates in host memory on `backend`.
-TrainHostNeed train_host_need(const TrainOptions& o, OptimizerSchedule s, const ModelConfig& c,
-                              const StepShapes& shapes, BackendKind backend);
+// What a run with options o allocates in host memory as r resolves it (its backend, schedule, ranks, kept
+// activations).
+TrainHostNeed train_host_need(const TrainOptions& o, const RunSetup& r, const ModelConfig& c, const StepShapes& shapes);
 
-// Before a run allocates its pools: resolves --optimizer-schedule auto (deferred where the run fits with it, else
-// immediate, which is logged), checks the run's need against host_limit(o.host_memory) and logs the model line.
-// Throws ms::Error with the need, the limit, where the limit comes from, and the smallest change that fits (resumed:
-// a run that keeps its saved options, whose change would be a new run from its checkpoint).
-void fit_host_memory(TrainOptions& o, const ModelConfig& c, const StepShapes& shapes, BackendKind backend,
+// Before a run allocates its pools, given r's backend and ranks: resolves r.schedule (--optimizer-schedule auto:
+// deferred where the run fits with it, else immediate, which is logged) and r.keep_block_acts (--recompute), checks
+// the run's need against host_limit(--host-memory) and logs the model line. Throws ms::Error with the need, the
+// limit, where the limit comes from, and the smallest change that fits (resumed: a run that keeps its saved options,
+// whose change would be a new run from its checkpoint).
+void fit_host_memory(const TrainOptions& o, RunSetup& r, const ModelConfig& c, const StepShapes& shapes,
                      bool resumed = false);
 
 }  // namespace ms

@@ -137,19 +137,21 @@ std::vector<TrainOption> make_table() {
       option<int64_t>("--device-memory",
                       "--offload stream: device arena budget, e.g. 16MiB, 80GiB (absent: the GPU's memory less 2 GB; "
                       "no limit on the CPU backend)",
-                      FIELD(device_memory), kNonNegative<int64_t>));
+                      FIELD(runtime.device_memory), kNonNegative<int64_t>));
   device_memory.value_name = "BYTES";
   device_memory.show_default = false;
-  device_memory.parse = [](TrainOptions& t, const std::string& text) { t.device_memory = parse_device_memory(text); };
+  device_memory.parse = [](TrainOptions& t, const std::string& text) {
+    t.runtime.device_memory = parse_device_memory(text);
+  };
   TrainOption host_memory =
       option<int64_t>("--host-memory",
                       "Host memory this run may use, e.g. 20GB (absent: what this process can get: MemAvailable, the "
                       "memory cgroup's limit, ulimit -v); checked before anything large is allocated",
-                      FIELD(host_memory), kNonNegative<int64_t>);
+                      FIELD(runtime.host_memory), kNonNegative<int64_t>);
   host_memory.value_name = "BYTES";
   host_memory.show_default = false;
   host_memory.saved = false;
-  host_memory.parse = [](TrainOptions& t, const std::string& text) { t.host_memory = parse_host_memory(text); };
+  host_memory.parse = [](TrainOptions& t, const std::string& text) { t.runtime.host_memory = parse_host_memory(text); };
   TrainOption collective_timeout = option<double>(
       "--collective-timeout",
       "Distributed runs (mpirun): seconds a rank waits for the others in a collective before every rank stops with "
@@ -190,7 +192,7 @@ std::vector<TrainOption> make_table() {
       required(option<double>("--lr", "Peak learning rate", FIELD(lr), kPositive<double>)),
       required(option<int64_t>("--warmup", "Linear learning-rate warm-up steps", FIELD(warmup), kNonNegative<int64_t>)),
       option<LrScheduler>("--lr-scheduler",
-                          "Learning-rate schedule after the warm-up (constant: no warm-up either; docs/training.md)",
+                          "Learning-rate scheduler after the warm-up (constant: no warm-up either; docs/training.md)",
                           FIELD(lr_scheduler)),
       option<int64_t>("--lr-scheduler-num-cycles", "cosine_with_restarts: hard restarts", FIELD(lr_cycles),
                       kPositive<int64_t>),
@@ -267,34 +269,34 @@ std::vector<TrainOption> make_table() {
       required(option<int64_t>("--log-every", "Log line every N steps when stderr is not a terminal", FIELD(log_every),
                                kPositive<int64_t>)),
       required(option<Offload>("--offload", "none: every stage resident (the reference); stream: layer streaming",
-                               FIELD(offload))),
+                               FIELD(runtime.offload))),
       required(option<ScheduleChoice>(
           "--optimizer-schedule",
           "deferred: exact global-norm clipping, full gradient pool; immediate: update each stage as its gradients "
           "land, clip by the previous step's norm, a few stage-sized gradient buffers; auto: deferred where it fits "
           "in host memory (the run stores the one picked)",
-          FIELD(optimizer_schedule))),
+          FIELD(runtime.optimizer_schedule))),
       host_memory,
       collective_timeout,
       option<Recompute>("--recompute",
                         "always: the backward recomputes each block from its input (least memory); never: every "
                         "block keeps its activations from the forward (about a quarter less compute; --offload none "
                         "only); auto: never when it fits in host memory on --offload none, else always. Same bits",
-                        FIELD(recompute)),
+                        FIELD(runtime.recompute)),
       required(option<int>(
-          "--prefetch", "--offload stream: K weight slots (>= 2)", FIELD(prefetch),
+          "--prefetch", "--offload stream: K weight slots (>= 2)", FIELD(runtime.prefetch),
           {[](const int& v) { return v >= 2; }, "is below 2: one weight slot computes while another loads"})),
       device_memory,
       required(option<bool>("--offload-activations",
                             "--offload stream: keep block-input checkpoints in host memory (3 staging slots on the "
                             "device)",
-                            FIELD(offload_activations))),
+                            FIELD(runtime.offload_activations))),
       option<BackendChoice>(
           "--backend",
           "Compute backend: auto, cpu or cuda (auto: cuda for --offload stream when a usable GPU can run the model)",
-          FIELD(backend)),
+          FIELD(runtime.backend)),
       required(option<double>("--link-gbps", "--offload stream, CPU backend: emulated link GB/s (0: memcpy)",
-                              FIELD(link_gbps), kNonNegative<double>)),
+                              FIELD(runtime.link_gbps), kNonNegative<double>)),
       required(option<std::string>("--trace", "Write Chrome trace events (one track per stream) to this JSON file",
                                    FIELD(trace))),
       option<NonFinitePolicy>("--on-nonfinite",

@@ -21,43 +21,20 @@ void TrainOptions::make_paths_absolute() {
 
 void TrainOptions::validate() const {
   for (const TrainOption& option : train_option_table()) option.check(*this);
-  if (grad_accum > 1 && optimizer_schedule == ScheduleChoice::immediate)
+  const RuntimeOptions& r = runtime;
+  if (grad_accum > 1 && r.optimizer_schedule == ScheduleChoice::immediate)
     MS_FAIL("--grad-accum ", grad_accum,
             " needs --optimizer-schedule deferred: the immediate schedule updates each "
             "stage as soon as one batch's gradients land");
-  if (recompute == Recompute::never && offload == Offload::stream)
-    MS_FAIL(
-        "--recompute never keeps every block's activations, which a streamed run cannot: its arena holds one "
-        "block's; use --offload none or --recompute auto");
-  if (offload == Offload::none && (device_memory > 0 || link_gbps > 0 || offload_activations))
+  r.validate();
+  // The resident schedule runs on the CPU backend, with no device arena or link.
+  if (r.offload == Offload::none && (r.device_memory > 0 || r.link_gbps > 0 || r.offload_activations))
     MS_FAIL("--device-memory, --link-gbps and --offload-activations apply to --offload stream; add --offload stream");
-  if (const std::string gpu = backend == BackendChoice::cuda ? backend_unavailable(BackendKind::cuda) : "";
+  if (const std::string gpu = r.backend == BackendChoice::cuda ? backend_unavailable(BackendKind::cuda) : "";
       !gpu.empty())
     MS_FAIL("--backend cuda: ", gpu, "; or use --backend cpu");
   ms::validate(samples);
   ms::validate(flow);
-}
-
-OptimizerSchedule TrainOptions::schedule() const {
-  MS_CHECK(optimizer_schedule != ScheduleChoice::automatic, "--optimizer-schedule auto is resolved before a run");
-  return optimizer_schedule == ScheduleChoice::deferred ? OptimizerSchedule::deferred : OptimizerSchedule::immediate;
-}
-
-BackendKind resolve_backend(const TrainOptions& o, const TrainHooks& hooks, const ModelConfig& c) {
-  if (o.backend == BackendChoice::cpu) return BackendKind::cpu;
-  const std::string why = [&]() -> std::string {  // what keeps this run off the GPU
-    if (std::string gpu = backend_unavailable(BackendKind::cuda); !gpu.empty()) return gpu;
-    if (o.offload != Offload::stream)
-      return "the resident schedule (--offload none) runs on the CPU backend; add --offload stream";
-    if (std::string kernels = stage_runner_refuses(BackendKind::cuda, c); !kernels.empty()) return kernels;
-    if (o.link_gbps > 0) return "--link-gbps emulates a host link on the CPU backend";
-    if (hooks.inject_nan_activation > 0)
-      return "--inject-nan-activation poisons activations in host memory, on the CPU backend";
-    return "";
-  }();
-  if (why.empty()) return BackendKind::cuda;
-  if (o.backend == BackendChoice::cuda) MS_FAIL("--backend cuda: ", why, "; or use --backend cpu");
-  return BackendKind::cpu;
 }
 
 // diffusers' lambdas at the 1-based step t (diffusers evaluates its step k at k - 1; megaslide's warm-up reaches lr at

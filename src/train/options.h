@@ -8,8 +8,7 @@
 #include "core/enum_names.h"
 #include "data/dataset.h"
 #include "model/export.h"
-#include "runtime/arena.h"
-#include "runtime/backend.h"
+#include "runtime/runtime_options.h"
 #include "sample/train_samples.h"
 #include "train/adamw.h"
 #include "train/flow_matching.h"
@@ -26,7 +25,7 @@ struct EnumNames<NonFinitePolicy> {
       {{NonFinitePolicy::skip, "skip"}, {NonFinitePolicy::stop, "stop"}}};
 };
 
-// The learning-rate schedule after the warm-up (docs/training.md: diffusers' schedules, as musubi-tuner uses them).
+// The learning-rate scheduler after the warm-up (docs/training.md: diffusers' schedulers, as musubi-tuner uses them).
 enum class LrScheduler { constant, constant_with_warmup, linear, cosine, cosine_with_restarts };
 template <>
 struct EnumNames<LrScheduler> {
@@ -36,16 +35,6 @@ struct EnumNames<LrScheduler> {
        {LrScheduler::linear, "linear"},
        {LrScheduler::cosine, "cosine"},
        {LrScheduler::cosine_with_restarts, "cosine_with_restarts"}}};
-};
-
-// --optimizer-schedule: auto is deferred where its full gradient pool fits in host memory, else immediate
-// (train/memory_fit.h); a run stores the schedule it picked, so that --resume continues it anywhere.
-enum class ScheduleChoice { automatic, deferred, immediate };
-template <>
-struct EnumNames<ScheduleChoice> {
-  static constexpr std::array<EnumName<ScheduleChoice>, 3> values{{{ScheduleChoice::automatic, "auto"},
-                                                                   {ScheduleChoice::deferred, "deferred"},
-                                                                   {ScheduleChoice::immediate, "immediate"}}};
 };
 
 struct TrainOptions {
@@ -75,32 +64,18 @@ struct TrainOptions {
   std::string t5, tokenizer, t5_config;  // the umT5 encoder for captions and samples ("": the built-in hash)
   SaveFormat save_format = SaveFormat::megaslide;  // files beside model.safetensors (model/export.h)
   TrainSampleOptions samples;                      // OUT/samples/
-  // runtime (docs/runtime.md)
-  Offload offload = Offload::none;
-  ScheduleChoice optimizer_schedule = ScheduleChoice::automatic;
-  Recompute recompute = Recompute::automatic;
-  bool keep_block_acts = false;  // --recompute resolved for this start by fit_host_memory (not an option, not saved)
-  int prefetch = 2;              // stream: K weight slots
-  int64_t device_memory = 0;     // stream: arena budget in bytes (0: absent, the backend's default_device_memory)
-  bool offload_activations = false;  // stream: block-input checkpoints in host memory
-  BackendChoice backend = BackendChoice::automatic;
-  double link_gbps = 0;  // stream, CPU backend: emulated host link bandwidth per direction (0: memcpy)
-  std::string trace;     // Chrome trace JSON path ("" : none)
+  RuntimeOptions runtime;                          // docs/runtime.md
+  std::string trace;                               // Chrome trace JSON path ("" : none)
   NonFinitePolicy on_nonfinite = NonFinitePolicy::skip;
-  int64_t host_memory = 0;  // bytes this run may use in host memory (0: detected; this machine's, never saved)
   double collective_timeout =
       1800;  // distributed: seconds before a silent rank stops the run (this machine's, never saved)
-  int ranks = 1, local_ranks = 1;  // a distributed run's ranks, and those on this machine (set from the launch: not
-                                   // options, not saved)
 
   // Throws ms::Error naming the bad value: each option's own check (the option table), then the combinations.
   void validate() const;
   // Makes the file and folder options absolute against the working directory, so that the options a run
   // stores for --resume mean the same from any directory (the model is read from the checkpoint then).
   void make_paths_absolute();
-  // The optimizer schedule of a run whose --optimizer-schedule is resolved (fit_host_memory): deferred or immediate.
-  OptimizerSchedule schedule() const;
-  // Learning rate at 1-based step t of `steps`: lr times the schedule's factor (docs/training.md).
+  // Learning rate at 1-based step t of `steps`: lr times the --lr-scheduler's factor (docs/training.md).
   double lr_at(int64_t t) const;
 };
 
@@ -117,10 +92,5 @@ struct TrainHooks {
   int64_t inject_rank_exit_saving = 0;  // distributed: the last rank exits as the checkpoint of this step is being
                                         // saved, rank 0 having begun it (0: never)
 };
-
-// The backend this run computes on: cpu, or cuda where it is asked for (or auto) and the run can use the GPU
-// (--offload stream, a usable GPU, kernels that take the model, no CPU-only aid). Throws ms::Error when cuda is
-// asked for and cannot be used, saying why.
-BackendKind resolve_backend(const TrainOptions& o, const TrainHooks& hooks, const ModelConfig& c);
 
 }  // namespace ms

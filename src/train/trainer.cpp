@@ -1,8 +1,5 @@
 #include "train/trainer.h"
 
-#include <signal.h>
-
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -24,12 +21,14 @@
 #include "sample/train_samples.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
+#include "train/interrupt.h"
 #include "train/memory_fit.h"
 #include "train/nonfinite.h"
 #include "train/option_table.h"
 #include "train/progress.h"
 #include "train/run_directory.h"
-#include "train/step_schedule.h"
+#include "train/run_setup.h"
+#include "train/train_step.h"
 
 namespace fs = std::filesystem;
 
@@ -41,50 +40,7 @@ void log_resident(const char* after) {
   log_debug("resident set after ", after, ": ", format_bytes(double(resident_bytes())));
 }
 
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted = true; }
-
-// Installs the SIGINT and SIGTERM handlers for the life of a run (mpirun forwards Ctrl-C to its ranks as SIGTERM)
-// and restores the previous ones after.
-struct SigintGuard {
-  struct sigaction old_int = {};
-  struct sigaction old_term = {};
-  SigintGuard() {
-    g_interrupted = false;
-    struct sigaction sa {};
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-  }
-  ~SigintGuard() {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-  }
-};
-
 SingleProcess g_single;
-
-// opts with --optimizer-schedule and --recompute resolved, once the run is known to fit in host memory
-// (fit_host_memory), the same on every rank.
-TrainOptions fitted(TrainOptions opts, const TrainHooks& hooks, const ModelConfig& cfg, const Dataset& data,
-                    bool resumed, Communicator& comm) {
-  opts.ranks = comm.size();
-  opts.local_ranks = comm.local_size();
-  const BackendKind backend = resolve_backend(opts, hooks, cfg);
-  fit_host_memory(opts, cfg, step_shapes(data, cfg, comm.size()), backend, resumed);
-  if (comm.size() > 1) {  // every rank must take part in the same collectives (NCCL's only on GPU ranks)
-    const double mine[] = {double(opts.schedule()), opts.keep_block_acts ? 1.0 : 0.0, double(backend)};
-    const char* what[] = {"--optimizer-schedule auto differently (their host memory differs); give it explicitly",
-                          "--recompute auto differently (their host memory differs); give it explicitly",
-                          "--backend auto differently (some have no usable GPU); pass --backend cpu, or run the ranks "
-                          "on machines with GPUs only"};
-    const std::vector<double> all = comm.gather(Channel::control, mine);
-    for (size_t i = 0; i < all.size(); ++i)
-      if (all[i] != mine[i % 3]) MS_FAIL("the ranks' machines resolve ", what[i % 3]);
-  }
-  return opts;
-}
 
 class Run {
  public:
@@ -93,21 +49,22 @@ class Run {
   Run(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg, std::unique_ptr<Dataset> data,
       bool resumed, Communicator& comm)
       : comm_(comm),
-        opts_(fitted(opts, hooks, cfg, *data, resumed, comm)),
+        opts_(opts),
+        setup_(resolve_run(opts, hooks, cfg, step_shapes(*data, cfg, comm.size()), resumed, comm)),
         hooks_(hooks),
         cfg_(checked_for_flow(cfg)),
         table_(cfg),
         shards_(table_, comm.rank(), comm.size()),
-        host_(shards_.total(),
-              gradient_floats(table_, shards_, opts_.schedule(), opts_.offload == Offload::stream, opts_.grad_accum)
-                  .pool),
+        host_(shards_.total(), gradient_floats(table_, shards_, setup_.schedule,
+                                               opts_.runtime.offload == Offload::stream, opts_.grad_accum)
+                                   .pool),
         shapes_(step_shapes(*data, cfg, comm.size())),
         sample_shape_(largest_shape(*data)),
         data_(std::move(data)),
         text_encoder_(load_text_encoder(opts_, *data_, cfg_)),
         batch_maker_(cfg, shapes_, *data_, opts.flow, caption_dropout(opts, *data_, cfg), hooks, text_encoder_.get()),
         nonfinite_(cfg, hooks.inject_nan_activation),
-        schedule_(opts_, hooks_, cfg, shapes_, table_, shards_, host_, comm_, batch_maker_, nonfinite_),
+        step_(opts_, setup_, hooks_, cfg, shapes_, table_, shards_, host_, comm_, batch_maker_, nonfinite_),
         sample_vae_(load_sample_vae(opts_.samples, cfg_)) {}
 
   HostState& host() { return host_; }
@@ -137,12 +94,12 @@ class Run {
       dir->write_summary({{"param_count", table_.total()},
                           {"weights_bytes", table_.total() * 2},
                           {"host_state_bytes", host_.bytes()},
-                          {"device_budget_bytes", schedule_.device_budget_bytes()},
-                          {"device_arena_bytes", schedule_.device_peak_bytes()},
-                          {"h2d_weight_bytes_per_step", schedule_.uploaded_weight_bytes()},
-                          {"prefetch", opts_.prefetch},
-                          {"offload", name_of(opts_.offload)},
-                          {"backend", name_of(schedule_.backend_kind())},
+                          {"device_budget_bytes", step_.device_budget_bytes()},
+                          {"device_arena_bytes", step_.device_peak_bytes()},
+                          {"h2d_weight_bytes_per_step", step_.uploaded_weight_bytes()},
+                          {"prefetch", opts_.runtime.prefetch},
+                          {"offload", name_of(opts_.runtime.offload)},
+                          {"backend", name_of(step_.backend_kind())},
                           {"ranks", comm_.size()}});
     if (const std::string w = attention_export_warning(cfg_, opts_.save_format); !w.empty())
       log_warn("--save-format ", opts_.save_format, ": ", w);
@@ -153,11 +110,11 @@ class Run {
     Rng rng(state.rng_state);
     Progress progress(state.step, opts_.steps, opts_.log_every);
     TrainSummary sum;
-    sum.recomputed = !opts_.keep_block_acts;
+    sum.recomputed = !setup_.keep_block_acts;
     std::vector<double> losses;
     int64_t tokens = 0;  // of the steps run
     const auto t_run = std::chrono::steady_clock::now();
-    SigintGuard sigint;
+    InterruptGuard sigint;
     int64_t saved_step = state.step;   // the run starts from a saved state (or from scratch)
     const Batch* prepared = nullptr;   // the next step's batch, when made during the previous step's device work
     std::exception_ptr prepare_error;  // what making it threw: raised once the step it overlapped has finished
@@ -167,7 +124,7 @@ class Run {
       const auto t0 = std::chrono::steady_clock::now();
       const int64_t t = state.step + 1, n = opts_.grad_accum;
       injected_rank_fault(t);
-      const bool immediate = opts_.schedule() == OptimizerSchedule::immediate;
+      const bool immediate = setup_.schedule == OptimizerSchedule::immediate;
       nonfinite_.start_step(t);
       std::string fault;  // the first non-finite batch of the step: the step is skipped
       double loss_sum = 0;
@@ -177,7 +134,7 @@ class Run {
       for (int64_t k = 0; k < n; ++k) {  // the step's micro-batches (--grad-accum)
         if (prepare_error) std::rethrow_exception(prepare_error);
         const int64_t m = (t - 1) * n + k;
-        Batch& batch = schedule_.batch(m);
+        Batch& batch = step_.batch(m);
         if (prepared != &batch) prepare(batch, state.data_position, rng);
         prepared = nullptr;
         const ModelDims d = batch.dims;
@@ -192,10 +149,10 @@ class Run {
         if (last) rng_after = rng.state();
         // Makes the next batch while this one computes; streamed, its inputs upload during the backward.
         auto prepare_next = [&] {
-          if ((last && t >= opts_.steps) || g_interrupted) return;
+          if ((last && t >= opts_.steps) || sigint.interrupted()) return;
           try {
-            prepare(schedule_.batch(m + 1), state.data_position, rng);
-            prepared = &schedule_.batch(m + 1);
+            prepare(step_.batch(m + 1), state.data_position, rng);
+            prepared = &step_.batch(m + 1);
           } catch (...) {
             prepare_error = std::current_exception();
           }
@@ -203,24 +160,24 @@ class Run {
         const Micro micro{k, n, rank_weights(batch.clips, ranks)};
         if (fault.empty())
           loss_sum += micro.rank_weight[size_t(comm_.rank())] *
-                      schedule_.step(batch, Update{t, state.clip_scale}, prepare_next, micro);
+                      step_.step(batch, Update{t, state.clip_scale}, prepare_next, micro);
         else if (!last)  // the step is skipped; its batches are still drawn, as an unskipped step draws them
           prepare_next();
       }
-      double loss = fault.empty() ? loss_sum / double(n) : schedule_.skip();
-      stop = g_interrupted;
+      double loss = fault.empty() ? loss_sum / double(n) : step_.skip();
+      stop = sigint.interrupted();
       if (ranks > 1) agree(loss, stop);
       double sumsq = 0;  // per stage, in stage order: the same sum in every schedule
-      for (double x : schedule_.stage_sumsq()) sumsq += x;
+      for (double x : step_.stage_sumsq()) sumsq += x;
       const double norm = std::sqrt(sumsq);
       const bool finite = fault.empty() && std::isfinite(loss) && std::isfinite(norm);
       const float scale = opts_.grad_clip > 0 && norm > opts_.grad_clip ? float(opts_.grad_clip / norm) : 1.0f;
       if (finite && immediate) state.clip_scale = scale;  // clips the next step
-      if (finite && !immediate) schedule_.defer(Update{t, scale});
+      if (finite && !immediate) step_.defer(Update{t, scale});
       if (!finite) {
         ++sum.skipped;
         const bool before_forward = !fault.empty();
-        if (fault.empty()) fault = nonfinite_.locate(loss, norm, schedule_.stage_sumsq());
+        if (fault.empty()) fault = nonfinite_.locate(loss, norm, step_.stage_sumsq());
         if (opts_.on_nonfinite == NonFinitePolicy::stop)
           MS_FAIL("step ", t, ": ", fault, "; stopped (--on-nonfinite stop) without saving this step. ",
                   saved_step > 0 ? cat("The last checkpoint is ", opts_.out, "/latest (step ", saved_step, ")")
@@ -244,7 +201,7 @@ class Run {
                              {"grad_norm", norm},
                              {"seconds", secs},
                              {"tokens_per_second", tps},
-                             {"device_peak_bytes", schedule_.device_peak_bytes()},
+                             {"device_peak_bytes", step_.device_peak_bytes()},
                              {"skipped", !finite},
                              {"shape", n == 1 ? shapes[0] : shapes},
                              {"tokens", step_tokens}});
@@ -255,12 +212,12 @@ class Run {
       const bool epoch_end = epoch > 0 && state.data_position % epoch == 0 && opts_.save_every_epochs > 0 &&
                              (state.data_position / epoch) % opts_.save_every_epochs == 0;
       if ((opts_.save_every > 0 && t % opts_.save_every == 0) || t == opts_.steps || epoch_end) {
-        schedule_.apply_pending();
+        step_.apply_pending();
         save(state);
         saved_step = t;
       }
       if (sample_due(opts_.samples, t)) {
-        schedule_.apply_pending();
+        step_.apply_pending();
         std::vector<uint16_t> gathered;
         const uint16_t* weights = working_weights(gathered);
         if (lead)
@@ -271,11 +228,11 @@ class Run {
     if (lead) progress.finish();
     if (stop) {
       sum.interrupted = true;
-      schedule_.apply_pending();
+      step_.apply_pending();
       if (state.step > 0 && saved_step != state.step) save(state);
       log_warn("interrupted after step ", state.step, "; checkpoint saved; continue with --resume ", opts_.out);
     }
-    if (Trace* trace = schedule_.trace()) {
+    if (Trace* trace = step_.trace()) {
       trace->write(opts_.trace);
       log_info("trace: ", trace->size(), " events in ", opts_.trace, " (open in Perfetto or chrome://tracing)");
     }
@@ -304,7 +261,9 @@ class Run {
 
   // Checkpoints the run (the pending update applied) and, with --keep-last, removes the oldest beyond it.
   void save(const TrainerState& state) {
-    save_checkpoint(opts_.out, {cfg_, table_, shards_, host_}, state, options_to_json(opts_), opts_.save_format, comm_,
+    TrainOptions kept = opts_;  // the schedule auto picked is saved, so that --resume continues it anywhere
+    kept.runtime.optimizer_schedule = choice_of(setup_.schedule);
+    save_checkpoint(opts_.out, {cfg_, table_, shards_, host_}, state, options_to_json(kept), opts_.save_format, comm_,
                     [&] {
                       if (state.step == hooks_.inject_rank_exit_saving) exit_as_last_rank("saving step", state.step);
                     });
@@ -326,7 +285,7 @@ class Run {
   // Several ranks, after a step: the loss (each rank's share of it), each stage's squared gradient norm (each rank's
   // shards') summed over the ranks in rank order, and whether any rank was interrupted.
   void agree(double& loss, bool& stop) {
-    std::vector<double>& sumsq = schedule_.stage_sumsq();
+    std::vector<double>& sumsq = step_.stage_sumsq();
     std::vector<double> mine{loss, stop ? 1.0 : 0.0};
     mine.insert(mine.end(), sumsq.begin(), sumsq.end());
     const std::vector<double> all = comm_.gather(Channel::control, mine);
@@ -358,11 +317,12 @@ class Run {
   // Makes the batch that starts at data position `position` and, streamed, enqueues its upload.
   void prepare(Batch& batch, int64_t position, Rng& rng) {
     batch_maker_.make(batch, position, rng, comm_.rank(), comm_.size());
-    schedule_.enqueue_inputs(batch);
+    step_.enqueue_inputs(batch);
   }
 
   Communicator& comm_;
   TrainOptions opts_;
+  RunSetup setup_;
   TrainHooks hooks_;
   ModelConfig cfg_;
   ParamTable table_;
@@ -374,7 +334,7 @@ class Run {
   std::unique_ptr<TextEncoder> text_encoder_;  // --t5: captions and sample prompts; null: the built-in hash
   BatchMaker batch_maker_;
   NonFiniteMonitor nonfinite_;
-  StepSchedule schedule_;
+  TrainStep step_;
   std::unique_ptr<VaeWeights> sample_vae_;  // decodes latent samples (--vae); null: none
 };
 
@@ -406,7 +366,7 @@ TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks&
   CheckpointInfo info = read_checkpoint_info(run_dir);
   TrainOptions opts = options_from_json(info.options);
   opts.out = run_dir;
-  opts.host_memory = host_memory;
+  opts.runtime.host_memory = host_memory;
   if (steps > 0) opts.steps = steps;
   opts.validate();
   log_info("resuming ", run_dir, " from ", info.dir, " at step ", info.state.step, " of ", opts.steps);

@@ -1,4 +1,4 @@
-#include "train/step_schedule.h"
+#include "train/train_step.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,33 +17,36 @@
 
 namespace ms {
 
-StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg,
-                           const StepShapes& shapes, const ParamTable& table, const Shards& shards, HostState& host,
-                           Communicator& comm, const BatchMaker& maker, NonFiniteMonitor& nonfinite)
-    : opts_(opts), hooks_(hooks), table_(table), shards_(shards), host_(host), comm_(comm), out_dim_(cfg.out_dim) {
-  const BackendKind backend = resolve_backend(opts, hooks, cfg);  // cpu for --offload none
-  if (opts.offload == Offload::stream) {
+TrainStep::TrainStep(const TrainOptions& opts, const RunSetup& setup, const TrainHooks& hooks, const ModelConfig& cfg,
+                     const StepShapes& shapes, const ParamTable& table, const Shards& shards, HostState& host,
+                     Communicator& comm, const BatchMaker& maker, NonFiniteMonitor& nonfinite)
+    : opts_(opts),
+      setup_(setup),
+      hooks_(hooks),
+      table_(table),
+      shards_(shards),
+      host_(host),
+      comm_(comm),
+      out_dim_(cfg.out_dim) {
+  if (opts.runtime.offload == Offload::stream) {
     if (!opts.trace.empty()) trace_ = std::make_unique<Trace>();
-    if (comm.size() > 1) collectives_ = connect_rank_devices(backend, comm, opts.collective_timeout);
-    backend_ = make_backend(backend, opts.link_gbps, trace_.get());
+    if (comm.size() > 1) collectives_ = connect_rank_devices(setup.backend, comm, opts.collective_timeout);
+    backend_ = make_backend(setup.backend, opts.runtime.link_gbps, trace_.get());
     optimizer_stream_ = backend_->create_stream("optimizer", StreamKind::host);
     // The pools the link reads and writes: pinned in place where there is a link (a no-op on the CPU backend).
     backend_->pin_host(host_.weights.data(), host_.weights.size() * 2);
     if (host_.grads.size()) backend_->pin_host(host_.grads.data(), host_.grads.size() * 4);
     updated_.resize(table_.stages().size());
-    const StreamOptions so{.prefetch = opts.prefetch,
-                           .device_memory = opts.device_memory,
-                           .serialize = hooks.serialize,
-                           .skip_compute = hooks.skip_compute,
-                           .offload_activations = opts.offload_activations,
-                           .ranks = comm.size()};
+    StreamOptions so = stream_options(opts.runtime, comm.size());
+    so.serialize = hooks.serialize;
+    so.skip_compute = hooks.skip_compute;
     streamed_ = std::make_unique<StreamedModel>(cfg, shapes, *backend_, so, make_stage_runner(*backend_, cfg, shapes),
                                                 comm.size() > 1 ? &comm : nullptr, collectives_.get());
   } else {
-    resident_ = std::make_unique<ResidentModel<float>>(cfg, shapes, opts.keep_block_acts);
+    resident_ = std::make_unique<ResidentModel<float>>(cfg, shapes, setup.keep_block_acts);
     params_ = AlignedBuffer<float>(size_t(table_.total()));
     resident_grads_ =
-        AlignedBuffer<float>(size_t(gradient_floats(table_, shards, opts.schedule(), false, opts.grad_accum).backward));
+        AlignedBuffer<float>(size_t(gradient_floats(table_, shards, setup.schedule, false, opts.grad_accum).backward));
     if (comm.size() > 1) {
       gathered_ = AlignedBuffer<uint16_t>(size_t(table_.total()));
       shard_grads_ = AlignedBuffer<float>(size_t(shards.total()));
@@ -64,7 +67,7 @@ StepSchedule::StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, co
 }
 
 // Device work still in flight reads and writes the members declared after backend_, which are destroyed first.
-StepSchedule::~StepSchedule() {
+TrainStep::~TrainStep() {
   if (!backend_) return;
   if (collectives_ && std::uncaught_exceptions() > 0) collectives_->abort();  // the peers' collectives will not come
   try {
@@ -75,27 +78,26 @@ StepSchedule::~StepSchedule() {
   }
 }
 
-void StepSchedule::enqueue_inputs(const Batch& b) {
+void TrainStep::enqueue_inputs(const Batch& b) {
   if (streamed_) streamed_->enqueue_inputs(b.dims, b.xt.data(), b.timesteps.data(), b.context.data(), b.target.data());
 }
 
-double StepSchedule::step(const Batch& batch, const Update& u, const std::function<void()>& during,
-                          const Micro& micro) {
+double TrainStep::step(const Batch& batch, const Update& u, const std::function<void()>& during, const Micro& micro) {
   stage_sumsq_.assign(table_.stages().size(), 0.0);
-  if (opts_.schedule() == OptimizerSchedule::immediate) {
+  if (setup_.schedule == OptimizerSchedule::immediate) {
     MS_CHECK(micro.count == 1, "the immediate schedule takes one micro-batch per step");
     return step_immediate(batch, u, during, micro);
   }
   return step_deferred(batch, u.step, during, micro);
 }
 
-double StepSchedule::skip() {
+double TrainStep::skip() {
   stage_sumsq_.assign(table_.stages().size(), 0.0);
   apply_pending();
   return std::numeric_limits<double>::quiet_NaN();
 }
 
-void StepSchedule::defer(const Update& u) {
+void TrainStep::defer(const Update& u) {
   pending_ = u;
   if (!streamed_) apply_pending();  // resident: update now; streamed: pipelined with the next forward
 }
@@ -103,8 +105,8 @@ void StepSchedule::defer(const Update& u) {
 // Deferred schedule: loss and the host gradient pool for `batch`. Streamed, the pending update of the previous
 // step runs on the optimizer stream, each stage's upload waiting only for its own, and each stage's norm
 // contribution is summed there as its gradients land.
-double StepSchedule::step_deferred(const Batch& batch, int64_t t, const std::function<void()>& during,
-                                   const Micro& micro) {
+double TrainStep::step_deferred(const Batch& batch, int64_t t, const std::function<void()>& during,
+                                const Micro& micro) {
   const bool first = micro.index == 0;
   if (streamed_) {
     std::vector<Event> ready(table_.stages().size());
@@ -145,7 +147,7 @@ double StepSchedule::step_deferred(const Batch& batch, int64_t t, const std::fun
   return loss;
 }
 
-void StepSchedule::gather(size_t s, const float* grads, int64_t t, const Micro& micro) {
+void TrainStep::gather(size_t s, const float* grads, int64_t t, const Micro& micro) {
   float* pool = host_grads(s);
   const int64_t n = shards_.stage(s).count;
   if (grads != pool)
@@ -161,8 +163,8 @@ void StepSchedule::gather(size_t s, const float* grads, int64_t t, const Micro& 
 // Immediate schedule: every stage is updated (clipped by the previous step's norm) as soon as its gradients land,
 // overlapped with the rest of the backward; streamed, gradients pass through kImmediateStaging stage-sized host
 // buffers. A stage with non-finite gradients is skipped.
-double StepSchedule::step_immediate(const Batch& batch, const Update& u, const std::function<void()>& during,
-                                    const Micro& micro) {
+double TrainStep::step_immediate(const Batch& batch, const Update& u, const std::function<void()>& during,
+                                 const Micro& micro) {
   if (!streamed_) {
     float* grads = comm_.size() > 1 ? shard_grads_.data() : resident_grads_.data();
     const double loss = resident_step(batch, resident_grads_.data(), grads, micro);
@@ -187,18 +189,18 @@ double StepSchedule::step_immediate(const Batch& batch, const Update& u, const s
 }
 
 // One stage of the immediate schedule: norm contribution, then the update unless non-finite.
-void StepSchedule::immediate_update(size_t s, float* grads, const Update& u) {
+void TrainStep::immediate_update(size_t s, float* grads, const Update& u) {
   stage_sumsq_[s] = checked_sumsq(s, grads, u.step);
   if (std::isfinite(stage_sumsq_[s])) update_stage(s, grads, u);
 }
 
 // Sum of squares of stage s's gradients (poisoned first when --inject-nan-grad names this step).
-double StepSchedule::checked_sumsq(size_t s, float* grads, int64_t t) {
+double TrainStep::checked_sumsq(size_t s, float* grads, int64_t t) {
   if (t == hooks_.inject_nan_grad && s == 0) grads[0] = std::numeric_limits<float>::quiet_NaN();
   return sum_squares(grads, shards_.stage(s).count);
 }
 
-double StepSchedule::resident_step(const Batch& batch, float* full, float* shard, const Micro& micro) {
+double TrainStep::resident_step(const Batch& batch, float* full, float* shard, const Micro& micro) {
   const bool ranks = comm_.size() > 1;
   if (ranks) gather_stages(comm_, table_, shards_, host_.weights.data(), gathered_.data());
   convert_to_f32(DType::bf16, ranks ? gathered_.data() : host_.weights.data(), params_.data(), table_.total());
@@ -214,27 +216,27 @@ double StepSchedule::resident_step(const Batch& batch, float* full, float* shard
 }
 
 // AdamW on one stage's span of every pool, from that stage's gradients.
-void StepSchedule::update_stage(size_t s, const float* grads, const Update& u) {
+void TrainStep::update_stage(size_t s, const float* grads, const Update& u) {
   const StageShard& sh = shards_.stage(s);
   adamw_update(opts_.adamw, opts_.lr_at(u.step), u.step, u.scale, grads, host_.master.data() + sh.offset,
                host_.exp_avg.data() + sh.offset, host_.exp_avg_sq.data() + sh.offset, host_.weights.data() + sh.offset,
                sh.count);
 }
 
-void StepSchedule::apply_pending() {
+void TrainStep::apply_pending() {
   if (pending_.step == 0) return;
   for (size_t s = 0; s < table_.stages().size(); ++s) update_stage(s, host_grads(s), pending_);
   pending_ = Update{};
 }
 
-int64_t StepSchedule::device_peak_bytes() const {
+int64_t TrainStep::device_peak_bytes() const {
   return streamed_ ? streamed_->arena_bytes() : int64_t(params_.size() * sizeof(float)) + resident_->workspace_bytes();
 }
 
-int64_t StepSchedule::uploaded_weight_bytes() const { return streamed_ ? streamed_->uploaded_weights() * 2 : 0; }
+int64_t TrainStep::uploaded_weight_bytes() const { return streamed_ ? streamed_->uploaded_weights() * 2 : 0; }
 
-int64_t StepSchedule::device_budget_bytes() const { return streamed_ ? streamed_->device_budget() : 0; }
+int64_t TrainStep::device_budget_bytes() const { return streamed_ ? streamed_->device_budget() : 0; }
 
-BackendKind StepSchedule::backend_kind() const { return backend_ ? backend_->kind() : BackendKind::cpu; }
+BackendKind TrainStep::backend_kind() const { return backend_ ? backend_->kind() : BackendKind::cpu; }
 
 }  // namespace ms

@@ -1,7 +1,7 @@
-// One training step's compute in the schedule a run chose (docs/runtime.md): the model resident on the CPU
+// One training step's compute as a run's setup resolved it (docs/runtime.md): the model resident on the CPU
 // (--offload none) or streamed through a backend's arena (--offload stream), times the optimizer applied after the
-// whole backward (deferred) or to each stage as its gradients land (immediate). The trainer's loop drives it; this
-// owns the backend, the model and the two batches the loop alternates between (pinned for the link).
+// whole backward (deferred schedule) or to each stage as its gradients land (immediate schedule). The trainer's loop
+// drives it; this owns the backend, the model and the two batches the loop alternates between (pinned for the link).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -20,6 +20,7 @@
 #include "train/batch.h"
 #include "train/nonfinite.h"
 #include "train/options.h"
+#include "train/run_setup.h"
 
 namespace ms {
 
@@ -41,18 +42,18 @@ struct Micro {
   std::vector<float> rank_weight{1.0f};
 };
 
-class StepSchedule {
+class TrainStep {
  public:
-  // Chooses the backend (resolve_backend), builds the model and allocates the batches with `maker`.
-  // The model and arena hold a step at any of `shapes`; each step runs at its batch's dims. host holds this rank's
-  // shards of the state (all of it for one rank); comm: the run's ranks.
-  StepSchedule(const TrainOptions& opts, const TrainHooks& hooks, const ModelConfig& cfg, const StepShapes& shapes,
-               const ParamTable& table, const Shards& shards, HostState& host, Communicator& comm,
-               const BatchMaker& maker, NonFiniteMonitor& nonfinite);
+  // Builds the model on setup's backend and allocates the batches with `maker`. The model and arena hold a step at
+  // any of `shapes`; each step runs at its batch's dims. host holds this rank's shards of the state (all of it for
+  // one rank); comm: the run's ranks.
+  TrainStep(const TrainOptions& opts, const RunSetup& setup, const TrainHooks& hooks, const ModelConfig& cfg,
+            const StepShapes& shapes, const ParamTable& table, const Shards& shards, HostState& host,
+            Communicator& comm, const BatchMaker& maker, NonFiniteMonitor& nonfinite);
   // Waits for device work still in flight (an exception may have left a step midway), then unpins.
-  ~StepSchedule();
-  StepSchedule(const StepSchedule&) = delete;
-  StepSchedule& operator=(const StepSchedule&) = delete;
+  ~TrainStep();
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
 
   // The batch of step t: batches alternate, so step t+1's is made while step t computes.
   Batch& batch(int64_t t) { return batches_[size_t(t % 2)]; }
@@ -96,6 +97,7 @@ class StepSchedule {
   void update_stage(size_t s, const float* grads, const Update& u);
 
   const TrainOptions& opts_;
+  const RunSetup& setup_;
   const TrainHooks& hooks_;
   const ParamTable& table_;
   const Shards& shards_;
