@@ -12,6 +12,7 @@
 #include "plan/report.h"
 #include "temp_dir.h"
 #include "test_util.h"
+#include "train/option_table.h"
 
 namespace ms::test {
 namespace {
@@ -336,6 +337,43 @@ TEST(Plan, The105BPresetFitsEightMachinesOf256GB) {
   EXPECT_TRUE(make_plan(in).fits) << nodes;
   in.nodes = nodes - 1;
   EXPECT_FALSE(make_plan(in).fits) << nodes - 1;
+}
+
+}  // namespace
+}  // namespace ms::test
+
+namespace ms::test {
+namespace {
+
+// plan's runtime flags are train's own (one option table): each is in both verbs' help with train's text, bad values
+// get train's messages, and the host-link override has a name of its own (train's --link-gbps emulates a link).
+TEST(Plan, TakesTrainsRuntimeFlagsFromItsOptionTable) {
+  const CliResult plan_help = run_cli("plan --help"), train_help = run_cli("train --help");
+  ASSERT_EQ(plan_help.code, 0) << plan_help.output;
+  int shared = 0;
+  for (const TrainOption& o : train_option_table())
+    for (const char* flag : {"--offload", "--optimizer-schedule", "--recompute", "--prefetch", "--device-memory",
+                             "--offload-activations", "--host-memory"})
+      if (o.flag == flag) {
+        ++shared;
+        EXPECT_NE(plan_help.output.find(o.help), std::string::npos) << flag << "\n" << plan_help.output;
+        EXPECT_NE(train_help.output.find(o.help), std::string::npos) << flag;
+      }
+  EXPECT_EQ(shared, 7);
+  EXPECT_NE(plan_help.output.find("--offload {none,stream}=stream"), std::string::npos) << "plan's own default";
+  const CliResult slots = run_cli("plan --preset tiny --prefetch 1"), train_slots = run_cli("train --prefetch 1");
+  EXPECT_NE(slots.code, 0);
+  EXPECT_NE(slots.output.find("--prefetch is below 2: one weight slot computes while another loads, got 1"),
+            std::string::npos)
+      << slots.output;
+  EXPECT_NE(train_slots.output.find("--prefetch is below 2"), std::string::npos) << train_slots.output;
+  const CliResult schedule = run_cli("plan --preset tiny --optimizer-schedule sometimes");
+  EXPECT_NE(schedule.code, 0);
+  EXPECT_NE(schedule.output.find("--optimizer-schedule"), std::string::npos) << schedule.output;
+  EXPECT_NE(run_cli("plan --preset tiny --link-gbps 5").code, 0) << "train's emulated link is no plan flag";
+  const CliResult link = run_cli("plan --preset wan2.1-14b --host-link-gbps 7 --json");
+  ASSERT_EQ(link.code, 0) << link.output;
+  EXPECT_EQ(nlohmann::json::parse(link.output)["hardware"]["link_bytes_per_s"].get<double>(), 7e9) << link.output;
 }
 
 }  // namespace
