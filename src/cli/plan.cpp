@@ -72,9 +72,7 @@ PlanInputs plan_inputs(const PlanArgs& a) {
   in.arena.grad_slots = in.hw.grad_slots;
   in.device_memory = r.device_memory;
   in.host_budget = r.host_memory;
-  if (r.optimizer_schedule != ScheduleChoice::automatic)
-    in.schedule =
-        r.optimizer_schedule == ScheduleChoice::deferred ? OptimizerSchedule::deferred : OptimizerSchedule::immediate;
+  in.schedule = schedule_of(r.optimizer_schedule);
   in.recompute = r.recompute;
   in.gpus_per_node = a.gpus_per_node;
   in.nodes = a.nodes;

@@ -3,6 +3,7 @@
 // blocks keep their activations) is resolved once, by the trainer (train/run_setup.h).
 #pragma once
 #include <cstdint>
+#include <optional>
 
 #include "core/enum_names.h"
 #include "runtime/backend.h"
@@ -36,6 +37,11 @@ struct EnumNames<ScheduleChoice> {
 };
 inline ScheduleChoice choice_of(OptimizerSchedule s) {
   return s == OptimizerSchedule::deferred ? ScheduleChoice::deferred : ScheduleChoice::immediate;
+}
+// The schedule a choice names; empty for auto, which the memory check (train/memory_fit.h) or plan resolves.
+inline std::optional<OptimizerSchedule> schedule_of(ScheduleChoice c) {
+  if (c == ScheduleChoice::automatic) return std::nullopt;
+  return c == ScheduleChoice::deferred ? OptimizerSchedule::deferred : OptimizerSchedule::immediate;
 }
 
 // --recompute: whether the backward recomputes each block's activations from its input (always: the least memory;

@@ -115,8 +115,7 @@ void fit_host_memory(const TrainOptions& o, RunSetup& r, const ModelConfig& c, c
       r.schedule = OptimizerSchedule::deferred;
     }
   } else {
-    r.schedule =
-        ro.optimizer_schedule == ScheduleChoice::deferred ? OptimizerSchedule::deferred : OptimizerSchedule::immediate;
+    r.schedule = *schedule_of(ro.optimizer_schedule);
   }
   // Then the activations: kept from the forward where asked for, or where they fit (auto), on a resident run.
   RunSetup kept = r;

@@ -50,7 +50,8 @@ class Run {
       bool resumed, Communicator& comm)
       : comm_(comm),
         opts_(opts),
-        setup_(resolve_run(opts, hooks, cfg, step_shapes(*data, cfg, comm.size()), resumed, comm)),
+        shapes_(step_shapes(*data, cfg, comm.size())),
+        setup_(resolve_run(opts, hooks, cfg, shapes_, resumed, comm)),
         hooks_(hooks),
         cfg_(checked_for_flow(cfg)),
         table_(cfg),
@@ -58,7 +59,6 @@ class Run {
         host_(shards_.total(), gradient_floats(table_, shards_, setup_.schedule,
                                                opts_.runtime.offload == Offload::stream, opts_.grad_accum)
                                    .pool),
-        shapes_(step_shapes(*data, cfg, comm.size())),
         sample_shape_(largest_shape(*data)),
         data_(std::move(data)),
         text_encoder_(load_text_encoder(opts_, *data_, cfg_)),
@@ -322,13 +322,13 @@ class Run {
 
   Communicator& comm_;
   TrainOptions opts_;
+  StepShapes shapes_;  // the data's buckets at their largest batches
   RunSetup setup_;
   TrainHooks hooks_;
   ModelConfig cfg_;
   ParamTable table_;
   Shards shards_;  // this rank's part of the host state
   HostState host_;
-  StepShapes shapes_;       // the data's buckets at their largest batches
   DataShape sample_shape_;  // the largest bucket's clip shape: what samples are drawn at
   std::unique_ptr<Dataset> data_;
   std::unique_ptr<TextEncoder> text_encoder_;  // --t5: captions and sample prompts; null: the built-in hash
