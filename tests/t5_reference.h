@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "t5/t5_weights.h"
+#include "model/t5_weights.h"
 
 namespace ms::test {
 

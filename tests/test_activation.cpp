@@ -6,19 +6,19 @@
 
 namespace ms::test {
 
-using Fwd = void (*)(const double*, double*, int64_t);
-using Bwd = void (*)(const double*, const double*, double*, int64_t);
+using Fwd = void (*)(const ActivationParams<double>&);
+using Bwd = void (*)(const ActivationParams<double>&);
 
 static void check_gradient(Fwd fwd, Bwd bwd) {
   const int64_t n = 37;
   auto x = randn(n, 1, 2.0), r = randn(n, 2);
   auto loss = [&] {
     std::vector<double> y(n);  // [n]
-    fwd(x.data(), y.data(), n);
+    fwd({.x = x.data(), .y = y.data(), .n = n});
     return dot(y, r);
   };
   std::vector<double> dx(n, 0.5);  // [n]; non-zero: backward accumulates
-  bwd(x.data(), r.data(), dx.data(), n);
+  bwd({.x = x.data(), .dy = r.data(), .dx = dx.data(), .n = n});
   for (auto& v : dx) v -= 0.5;
   EXPECT_LT(fd_error(x, dx, loss), kFdTol);
 }
@@ -34,25 +34,25 @@ TEST(Activation, FloatMatchesDouble) {
   auto xf = to_f32(x), dyf = to_f32(dy);
   std::vector<double> y(n), dx(n, 0.0);
   std::vector<float> yf(n), dxf(n, 0.f);
-  cpu::gelu_tanh_forward(x.data(), y.data(), n);
-  cpu::gelu_tanh_forward(xf.data(), yf.data(), n);
+  cpu::gelu_tanh_forward<double>({.x = x.data(), .y = y.data(), .n = n});
+  cpu::gelu_tanh_forward<float>({.x = xf.data(), .y = yf.data(), .n = n});
   EXPECT_LT(rel_l2(yf, y), kF32Tol);
-  cpu::gelu_tanh_backward(x.data(), dy.data(), dx.data(), n);
-  cpu::gelu_tanh_backward(xf.data(), dyf.data(), dxf.data(), n);
+  cpu::gelu_tanh_backward<double>({.x = x.data(), .dy = dy.data(), .dx = dx.data(), .n = n});
+  cpu::gelu_tanh_backward<float>({.x = xf.data(), .dy = dyf.data(), .dx = dxf.data(), .n = n});
   EXPECT_LT(rel_l2(dxf, dx), kF32Tol);
-  cpu::silu_forward(x.data(), y.data(), n);
-  cpu::silu_forward(xf.data(), yf.data(), n);
+  cpu::silu_forward<double>({.x = x.data(), .y = y.data(), .n = n});
+  cpu::silu_forward<float>({.x = xf.data(), .y = yf.data(), .n = n});
   EXPECT_LT(rel_l2(yf, y), kF32Tol);
-  cpu::silu_backward(x.data(), dy.data(), dx.data(), n);
-  cpu::silu_backward(xf.data(), dyf.data(), dxf.data(), n);
+  cpu::silu_backward<double>({.x = x.data(), .dy = dy.data(), .dx = dx.data(), .n = n});
+  cpu::silu_backward<float>({.x = xf.data(), .dy = dyf.data(), .dx = dxf.data(), .n = n});
   EXPECT_LT(rel_l2(dxf, dx), kF32Tol);
 }
 
 TEST(Activation, KnownValues) {
   const std::vector<double> x = {0.0, 1.0, -2.0, 40.0, -40.0};
   std::vector<double> g(x.size()), s(x.size());
-  cpu::gelu_tanh_forward(x.data(), g.data(), int64_t(x.size()));
-  cpu::silu_forward(x.data(), s.data(), int64_t(x.size()));
+  cpu::gelu_tanh_forward<double>({.x = x.data(), .y = g.data(), .n = int64_t(x.size())});
+  cpu::silu_forward<double>({.x = x.data(), .y = s.data(), .n = int64_t(x.size())});
   // Values of torch.nn.functional.gelu(approximate="tanh") and silu.
   const std::vector<double> g_ref = {0.0, 0.8411919906082768, -0.04540230591222494, 40.0, 0.0};
   const std::vector<double> s_ref = {0.0, 0.7310585786300049, -0.2384058440442351, 40.0, 0.0};
@@ -69,8 +69,8 @@ TEST(Activation, OddPartIsIdentity) {
   for (auto& v : xm) v = -v;
   for (Fwd fwd : {Fwd(cpu::gelu_tanh_forward<double>), Fwd(cpu::silu_forward<double>)}) {
     std::vector<double> yp(n), ym(n);  // [n]
-    fwd(x.data(), yp.data(), n);
-    fwd(xm.data(), ym.data(), n);
+    fwd({.x = x.data(), .y = yp.data(), .n = n});
+    fwd({.x = xm.data(), .y = ym.data(), .n = n});
     for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(yp[i] - ym[i], x[i], 1e-14);
   }
 }
@@ -93,8 +93,9 @@ static void check_closed_form(bool gelu, double tol) {
     dy[i] = T(1.0 + 0.5 * r[i]);
     dx[i] = T(0.25);  // backward accumulates
   }
-  (gelu ? cpu::gelu_tanh_forward<T> : cpu::silu_forward<T>)(x.data(), y.data(), n);
-  (gelu ? cpu::gelu_tanh_backward<T> : cpu::silu_backward<T>)(x.data(), dy.data(), dx.data(), n);
+  (gelu ? cpu::gelu_tanh_forward<T> : cpu::silu_forward<T>)({.x = x.data(), .y = y.data(), .n = n});
+  (gelu ? cpu::gelu_tanh_backward<T>
+        : cpu::silu_backward<T>)({.x = x.data(), .dy = dy.data(), .dx = dx.data(), .n = n});
   const long double k = 0.79788456080286535587989211986876L, a = 0.044715L;
   for (int64_t i = 0; i < n; ++i) {
     const long double v = x[i], z = gelu ? 2 * k * (v + a * v * v * v) : v, dz = gelu ? 2 * k * (1 + 3 * a * v * v) : 1;
@@ -121,8 +122,9 @@ TEST(Activation, NanPropagates) {
     x.back() = nan;
     for (bool gelu : {true, false}) {
       std::vector<double> y(size_t(n), 0.0), dx(size_t(n), 0.0);
-      (gelu ? cpu::gelu_tanh_forward<double> : cpu::silu_forward<double>)(x.data(), y.data(), n);
-      (gelu ? cpu::gelu_tanh_backward<double> : cpu::silu_backward<double>)(x.data(), dy.data(), dx.data(), n);
+      (gelu ? cpu::gelu_tanh_forward<double> : cpu::silu_forward<double>)({.x = x.data(), .y = y.data(), .n = n});
+      (gelu ? cpu::gelu_tanh_backward<double>
+            : cpu::silu_backward<double>)({.x = x.data(), .dy = dy.data(), .dx = dx.data(), .n = n});
       EXPECT_TRUE(std::isnan(y.back()));
       EXPECT_TRUE(std::isnan(dx.back()));
       if (n > 1) {

@@ -35,19 +35,31 @@ TEST(DwConv3d, ForwardMatchesNaiveAndGradientsMatchFiniteDifferences) {
     auto r = randn(x.size(), 4);
     std::vector<double> y(x.size());
     auto loss = [&] {
-      cpu::dwconv3d_forward(x.data(), w.data(), b.data(), y.data(), B, Tn, H, W, C);
+      cpu::dwconv3d_forward<double>(
+          {.x = x.data(), .w = w.data(), .b = b.data(), .y = y.data(), .B = B, .Tn = Tn, .H = H, .W = W, .C = C});
       return dot(y, r);
     };
     loss();
     EXPECT_LT(rel_l2(y, naive_dwconv(x, w, b, B, Tn, H, W, C)), 1e-14);
     std::vector<double> dx(x.size(), 0.0), dw(w.size(), 0.0), db(b.size(), 0.0);
-    cpu::dwconv3d_backward(x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data(), B, Tn, H, W, C);
+    cpu::dwconv3d_backward<double>({.x = x.data(),
+                                    .w = w.data(),
+                                    .dy = r.data(),
+                                    .dx = dx.data(),
+                                    .dw = dw.data(),
+                                    .db = db.data(),
+                                    .B = B,
+                                    .Tn = Tn,
+                                    .H = H,
+                                    .W = W,
+                                    .C = C});
     EXPECT_LT(fd_error(x, dx, loss), kFdTol);
     EXPECT_LT(fd_error(w, dw, loss), kFdTol);
     EXPECT_LT(fd_error(b, db, loss), kFdTol);
     auto xf = to_f32(x), wf = to_f32(w), bf = to_f32(b);
     std::vector<float> yf(x.size());
-    cpu::dwconv3d_forward(xf.data(), wf.data(), bf.data(), yf.data(), B, Tn, H, W, C);
+    cpu::dwconv3d_forward<float>(
+        {.x = xf.data(), .w = wf.data(), .b = bf.data(), .y = yf.data(), .B = B, .Tn = Tn, .H = H, .W = W, .C = C});
     EXPECT_LT(rel_l2(yf, y), kF32Tol);
   }
 }

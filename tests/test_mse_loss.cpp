@@ -7,16 +7,18 @@ namespace ms::test {
 TEST(MseLoss, GradientMatchesFiniteDifferences) {
   const int64_t n = 37;
   auto pred = randn(n, 1), target = randn(n, 2);
-  auto loss = [&] { return cpu::mse_loss<double>(pred.data(), target.data(), nullptr, n); };
+  auto loss = [&] { return cpu::mse_loss<double>({.pred = pred.data(), .target = target.data(), .n = n}); };
   std::vector<double> dpred(n, 7.0);  // [n]; overwritten
-  cpu::mse_loss(pred.data(), target.data(), dpred.data(), n);
+  cpu::mse_loss<double>({.pred = pred.data(), .target = target.data(), .dpred = dpred.data(), .n = n});
   EXPECT_LT(fd_error(pred, dpred, loss), kFdTol);
 }
 
 TEST(MseLoss, KnownValues) {
   const std::vector<double> pred = {1.0, 2.0, 3.0}, target = {0.0, 2.0, 5.0};
   std::vector<double> dpred(3);  // [3]
-  EXPECT_DOUBLE_EQ(cpu::mse_loss(pred.data(), target.data(), dpred.data(), 3, 0.25), 5.0 / 3.0);  // (1 + 0 + 4) / 3
+  EXPECT_DOUBLE_EQ(cpu::mse_loss<double>(
+                       {.pred = pred.data(), .target = target.data(), .dpred = dpred.data(), .n = 3, .scale = 0.25}),
+                   5.0 / 3.0);  // (1 + 0 + 4) / 3
   // 2 (pred - target) / 3 * 0.25.
   EXPECT_DOUBLE_EQ(dpred[0], 1.0 / 6.0);
   EXPECT_DOUBLE_EQ(dpred[1], 0.0);
@@ -27,10 +29,12 @@ TEST(MseLoss, FloatMatchesDouble) {
   const int64_t n = 100003;  // several partial-sum chunks
   auto pred = randn(n, 3), target = randn(n, 4);
   std::vector<double> dpred(n);
-  const double l = cpu::mse_loss(pred.data(), target.data(), dpred.data(), n, 0.5);
+  const double l = cpu::mse_loss<double>(
+      {.pred = pred.data(), .target = target.data(), .dpred = dpred.data(), .n = n, .scale = 0.5});
   auto predf = to_f32(pred), targetf = to_f32(target);
   std::vector<float> dpredf(n);
-  const double lf = cpu::mse_loss(predf.data(), targetf.data(), dpredf.data(), n, 0.5);
+  const double lf = cpu::mse_loss<float>(
+      {.pred = predf.data(), .target = targetf.data(), .dpred = dpredf.data(), .n = n, .scale = 0.5});
   EXPECT_NEAR(lf, l, kF32Tol * l);
   EXPECT_LT(rel_l2(dpredf, dpred), kF32Tol);
 }

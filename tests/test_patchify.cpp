@@ -14,21 +14,21 @@ TEST(Patchify, GradientsMatchFiniteDifferences) {
   auto lat = randn(nv, 1), r = randn(nt, 2);
   auto loss = [&] {
     std::vector<double> p(nt);  // [B, L, C*pt*ph*pw]
-    cpu::patchify_forward(lat.data(), p.data(), d);
+    cpu::patchify_forward<double>({.latents = lat.data(), .patches = p.data(), .d = d});
     return dot(p, r);
   };
   std::vector<double> dlat(nv, 7.0);  // [B, C, F, H, W]; overwritten
-  cpu::patchify_backward(r.data(), dlat.data(), d);
+  cpu::patchify_backward<double>({.dpatches = r.data(), .dlatents = dlat.data(), .d = d});
   EXPECT_LT(fd_error(lat, dlat, loss, 200), kFdTol);
 
   auto tok = randn(nt, 3), rv = randn(nv, 4);
   auto loss_un = [&] {
     std::vector<double> v(nv);  // [B, C, F, H, W]
-    cpu::unpatchify_forward(tok.data(), v.data(), d);
+    cpu::unpatchify_forward<double>({.tokens = tok.data(), .video = v.data(), .d = d});
     return dot(v, rv);
   };
   std::vector<double> dtok(nt, 7.0);  // [B, L, pt*ph*pw*C]; overwritten
-  cpu::unpatchify_backward(rv.data(), dtok.data(), d);
+  cpu::unpatchify_backward<double>({.dvideo = rv.data(), .dtokens = dtok.data(), .d = d});
   EXPECT_LT(fd_error(tok, dtok, loss_un, 200), kFdTol);
 }
 
@@ -37,12 +37,12 @@ TEST(Patchify, FloatMatchesDouble) {
   const int64_t nv = video_size(d);
   auto lat = randn(nv, 5);
   std::vector<double> p(nv), v(nv);
-  cpu::patchify_forward(lat.data(), p.data(), d);
-  cpu::unpatchify_forward(p.data(), v.data(), d);
+  cpu::patchify_forward<double>({.latents = lat.data(), .patches = p.data(), .d = d});
+  cpu::unpatchify_forward<double>({.tokens = p.data(), .video = v.data(), .d = d});
   auto latf = to_f32(lat);
   std::vector<float> pf(nv), vf(nv);
-  cpu::patchify_forward(latf.data(), pf.data(), d);
-  cpu::unpatchify_forward(pf.data(), vf.data(), d);
+  cpu::patchify_forward<float>({.latents = latf.data(), .patches = pf.data(), .d = d});
+  cpu::unpatchify_forward<float>({.tokens = pf.data(), .video = vf.data(), .d = d});
   EXPECT_LT(rel_l2(pf, p), kF32Tol);
   EXPECT_LT(rel_l2(vf, v), kF32Tol);
 }
@@ -52,8 +52,8 @@ TEST(Patchify, MatchesIndexFormulas) {
   const int64_t nv = video_size(d), f_ = d.f(), h_ = d.h(), w_ = d.w(), L = d.tokens(), P = d.patch();
   auto lat = randn(nv, 6), tok = randn(nv, 7);
   std::vector<double> p(nv), v(nv);
-  cpu::patchify_forward(lat.data(), p.data(), d);
-  cpu::unpatchify_forward(tok.data(), v.data(), d);
+  cpu::patchify_forward<double>({.latents = lat.data(), .patches = p.data(), .d = d});
+  cpu::unpatchify_forward<double>({.tokens = tok.data(), .video = v.data(), .d = d});
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t c = 0; c < d.C; ++c)
       for (int64_t f = 0; f < f_; ++f)
@@ -75,11 +75,11 @@ TEST(Patchify, InverseReordersRoundTrip) {
   const int64_t nv = video_size(d);
   auto lat = randn(nv, 8);
   std::vector<double> p(nv), back(nv), v(nv), tok(nv);
-  cpu::patchify_forward(lat.data(), p.data(), d);
-  cpu::patchify_backward(p.data(), back.data(), d);
+  cpu::patchify_forward<double>({.latents = lat.data(), .patches = p.data(), .d = d});
+  cpu::patchify_backward<double>({.dpatches = p.data(), .dlatents = back.data(), .d = d});
   EXPECT_EQ(back, lat);
-  cpu::unpatchify_backward(lat.data(), tok.data(), d);
-  cpu::unpatchify_forward(tok.data(), v.data(), d);
+  cpu::unpatchify_backward<double>({.dvideo = lat.data(), .dtokens = tok.data(), .d = d});
+  cpu::unpatchify_forward<double>({.tokens = tok.data(), .video = v.data(), .d = d});
   EXPECT_EQ(v, lat);
 }
 

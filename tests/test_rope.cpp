@@ -10,11 +10,11 @@ TEST(Rope, GradientsMatchFiniteDifferences) {
   auto x = randn(n, 1), r = randn(n, 2);
   auto loss = [&] {
     std::vector<double> y(n);  // [B, F, H, W, nh, d]
-    cpu::rope_forward(x.data(), y.data(), B, F, H, W, nh, d);
+    cpu::rope_forward<double>({.x = x.data(), .y = y.data(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d});
     return dot(y, r);
   };
   std::vector<double> dx(n, 7.0);  // [B, F, H, W, nh, d]; overwritten
-  cpu::rope_backward(r.data(), dx.data(), B, F, H, W, nh, d);
+  cpu::rope_backward<double>({.dy = r.data(), .dx = dx.data(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d});
   EXPECT_LT(fd_error(x, dx, loss, 256), kFdTol);
 }
 
@@ -23,13 +23,13 @@ TEST(Rope, FloatMatchesDouble) {
   const int64_t n = B * F * H * W * nh * d;
   auto x = randn(n, 3);
   std::vector<double> y(n);
-  cpu::rope_forward(x.data(), y.data(), B, F, H, W, nh, d);
+  cpu::rope_forward<double>({.x = x.data(), .y = y.data(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d});
   auto xf = to_f32(x);
   std::vector<float> yf(n);
-  cpu::rope_forward(xf.data(), yf.data(), B, F, H, W, nh, d);
+  cpu::rope_forward<float>({.x = xf.data(), .y = yf.data(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d});
   EXPECT_LT(rel_l2(yf, y), kF32Tol);
-  cpu::rope_backward(x.data(), y.data(), B, F, H, W, nh, d);
-  cpu::rope_backward(xf.data(), yf.data(), B, F, H, W, nh, d);
+  cpu::rope_backward<double>({.dy = x.data(), .dx = y.data(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d});
+  cpu::rope_backward<float>({.dy = xf.data(), .dx = yf.data(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d});
   EXPECT_LT(rel_l2(yf, y), kF32Tol);
 }
 
@@ -38,13 +38,13 @@ TEST(Rope, PreservesPairNormsAndInvertsInPlace) {
   const int64_t n = B * F * H * W * nh * d;
   auto x = randn(n, 4);
   std::vector<double> y(n);  // [B, F, H, W, nh, d]
-  cpu::rope_forward(x.data(), y.data(), B, F, H, W, nh, d);
+  cpu::rope_forward<double>({.x = x.data(), .y = y.data(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d});
   for (int64_t i = 0; i < n; i += 2)
     EXPECT_NEAR(std::hypot(y[i], y[i + 1]), std::hypot(x[i], x[i + 1]), 1e-13);
   std::vector<double> z = x;  // [B, F, H, W, nh, d]; y aliases x
-  cpu::rope_forward(z.data(), z.data(), B, F, H, W, nh, d);
+  cpu::rope_forward<double>({.x = z.data(), .y = z.data(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d});
   EXPECT_EQ(z, y);
-  cpu::rope_backward(z.data(), z.data(), B, F, H, W, nh, d);
+  cpu::rope_backward<double>({.dy = z.data(), .dx = z.data(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d});
   EXPECT_LT(rel_l2(z, x), 1e-15);
 }
 
@@ -52,7 +52,7 @@ TEST(Rope, SinglePositionIsIdentity) {
   const int64_t B = 3, nh = 2, d = 12;  // F = H = W = 1: every token is at position (0, 0, 0)
   auto x = randn(B * nh * d, 5);
   std::vector<double> y(B * nh * d);  // [B, 1, 1, 1, nh, d]
-  cpu::rope_forward(x.data(), y.data(), B, 1, 1, 1, nh, d);
+  cpu::rope_forward<double>({.x = x.data(), .y = y.data(), .B = B, .F = 1, .H = 1, .W = 1, .nh = nh, .d = d});
   EXPECT_EQ(y, x);
 }
 
@@ -62,7 +62,7 @@ TEST(Rope, HandComputedToken) {
   std::vector<double> x(F * H * W * nh * d);  // [1, F, H, W, nh, d]
   for (size_t i = 0; i < x.size(); i += 2) x[i] = 1.0, x[i + 1] = 2.0;
   std::vector<double> y(x.size());
-  cpu::rope_forward(x.data(), y.data(), 1, F, H, W, nh, d);
+  cpu::rope_forward<double>({.x = x.data(), .y = y.data(), .B = 1, .F = F, .H = H, .W = W, .nh = nh, .d = d});
   const int64_t f = 1, h = 2, w = 3, head = 1;
   const double angle[6] = {1.0, 0.01, 2.0, 0.02, 3.0, 0.03};  // (f, f, h, h, w, w) * (1, 0.01)
   const double* yt = y.data() + (((f * H + h) * W + w) * nh + head) * d;

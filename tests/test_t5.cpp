@@ -6,13 +6,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/t5_encoder.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "t5/clean_text.h"
 #include "t5/spm_model.h"
-#include "t5/t5_model.h"
 #include "t5/text_encoder.h"
 #include "t5_reference.h"
 #include "temp_dir.h"

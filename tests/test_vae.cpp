@@ -82,7 +82,7 @@ TEST(VaeKernels, ConvFrameMatchesPlainLoops) {
     const auto w = randn(size_t(d.co * d.k()), seed++), b = randn(size_t(d.co), seed++);
     const auto want = naive_conv_frame(x, w, b, d);
     std::vector<double> y(want.size());
-    cpu::conv3d_frame_forward(x.data(), w.data(), b.data(), y.data(), d);
+    cpu::conv3d_frame_forward<double>({.x = x.data(), .w = w.data(), .b = b.data(), .y = y.data(), .d = d});
     EXPECT_LT(rel_l2(y, want), 1e-13) << "ci " << d.ci << " stride " << d.stride << " up " << d.up;
     std::vector<std::vector<float>> ff;
     std::vector<const float*> xf;
@@ -92,7 +92,7 @@ TEST(VaeKernels, ConvFrameMatchesPlainLoops) {
     }
     const auto wf = to_f32(w), bf = to_f32(b);
     std::vector<float> yf(want.size());
-    cpu::conv3d_frame_forward(xf.data(), wf.data(), bf.data(), yf.data(), d);
+    cpu::conv3d_frame_forward<float>({.x = xf.data(), .w = wf.data(), .b = bf.data(), .y = yf.data(), .d = d});
     EXPECT_LT(rel_l2(yf, want), 1e-5);
   }
 }
@@ -116,12 +116,14 @@ TEST(VaeKernels, ChannelRmsNormMatchesPlainLoops) {
         want[size_t(c * N + p)] = silu ? v / (1 + std::exp(-v)) : v;
       }
     }
-    cpu::channel_rms_norm_forward(x.data(), gamma.data(), y.data(), C, N, silu);
+    cpu::channel_rms_norm_forward<double>(
+        {.x = x.data(), .gamma = gamma.data(), .y = y.data(), .C = C, .N = N, .silu = silu});
     EXPECT_LT(rel_l2(y, want), 1e-14);
     EXPECT_EQ(y[17], 0.0);
     auto xf = to_f32(x), gf = to_f32(gamma);
     std::vector<float> yf(x.size());
-    cpu::channel_rms_norm_forward(xf.data(), gf.data(), yf.data(), C, N, silu);
+    cpu::channel_rms_norm_forward<float>(
+        {.x = xf.data(), .gamma = gf.data(), .y = yf.data(), .C = C, .N = N, .silu = silu});
     EXPECT_LT(rel_l2(yf, want), 1e-6);
   }
 }

@@ -4,10 +4,10 @@
 #include "cli_util.h"
 #include "core/units.h"
 #include "io/safetensors.h"
+#include "model/vae_config.h"
 #include "registry/registry.h"
 #include "temp_dir.h"
 #include "test_util.h"
-#include "vae/vae_config.h"
 #include "vae/vae_model.h"
 
 namespace ms::test {

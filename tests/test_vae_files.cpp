@@ -6,10 +6,10 @@
 
 #include "core/dtype.h"
 #include "io/safetensors.h"
+#include "model/vae_name_map.h"
 #include "temp_dir.h"
 #include "test_util.h"
 #include "vae/vae_model.h"
-#include "vae/vae_name_map.h"
 
 namespace ms::test {
 namespace {

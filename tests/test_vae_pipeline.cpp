@@ -15,11 +15,11 @@
 #include "io/video.h"
 #include "model/config.h"
 #include "model/param_table.h"
+#include "model/vae_weights.h"
 #include "temp_dir.h"
 #include "test_util.h"
 #include "train/memory_fit.h"
 #include "vae/vae_model.h"
-#include "vae/vae_weights.h"
 #include "video_util.h"
 
 namespace ms::test {

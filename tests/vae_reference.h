@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/vae_weights.h"
 #include "ops/conv3d.h"
-#include "vae/vae_weights.h"
 
 namespace ms::test {
 

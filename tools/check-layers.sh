@@ -4,6 +4,8 @@
 # that runs up fails to link; this catches what a link cannot see (templates, inline functions, types).
 # Run by ctest (Layers.IncludesRunDownOnly); exits 1 naming each include that runs up.
 set -euo pipefail
+# The backends implement runtime/'s interfaces (the DiT's stages, the VAE's ops, the text encoder's forward) from
+# model/ and ops/ alone: vae/ and t5/ sit above them and walk their models over those interfaces.
 cd "$(dirname "$0")/../src"
 declare -A allowed=(
   [core]=""
@@ -12,10 +14,10 @@ declare -A allowed=(
   [model]="core io ops"
   [runtime]="core io ops model"
   [backend/cpu]="core io ops model runtime"
+  [backend/cuda]="core io ops model runtime backend/cpu"
+  [registry]="core io ops model runtime backend/cpu backend/cuda"
   [vae]="core io ops model runtime backend/cpu"
   [t5]="core io ops model runtime backend/cpu"
-  [backend/cuda]="core io ops model runtime backend/cpu vae t5"
-  [registry]="core io ops model runtime backend/cpu vae t5 backend/cuda"
   [data]="core io"
   [eval]="core io"
   [plan]="core io ops model runtime registry"

@@ -12,7 +12,7 @@
 #include "cli/cuda_timing.h"
 #include "core/memory_usage.h"
 #include "core/rng.h"
-#include "t5/t5_config.h"
+#include "model/t5_config.h"
 #include "vae/vae_model.h"
 
 namespace ms::cli {

@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/t5_encoder.h"
 #include "cli/ceilings.h"
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/memory_usage.h"
 #include "core/parallel.h"
 #include "core/units.h"
-#include "t5/t5_model.h"
 
 namespace ms::cli {
 namespace {

@@ -49,7 +49,9 @@ double conv_rate(int64_t c, int64_t h, int64_t w) {
   const float* in[3] = {x.data(), x.data() + c * h * w, x.data() + 2 * c * h * w};
   double best = 1e30;
   for (int r = 0; r < 3; ++r)
-    best = std::min(best, wall_seconds([&] { cpu::conv3d_frame_forward<float>(in, wt.data(), nullptr, y.data(), d); }));
+    best = std::min(best, wall_seconds([&] {
+                      cpu::conv3d_frame_forward<float>({.x = in, .w = wt.data(), .y = y.data(), .d = d});
+                    }));
   return d.flops() / best;
 }
 

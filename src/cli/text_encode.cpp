@@ -1,8 +1,9 @@
-// `megaslide text-encode`: prompts to Wan2.1's umT5 text embeddings (docs/text_encoder.md): for prompt K, `ids.K` (int64, the
-// tokens up to and including EOS) and `context.K` [L_K, dim] (f32), as Wan's T5EncoderModel returns them.
+// `megaslide text-encode`: prompts to Wan2.1's umT5 text embeddings (docs/text_encoder.md): for prompt K, `ids.K`
+// (int64, the tokens up to and including EOS) and `context.K` [L_K, dim] (f32), as Wan's T5EncoderModel returns them.
 #include <chrono>
 #include <memory>
 
+#include "backend/cpu/t5_encoder.h"
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/log.h"
@@ -10,7 +11,6 @@
 #include "core/units.h"
 #include "io/safetensors.h"
 #include "registry/frozen_models.h"
-#include "t5/t5_model.h"
 #include "t5/text_encoder.h"
 
 namespace ms::cli {

@@ -25,18 +25,18 @@ using WeightGrads = BlockW<typename Ops::Grad*>;
 template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat, class W = typename Ops::Weight>
 void linear_rms_forward(Ops& ops, const LinearW<const W*>& l, const W* norm_w, const A* x, A* lin, S* rstd, A* y,
                         int64_t N, int64_t D, double eps) {
-  ops.linear_forward(x, l.w, l.b, lin, N, D, D);
-  ops.rmsnorm_forward(lin, norm_w, y, rstd, N, D, eps);
+  ops.linear_forward({.x = x, .w = l.w, .b = l.b, .y = lin, .N = N, .in = D, .out = D});
+  ops.rmsnorm_forward({.x = lin, .w = norm_w, .y = y, .rstd = rstd, .N = N, .C = D, .eps = eps});
 }
 
 // Inverts linear_rms_forward: dx +=, grads +=; `scratch` [N, D] is clobbered.
 template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat, class W = typename Ops::Weight,
           class G = typename Ops::Grad>
-void linear_rms_backward(Ops& ops, const LinearW<const W*>& l, const W* norm_w, const A* x, const A* lin, const S* rstd,
+void linear_rms_backward(Ops& ops, const LinearW<const W*>& l, const W* norm_w, const A* x, const A* lin, S* rstd,
                          const A* dy, A* scratch, A* dx, const LinearW<G*>& gl, G* gnorm, int64_t N, int64_t D) {
   ops.zero(scratch, N * D);
-  ops.rmsnorm_backward(lin, norm_w, rstd, dy, scratch, gnorm, N, D);
-  ops.linear_backward(x, l.w, scratch, dx, gl.w, gl.b, N, D, D);
+  ops.rmsnorm_backward({.x = lin, .w = norm_w, .rstd = rstd, .dy = dy, .dx = scratch, .dw = gnorm, .N = N, .C = D});
+  ops.linear_backward({.x = x, .w = l.w, .dy = scratch, .dx = dx, .dw = gl.w, .db = gl.b, .N = N, .in = D, .out = D});
 }
 
 inline bool window_shifted(const ModelConfig& c, int64_t index) { return c.attention.shift && index % 2 == 1; }
@@ -49,9 +49,18 @@ inline VideoAttentionDims video_dims(const ModelConfig& c, const ModelDims& d) {
 template <class Ops, class A = typename Ops::Act>
 void offset_net_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, const Weights<Ops>& w, const Acts<Ops>& a) {
   const int64_t N = d.N(), D = c.dim, GP = c.groups() * c.attention.slots();
-  ops.dwconv3d_forward(a.xn, w.offset_conv_w, w.offset_conv_b, a.off_h, d.B, d.f, d.h, d.w, D);
-  ops.gelu_tanh_forward(a.off_h, a.off_g, N * D);
-  ops.linear_forward(a.off_g, w.offset_proj.w, w.offset_proj.b, a.off_raw, N, D, GP * 3);
+  ops.dwconv3d_forward({.x = a.xn,
+                        .w = w.offset_conv_w,
+                        .b = w.offset_conv_b,
+                        .y = a.off_h,
+                        .B = d.B,
+                        .Tn = d.f,
+                        .H = d.h,
+                        .W = d.w,
+                        .C = D});
+  ops.gelu_tanh_forward({.x = a.off_h, .y = a.off_g, .n = N * D});
+  ops.linear_forward(
+      {.x = a.off_g, .w = w.offset_proj.w, .b = w.offset_proj.b, .y = a.off_raw, .N = N, .in = D, .out = GP * 3});
   ops.dsa_offsets_forward(
       DsaOffsetsParams<A>{.raw = a.off_raw, .offsets = a.offsets, .range = c.attention.offset_range, .N = N, .M = GP});
 }
@@ -65,10 +74,28 @@ void offset_net_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, con
   ops.dsa_offsets_backward(DsaOffsetsParams<A>{
       .raw = a.off_raw, .doffsets = doff, .draw = doff, .range = c.attention.offset_range, .N = N, .M = GP});
   ops.zero(s1, N * D);
-  ops.linear_backward(a.off_g, w.offset_proj.w, doff, s1, gw.offset_proj.w, gw.offset_proj.b, N, D, GP * 3);
+  ops.linear_backward({.x = a.off_g,
+                       .w = w.offset_proj.w,
+                       .dy = doff,
+                       .dx = s1,
+                       .dw = gw.offset_proj.w,
+                       .db = gw.offset_proj.b,
+                       .N = N,
+                       .in = D,
+                       .out = GP * 3});
   ops.zero(s2, N * D);
-  ops.gelu_tanh_backward(a.off_h, s1, s2, N * D);
-  ops.dwconv3d_backward(a.xn, w.offset_conv_w, s2, dxn, gw.offset_conv_w, gw.offset_conv_b, d.B, d.f, d.h, d.w, D);
+  ops.gelu_tanh_backward({.x = a.off_h, .dy = s1, .dx = s2, .n = N * D});
+  ops.dwconv3d_backward({.x = a.xn,
+                         .w = w.offset_conv_w,
+                         .dy = s2,
+                         .dx = dxn,
+                         .dw = gw.offset_conv_w,
+                         .db = gw.offset_conv_b,
+                         .B = d.B,
+                         .Tn = d.f,
+                         .H = d.h,
+                         .W = d.w,
+                         .C = D});
 }
 
 // The self-attention core of block `index` (model/attention_core.h).
@@ -106,34 +133,65 @@ template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat>
 void block_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Weights<Ops>& w, const A* x,
                    const S* e0, const A* ctx, const Acts<Ops>& a, A* out) {
   const int64_t B = d.B, L = d.L, N = d.N(), D = c.dim, Nc = d.B * d.Lt, S6 = 6 * D;
-  ops.modulation_forward(w.modulation, e0, a.mod, B, 6, D, true);
+  ops.modulation_forward({.param = w.modulation, .e = e0, .mod = a.mod, .B = B, .K = 6, .C = D, .per_chunk = true});
   // self-attention
-  ops.norm_modulate_forward(x, a.mod, a.mod + D, a.ln1, a.xn, a.ln1_mean, a.ln1_rstd, B, L, D, S6, c.eps);
+  ops.norm_modulate_forward({.x = x,
+                             .shift = a.mod,
+                             .scale = a.mod + D,
+                             .ln = a.ln1,
+                             .y = a.xn,
+                             .mean = a.ln1_mean,
+                             .rstd = a.ln1_rstd,
+                             .B = B,
+                             .L = L,
+                             .C = D,
+                             .stride = S6,
+                             .eps = c.eps});
   linear_rms_forward(ops, w.self_attn.q, w.self_attn.norm_q, a.xn, a.q_lin, a.q_rstd, a.q, N, D, c.eps);
   linear_rms_forward(ops, w.self_attn.k, w.self_attn.norm_k, a.xn, a.k_lin, a.k_rstd, a.k, N, D, c.eps);
-  ops.linear_forward(a.xn, w.self_attn.v.w, w.self_attn.v.b, a.v, N, D, D);
+  ops.linear_forward({.x = a.xn, .w = w.self_attn.v.w, .b = w.self_attn.v.b, .y = a.v, .N = N, .in = D, .out = D});
   const int64_t nh = c.num_heads, hd = c.head_dim();
-  ops.rope_forward(a.q, a.q, B, d.f, d.h, d.w, nh, hd);
-  ops.rope_forward(a.k, a.k, B, d.f, d.h, d.w, nh, hd);
+  ops.rope_forward({.x = a.q, .y = a.q, .B = B, .F = d.f, .H = d.h, .W = d.w, .nh = nh, .d = hd});
+  ops.rope_forward({.x = a.k, .y = a.k, .B = B, .F = d.f, .H = d.h, .W = d.w, .nh = nh, .d = hd});
   self_attention_forward(ops, c, d, index, w, a);
-  ops.linear_forward(a.attn, w.self_attn.o.w, w.self_attn.o.b, a.o, N, D, D);
-  ops.gate_residual_forward(x, a.o, a.mod + 2 * D, a.x1, B, L, D, S6);
+  ops.linear_forward({.x = a.attn, .w = w.self_attn.o.w, .b = w.self_attn.o.b, .y = a.o, .N = N, .in = D, .out = D});
+  ops.gate_residual_forward(
+      {.x = x, .y = a.o, .gate = a.mod + 2 * D, .out = a.x1, .B = B, .L = L, .C = D, .stride = S6});
   // cross-attention (no gate)
-  ops.layernorm_forward(a.x1, w.norm3_w, w.norm3_b, a.xc, a.ln3_mean, a.ln3_rstd, N, D, c.eps);
+  ops.layernorm_forward({.x = a.x1,
+                         .w = w.norm3_w,
+                         .b = w.norm3_b,
+                         .y = a.xc,
+                         .mean = a.ln3_mean,
+                         .rstd = a.ln3_rstd,
+                         .N = N,
+                         .C = D,
+                         .eps = c.eps});
   linear_rms_forward(ops, w.cross_attn.q, w.cross_attn.norm_q, a.xc, a.qc_lin, a.qc_rstd, a.qc, N, D, c.eps);
   linear_rms_forward(ops, w.cross_attn.k, w.cross_attn.norm_k, ctx, a.kc_lin, a.kc_rstd, a.kc, Nc, D, c.eps);
-  ops.linear_forward(ctx, w.cross_attn.v.w, w.cross_attn.v.b, a.vc, Nc, D, D);
+  ops.linear_forward({.x = ctx, .w = w.cross_attn.v.w, .b = w.cross_attn.v.b, .y = a.vc, .N = Nc, .in = D, .out = D});
   ops.attention_forward(
       AttentionParams<A, S>{{.q = a.qc, .k = a.kc, .v = a.vc, .out = a.yc, .lse = a.yc_lse}, {B, L, d.Lt, nh, hd}});
-  ops.linear_forward(a.yc, w.cross_attn.o.w, w.cross_attn.o.b, a.x2, N, D, D);
-  ops.gate_residual_forward(a.x1, a.x2, static_cast<const S*>(nullptr), a.x2, B, L, D, S6);
+  ops.linear_forward({.x = a.yc, .w = w.cross_attn.o.w, .b = w.cross_attn.o.b, .y = a.x2, .N = N, .in = D, .out = D});
+  ops.gate_residual_forward({.x = a.x1, .y = a.x2, .out = a.x2, .B = B, .L = L, .C = D, .stride = S6});
   // feed-forward
-  ops.norm_modulate_forward(a.x2, a.mod + 3 * D, a.mod + 4 * D, a.ln2, a.xf, a.ln2_mean, a.ln2_rstd, B, L, D, S6,
-                            c.eps);
-  ops.linear_forward(a.xf, w.ffn0.w, w.ffn0.b, a.ffn_h, N, D, c.ffn_dim);
-  ops.gelu_tanh_forward(a.ffn_h, a.ffn_g, N * c.ffn_dim);
-  ops.linear_forward(a.ffn_g, w.ffn2.w, w.ffn2.b, a.ffn_out, N, c.ffn_dim, D);
-  ops.gate_residual_forward(a.x2, a.ffn_out, a.mod + 5 * D, out, B, L, D, S6);
+  ops.norm_modulate_forward({.x = a.x2,
+                             .shift = a.mod + 3 * D,
+                             .scale = a.mod + 4 * D,
+                             .ln = a.ln2,
+                             .y = a.xf,
+                             .mean = a.ln2_mean,
+                             .rstd = a.ln2_rstd,
+                             .B = B,
+                             .L = L,
+                             .C = D,
+                             .stride = S6,
+                             .eps = c.eps});
+  ops.linear_forward({.x = a.xf, .w = w.ffn0.w, .b = w.ffn0.b, .y = a.ffn_h, .N = N, .in = D, .out = c.ffn_dim});
+  ops.gelu_tanh_forward({.x = a.ffn_h, .y = a.ffn_g, .n = N * c.ffn_dim});
+  ops.linear_forward({.x = a.ffn_g, .w = w.ffn2.w, .b = w.ffn2.b, .y = a.ffn_out, .N = N, .in = c.ffn_dim, .out = D});
+  ops.gate_residual_forward(
+      {.x = a.x2, .y = a.ffn_out, .gate = a.mod + 5 * D, .out = out, .B = B, .L = L, .C = D, .stride = S6});
 }
 
 // Inverts block_forward: recomputes it from x into acts (unless !recompute: acts then hold this block's forward),
@@ -152,18 +210,55 @@ void block_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t 
   ops.zero(g.mod, B * S6);
   // feed-forward: out = x2 + ffn_out * gate2
   ops.zero(g.a, N * D);
-  ops.gate_residual_backward(a.ffn_out, a.mod + 5 * D, dres, static_cast<A*>(nullptr), g.a, g.mod + 5 * D, B, L, D, S6);
+  ops.gate_residual_backward({.y = a.ffn_out,
+                              .gate = a.mod + 5 * D,
+                              .dout = dres,
+                              .dy = g.a,
+                              .dgate = g.mod + 5 * D,
+                              .B = B,
+                              .L = L,
+                              .C = D,
+                              .stride = S6});
   ops.zero(g.f1, N * Fd);
-  ops.linear_backward(a.ffn_g, w.ffn2.w, g.a, g.f1, gw.ffn2.w, gw.ffn2.b, N, Fd, D);
+  ops.linear_backward({.x = a.ffn_g,
+                       .w = w.ffn2.w,
+                       .dy = g.a,
+                       .dx = g.f1,
+                       .dw = gw.ffn2.w,
+                       .db = gw.ffn2.b,
+                       .N = N,
+                       .in = Fd,
+                       .out = D});
   ops.zero(g.f2, N * Fd);
-  ops.gelu_tanh_backward(a.ffn_h, g.f1, g.f2, N * Fd);
+  ops.gelu_tanh_backward({.x = a.ffn_h, .dy = g.f1, .dx = g.f2, .n = N * Fd});
   ops.zero(g.b, N * D);
-  ops.linear_backward(a.xf, w.ffn0.w, g.f2, g.b, gw.ffn0.w, gw.ffn0.b, N, D, Fd);
-  ops.norm_modulate_backward(a.x2, a.ln2, a.ln2_mean, a.ln2_rstd, a.mod + 4 * D, g.b, g.c, dres, g.mod + 3 * D,
-                             g.mod + 4 * D, B, L, D, S6);
+  ops.linear_backward(
+      {.x = a.xf, .w = w.ffn0.w, .dy = g.f2, .dx = g.b, .dw = gw.ffn0.w, .db = gw.ffn0.b, .N = N, .in = D, .out = Fd});
+  ops.norm_modulate_backward({.x = a.x2,
+                              .scale = a.mod + 4 * D,
+                              .ln = a.ln2,
+                              .mean = a.ln2_mean,
+                              .rstd = a.ln2_rstd,
+                              .dy = g.b,
+                              .tmp = g.c,
+                              .dx = dres,
+                              .dshift = g.mod + 3 * D,
+                              .dscale = g.mod + 4 * D,
+                              .B = B,
+                              .L = L,
+                              .C = D,
+                              .stride = S6});
   // cross-attention: x2 = x1 + o(attn(q(norm3(x1)), k(ctx), v(ctx)))
   ops.zero(g.a, N * D);
-  ops.linear_backward(a.yc, w.cross_attn.o.w, dres, g.a, gw.cross_attn.o.w, gw.cross_attn.o.b, N, D, D);
+  ops.linear_backward({.x = a.yc,
+                       .w = w.cross_attn.o.w,
+                       .dy = dres,
+                       .dx = g.a,
+                       .dw = gw.cross_attn.o.w,
+                       .db = gw.cross_attn.o.b,
+                       .N = N,
+                       .in = D,
+                       .out = D});
   ops.zero(g.b, N * D);
   ops.zero(g.kc, Nc * D);
   ops.zero(g.vc, Nc * D);
@@ -175,32 +270,86 @@ void block_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t 
                       gw.cross_attn.q, gw.cross_attn.norm_q, N, D);
   linear_rms_backward(ops, w.cross_attn.k, w.cross_attn.norm_k, ctx, a.kc_lin, a.kc_rstd, g.kc, g.kl, dctx,
                       gw.cross_attn.k, gw.cross_attn.norm_k, Nc, D);
-  ops.linear_backward(ctx, w.cross_attn.v.w, g.vc, dctx, gw.cross_attn.v.w, gw.cross_attn.v.b, Nc, D, D);
-  ops.layernorm_backward(a.x1, w.norm3_w, a.ln3_mean, a.ln3_rstd, g.d, dres, gw.norm3_w, gw.norm3_b, N, D);
+  ops.linear_backward({.x = ctx,
+                       .w = w.cross_attn.v.w,
+                       .dy = g.vc,
+                       .dx = dctx,
+                       .dw = gw.cross_attn.v.w,
+                       .db = gw.cross_attn.v.b,
+                       .N = Nc,
+                       .in = D,
+                       .out = D});
+  ops.layernorm_backward({.x = a.x1,
+                          .w = w.norm3_w,
+                          .mean = a.ln3_mean,
+                          .rstd = a.ln3_rstd,
+                          .dy = g.d,
+                          .dx = dres,
+                          .dw = gw.norm3_w,
+                          .db = gw.norm3_b,
+                          .N = N,
+                          .C = D});
   // self-attention: x1 = x + o(attn(rope(q(xn)), rope(k(xn)), v(xn)[, offsets(xn)])) * gate1
   ops.zero(g.a, N * D);
-  ops.gate_residual_backward(a.o, a.mod + 2 * D, dres, static_cast<A*>(nullptr), g.a, g.mod + 2 * D, B, L, D, S6);
+  ops.gate_residual_backward({.y = a.o,
+                              .gate = a.mod + 2 * D,
+                              .dout = dres,
+                              .dy = g.a,
+                              .dgate = g.mod + 2 * D,
+                              .B = B,
+                              .L = L,
+                              .C = D,
+                              .stride = S6});
   ops.zero(g.b, N * D);
-  ops.linear_backward(a.attn, w.self_attn.o.w, g.a, g.b, gw.self_attn.o.w, gw.self_attn.o.b, N, D, D);
+  ops.linear_backward({.x = a.attn,
+                       .w = w.self_attn.o.w,
+                       .dy = g.a,
+                       .dx = g.b,
+                       .dw = gw.self_attn.o.w,
+                       .db = gw.self_attn.o.b,
+                       .N = N,
+                       .in = D,
+                       .out = D});
   A *dq = g.c, *dk = g.a, *dv = g.d, *dxn = g.e;
   ops.zero(dq, N * D);
   ops.zero(dk, N * D);
   ops.zero(dv, N * D);
   ops.zero(g.off, c.attention.has_offsets() ? N * c.groups() * c.attention.slots() * 3 : 0);
   self_attention_backward(ops, c, d, index, a, g.b, dq, dk, dv, g.off);
-  ops.rope_backward(dq, dq, B, d.f, d.h, d.w, nh, hd);
-  ops.rope_backward(dk, dk, B, d.f, d.h, d.w, nh, hd);
+  ops.rope_backward({.dy = dq, .dx = dq, .B = B, .F = d.f, .H = d.h, .W = d.w, .nh = nh, .d = hd});
+  ops.rope_backward({.dy = dk, .dx = dk, .B = B, .F = d.f, .H = d.h, .W = d.w, .nh = nh, .d = hd});
   ops.zero(dxn, N * D);
   linear_rms_backward(ops, w.self_attn.q, w.self_attn.norm_q, a.xn, a.q_lin, a.q_rstd, dq, g.b, dxn, gw.self_attn.q,
                       gw.self_attn.norm_q, N, D);
   linear_rms_backward(ops, w.self_attn.k, w.self_attn.norm_k, a.xn, a.k_lin, a.k_rstd, dk, g.b, dxn, gw.self_attn.k,
                       gw.self_attn.norm_k, N, D);
-  ops.linear_backward(a.xn, w.self_attn.v.w, dv, dxn, gw.self_attn.v.w, gw.self_attn.v.b, N, D, D);
+  ops.linear_backward({.x = a.xn,
+                       .w = w.self_attn.v.w,
+                       .dy = dv,
+                       .dx = dxn,
+                       .dw = gw.self_attn.v.w,
+                       .db = gw.self_attn.v.b,
+                       .N = N,
+                       .in = D,
+                       .out = D});
   if (c.attention.has_offsets()) offset_net_backward(ops, c, d, w, a, g.off, dq, dk, dxn, gw);  // dq, dk are free
-  ops.norm_modulate_backward(x, a.ln1, a.ln1_mean, a.ln1_rstd, a.mod + D, dxn, g.b, dres, g.mod, g.mod + D, B, L, D,
-                             S6);
+  ops.norm_modulate_backward({.x = x,
+                              .scale = a.mod + D,
+                              .ln = a.ln1,
+                              .mean = a.ln1_mean,
+                              .rstd = a.ln1_rstd,
+                              .dy = dxn,
+                              .tmp = g.b,
+                              .dx = dres,
+                              .dshift = g.mod,
+                              .dscale = g.mod + D,
+                              .B = B,
+                              .L = L,
+                              .C = D,
+                              .stride = S6});
   // modulation + e0: the parameter is shared by the batch
-  ops.modulation_backward(g.mod, gw.modulation, de0, B, 6, D, true);
+  ops.modulation_backward(
+      {.dmod = g.mod, .dparam = gw.modulation, .de = de0, .B = B, .K = 6, .C = D, .per_chunk = true});
 }
 
 }  // namespace ms::block_impl

@@ -18,10 +18,21 @@ template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat, 
 void head_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, const HeadW<const W*>& w, const A* x, const S* e,
                   const HeadActs<A, S>& a, typename Ops::Io* out) {
   const int64_t N = d.N(), D = c.dim, Po = c.out_dim * c.patch_volume();
-  ops.modulation_forward(w.modulation, e, a.hm, d.B, 2, D, false);
-  ops.norm_modulate_forward(x, a.hm, a.hm + D, a.ln, a.xm, a.mean, a.rstd, d.B, d.L, D, 2 * D, c.eps);
-  ops.linear_forward(a.xm, w.head.w, w.head.b, a.y, N, D, Po);
-  ops.unpatchify_forward(a.y, out, out_dims(c, d));
+  ops.modulation_forward({.param = w.modulation, .e = e, .mod = a.hm, .B = d.B, .K = 2, .C = D});
+  ops.norm_modulate_forward({.x = x,
+                             .shift = a.hm,
+                             .scale = a.hm + D,
+                             .ln = a.ln,
+                             .y = a.xm,
+                             .mean = a.mean,
+                             .rstd = a.rstd,
+                             .B = d.B,
+                             .L = d.L,
+                             .C = D,
+                             .stride = 2 * D,
+                             .eps = c.eps});
+  ops.linear_forward({.x = a.xm, .w = w.head.w, .b = w.head.b, .y = a.y, .N = N, .in = D, .out = Po});
+  ops.unpatchify_forward({.tokens = a.y, .video = out, .d = out_dims(c, d)});
 }
 
 // Inverts head_forward from dout [B, out_dim, F, H, W]: writes dx [B, L, D] (overwritten), accumulates de [B, D]
@@ -34,13 +45,27 @@ void head_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, const Hea
   const int64_t N = d.N(), D = c.dim, Po = c.out_dim * c.patch_volume();
   A *dy = as, *dxm = dy + N * Po, *dln = dxm + N * D;
   S* dhm = ss;
-  ops.unpatchify_backward(dout, dy, out_dims(c, d));
+  ops.unpatchify_backward({.dvideo = dout, .dtokens = dy, .d = out_dims(c, d)});
   ops.zero(dxm, N * D);
-  ops.linear_backward(a.xm, w.head.w, dy, dxm, gw.head.w, gw.head.b, N, D, Po);
+  ops.linear_backward(
+      {.x = a.xm, .w = w.head.w, .dy = dy, .dx = dxm, .dw = gw.head.w, .db = gw.head.b, .N = N, .in = D, .out = Po});
   ops.zero(dhm, d.B * 2 * D);
   ops.zero(dx, N * D);
-  ops.norm_modulate_backward(x, a.ln, a.mean, a.rstd, a.hm + D, dxm, dln, dx, dhm, dhm + D, d.B, d.L, D, 2 * D);
-  ops.modulation_backward(dhm, gw.modulation, de, d.B, 2, D, false);
+  ops.norm_modulate_backward({.x = x,
+                              .scale = a.hm + D,
+                              .ln = a.ln,
+                              .mean = a.mean,
+                              .rstd = a.rstd,
+                              .dy = dxm,
+                              .tmp = dln,
+                              .dx = dx,
+                              .dshift = dhm,
+                              .dscale = dhm + D,
+                              .B = d.B,
+                              .L = d.L,
+                              .C = D,
+                              .stride = 2 * D});
+  ops.modulation_backward({.dmod = dhm, .dparam = gw.modulation, .de = de, .B = d.B, .K = 2, .C = D});
 }
 
 }  // namespace ms::head_impl

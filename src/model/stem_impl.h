@@ -19,20 +19,23 @@ template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat, 
 void stem_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, const StemW<const W*>& w, const Io* latents,
                   const Io* t, const Io* context, const StemActs<A, S>& a) {
   const int64_t N = d.N(), D = c.dim, B = d.B, Nt = d.B * d.Lt, Pv = c.in_dim * c.patch_volume();
-  ops.patchify_forward(latents, a.patches, patch_dims(c, d));
-  ops.linear_forward(a.patches, w.patch.w, w.patch.b, a.x0, N, Pv, D);
+  ops.patchify_forward({.latents = latents, .patches = a.patches, .d = patch_dims(c, d)});
+  ops.linear_forward({.x = a.patches, .w = w.patch.w, .b = w.patch.b, .y = a.x0, .N = N, .in = Pv, .out = D});
   // time: e = time_embedding(sinusoidal(t)); e0 = time_projection(e)
-  ops.sinusoidal_embedding(t, a.sin, B, c.freq_dim);
-  ops.time_linear_forward(a.sin, w.time0.w, w.time0.b, a.t_a0, B, c.freq_dim, D);
-  ops.time_silu_forward(a.t_a0, a.t_s0, B * D);
-  ops.time_linear_forward(a.t_s0, w.time2.w, w.time2.b, a.e, B, D, D);
-  ops.time_silu_forward(a.e, a.e_silu, B * D);
-  ops.time_linear_forward(a.e_silu, w.time_proj.w, w.time_proj.b, a.e0, B, D, 6 * D);
+  ops.sinusoidal_embedding({.t = t, .out = a.sin, .B = B, .dim = c.freq_dim});
+  ops.time_linear_forward(
+      {.x = a.sin, .w = w.time0.w, .b = w.time0.b, .y = a.t_a0, .N = B, .in = c.freq_dim, .out = D});
+  ops.time_silu_forward({.x = a.t_a0, .y = a.t_s0, .n = B * D});
+  ops.time_linear_forward({.x = a.t_s0, .w = w.time2.w, .b = w.time2.b, .y = a.e, .N = B, .in = D, .out = D});
+  ops.time_silu_forward({.x = a.e, .y = a.e_silu, .n = B * D});
+  ops.time_linear_forward(
+      {.x = a.e_silu, .w = w.time_proj.w, .b = w.time_proj.b, .y = a.e0, .N = B, .in = D, .out = 6 * D});
   // text: ctx = text_embedding(pad(context))
-  ops.pad_context_forward(context, a.ctx_pad, B, d.Lc, d.Lt, c.text_dim);
-  ops.linear_forward(a.ctx_pad, w.text0.w, w.text0.b, a.ctx_h, Nt, c.text_dim, D);
-  ops.gelu_tanh_forward(a.ctx_h, a.ctx_g, Nt * D);
-  ops.linear_forward(a.ctx_g, w.text2.w, w.text2.b, a.ctx, Nt, D, D);
+  ops.pad_context_forward({.context = context, .padded = a.ctx_pad, .B = B, .Lc = d.Lc, .Lt = d.Lt, .C = c.text_dim});
+  ops.linear_forward(
+      {.x = a.ctx_pad, .w = w.text0.w, .b = w.text0.b, .y = a.ctx_h, .N = Nt, .in = c.text_dim, .out = D});
+  ops.gelu_tanh_forward({.x = a.ctx_h, .y = a.ctx_g, .n = Nt * D});
+  ops.linear_forward({.x = a.ctx_g, .w = w.text2.w, .b = w.text2.b, .y = a.ctx, .N = Nt, .in = D, .out = D});
 }
 
 // Inverts stem_forward given dx0 [N, D], de [B, D], de0 [B, 6, D], dctx [Nt, D] (each consumed; de is clobbered).
@@ -47,28 +50,70 @@ void stem_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, const Ste
   // patch embedding
   A* dpatches = dlatents ? as : nullptr;
   if (dpatches) ops.zero(dpatches, N * Pv);
-  ops.linear_backward(a.patches, w.patch.w, dx0, dpatches, gw.patch.w, gw.patch.b, N, Pv, D);
-  if (dlatents) ops.patchify_backward(dpatches, dlatents, patch_dims(c, d));
+  ops.linear_backward({.x = a.patches,
+                       .w = w.patch.w,
+                       .dy = dx0,
+                       .dx = dpatches,
+                       .dw = gw.patch.w,
+                       .db = gw.patch.b,
+                       .N = N,
+                       .in = Pv,
+                       .out = D});
+  if (dlatents) ops.patchify_backward({.dpatches = dpatches, .dlatents = dlatents, .d = patch_dims(c, d)});
   // time: e0 = proj(silu(e)), e = time2(silu(time0(sin)))
   S *de_silu = ss, *ds0 = ss + B * D, *da0 = ss + 2 * B * D;
   ops.zero(de_silu, B * D);
-  ops.time_linear_backward(a.e_silu, w.time_proj.w, de0, de_silu, gw.time_proj.w, gw.time_proj.b, B, D, 6 * D);
-  ops.time_silu_backward(a.e, de_silu, de, B * D);
+  ops.time_linear_backward({.x = a.e_silu,
+                            .w = w.time_proj.w,
+                            .dy = de0,
+                            .dx = de_silu,
+                            .dw = gw.time_proj.w,
+                            .db = gw.time_proj.b,
+                            .N = B,
+                            .in = D,
+                            .out = 6 * D});
+  ops.time_silu_backward({.x = a.e, .dy = de_silu, .dx = de, .n = B * D});
   ops.zero(ds0, B * D);
-  ops.time_linear_backward(a.t_s0, w.time2.w, de, ds0, gw.time2.w, gw.time2.b, B, D, D);
+  ops.time_linear_backward({.x = a.t_s0,
+                            .w = w.time2.w,
+                            .dy = de,
+                            .dx = ds0,
+                            .dw = gw.time2.w,
+                            .db = gw.time2.b,
+                            .N = B,
+                            .in = D,
+                            .out = D});
   ops.zero(da0, B * D);
-  ops.time_silu_backward(a.t_a0, ds0, da0, B * D);
-  ops.time_linear_backward(a.sin, w.time0.w, da0, static_cast<S*>(nullptr), gw.time0.w, gw.time0.b, B, c.freq_dim, D);
+  ops.time_silu_backward({.x = a.t_a0, .dy = ds0, .dx = da0, .n = B * D});
+  ops.time_linear_backward(
+      {.x = a.sin, .w = w.time0.w, .dy = da0, .dw = gw.time0.w, .db = gw.time0.b, .N = B, .in = c.freq_dim, .out = D});
   // text
   A *dg = as, *dh = as + Nt * D, *dpad = as + 2 * Nt * D;
   ops.zero(dg, Nt * D);
-  ops.linear_backward(a.ctx_g, w.text2.w, dctx, dg, gw.text2.w, gw.text2.b, Nt, D, D);
+  ops.linear_backward({.x = a.ctx_g,
+                       .w = w.text2.w,
+                       .dy = dctx,
+                       .dx = dg,
+                       .dw = gw.text2.w,
+                       .db = gw.text2.b,
+                       .N = Nt,
+                       .in = D,
+                       .out = D});
   ops.zero(dh, Nt * D);
-  ops.gelu_tanh_backward(a.ctx_h, dg, dh, Nt * D);
+  ops.gelu_tanh_backward({.x = a.ctx_h, .dy = dg, .dx = dh, .n = Nt * D});
   A* dpad_or_null = dcontext ? dpad : nullptr;
   if (dpad_or_null) ops.zero(dpad, Nt * c.text_dim);
-  ops.linear_backward(a.ctx_pad, w.text0.w, dh, dpad_or_null, gw.text0.w, gw.text0.b, Nt, c.text_dim, D);
-  if (dcontext) ops.pad_context_backward(dpad, dcontext, B, d.Lc, d.Lt, c.text_dim);
+  ops.linear_backward({.x = a.ctx_pad,
+                       .w = w.text0.w,
+                       .dy = dh,
+                       .dx = dpad_or_null,
+                       .dw = gw.text0.w,
+                       .db = gw.text0.b,
+                       .N = Nt,
+                       .in = c.text_dim,
+                       .out = D});
+  if (dcontext)
+    ops.pad_context_backward({.dpadded = dpad, .dcontext = dcontext, .B = B, .Lc = d.Lc, .Lt = d.Lt, .C = c.text_dim});
 }
 
 }  // namespace ms::stem_impl

@@ -1,9 +1,10 @@
 // Dense multi-head attention, flash-style (streaming softmax over key tiles): never holds more than a
 // query-tile x key-tile block of scores. Used for dense self-attention and for cross-attention.
 //
-// Every attention op (this one, ops/window_attention.h, ops/dsa.h) takes one params struct, filled once where the
-// model calls it and taken whole by each backend's launcher: its AttentionTensors and the op's own shape and
-// settings. A = the activations' element type, S = the statistics' (lse): T on the CPU, bf16 and fp32 on the GPU.
+// Like every op of src/ops, each attention op (this one, ops/window_attention.h, ops/dsa.h) takes one params struct,
+// filled once where the model calls it and taken whole by each backend's launcher: its AttentionTensors and the op's
+// own shape and settings. A = the activations' element type, S = the statistics' (lse): T on the CPU, bf16 and fp32
+// on the GPU.
 #pragma once
 #include <cstdint>
 

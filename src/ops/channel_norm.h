@@ -4,10 +4,22 @@
 #pragma once
 #include <cstdint>
 
+namespace ms {
+
+template <class T>
+struct ChannelNormParams {
+  const T* x = nullptr;      // [C, N] (N pixels per channel plane)
+  const T* gamma = nullptr;  // [C]
+  T* y = nullptr;            // [C, N] (may be x)
+  int64_t C = 0, N = 0;
+  bool silu = false;
+};
+
+}  // namespace ms
+
 namespace ms::cpu {
 
-// x [C, N] (N pixels per channel plane), gamma [C] -> y [C, N] (may be x).
 template <class T>
-void channel_rms_norm_forward(const T* x, const T* gamma, T* y, int64_t C, int64_t N, bool silu);
+void channel_rms_norm_forward(const ChannelNormParams<T>& p);
 
 }  // namespace ms::cpu

@@ -34,14 +34,22 @@ inline int64_t conv_out_size(int64_t n, int64_t k, int64_t stride, int64_t pad_b
   return (n + pad_before + pad_after - k) / stride + 1;
 }
 
+template <class T>
+struct ConvFrameParams {
+  const T* const* x = nullptr;  // d.kt frame pointers, each [ci, h, w] or null (zeros)
+  const T* w = nullptr;         // [co, k()]
+  const T* b = nullptr;         // [co] or null
+  T* y = nullptr;               // [co, out_h, out_w] (overwritten)
+  ConvFrameDims d{};
+};
+
 }  // namespace ms
 
 namespace ms::cpu {
 
-// x: kt frame pointers, each [ci, h, w] or null; w [co, k()]; b [co] or null; y [co, out_h, out_w] (overwritten).
 // Unfolds a band of output pixels at a time (im2col into a per-thread buffer of at most a few MiB) and multiplies it
 // with OpenBLAS; a 1x1x1 kernel at stride 1 multiplies the frame directly.
 template <class T>
-void conv3d_frame_forward(const T* const* x, const T* w, const T* b, T* y, const ConvFrameDims& d);
+void conv3d_frame_forward(const ConvFrameParams<T>& p);
 
 }  // namespace ms::cpu

@@ -3,16 +3,32 @@
 #pragma once
 #include <cstdint>
 
+namespace ms {
+
+// A = the activations' and weights' element type, G = the weight gradients' (T on the CPU; bf16 and fp32 on the
+// GPU). The forward reads x, w, b and writes y; the backward reads x, w, dy and accumulates into dx, dw, db. dx is
+// gathered per token; dw and db are reduced per channel block: deterministic.
+template <class A, class G = A>
+struct Dwconv3dParams {
+  const A* x = nullptr;   // [B, T, H, W, C]
+  const A* w = nullptr;   // [C, 1, 3, 3, 3] (= [C, 27], taps t-major)
+  const A* b = nullptr;   // [C] or null
+  A* y = nullptr;         // [B, T, H, W, C] (overwritten)
+  const A* dy = nullptr;  // [B, T, H, W, C]
+  A* dx = nullptr;        // += (skipped when null)
+  G* dw = nullptr;        // [C, 27] +=
+  G* db = nullptr;        // [C] += (skipped when null)
+  int64_t B = 0, Tn = 0, H = 0, W = 0, C = 0;
+};
+
+}  // namespace ms
+
 namespace ms::cpu {
 
-// x [B, T, H, W, C], w [C, 1, 3, 3, 3] (= [C, 27], taps t-major), b [C] or null -> y [B, T, H, W, C] (overwritten).
 template <class T>
-void dwconv3d_forward(const T* x, const T* w, const T* b, T* y, int64_t B, int64_t Tn, int64_t H, int64_t W, int64_t C);
-
-// Inverts dwconv3d_forward given dy [B, T, H, W, C]: dx += (skipped when null), dw [C, 27] +=, db [C] += (skipped
-// when null). dx is gathered per token; dw and db are reduced per channel block: deterministic.
+void dwconv3d_forward(const Dwconv3dParams<T>& p);
+// Inverts dwconv3d_forward.
 template <class T>
-void dwconv3d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t B, int64_t Tn, int64_t H,
-                       int64_t W, int64_t C);
+void dwconv3d_backward(const Dwconv3dParams<T>& p);
 
 }  // namespace ms::cpu

@@ -2,15 +2,35 @@
 #pragma once
 #include <cstdint>
 
+namespace ms {
+
+// A = the activations' and weights' element type, S = the statistics' and weight gradients' (T on the CPU; bf16 and
+// fp32 on the GPU). The forward reads x, w, b and writes y, mean, rstd; the backward reads x, w, mean, rstd, dy and
+// accumulates into dx, dw, db.
+template <class A, class S = A>
+struct LayerNormParams {
+  const A* x = nullptr;   // [N, C]
+  const A* w = nullptr;   // [C]; w and b may both be null (no affine)
+  const A* b = nullptr;   // [C]
+  A* y = nullptr;         // [N, C]
+  S* mean = nullptr;      // [N] (saved by the forward)
+  S* rstd = nullptr;      // [N]
+  const A* dy = nullptr;  // [N, C]
+  A* dx = nullptr;        // [N, C] +=
+  S* dw = nullptr;        // [C] += (ignored when w is null)
+  S* db = nullptr;        // [C] +=
+  int64_t N = 0, C = 0;
+  double eps = 0;
+};
+
+}  // namespace ms
+
 namespace ms::cpu {
 
-// x [N, C] -> y [N, C]; saves mean [N] and rstd [N]. w, b [C] may both be null (no affine).
 template <class T>
-void layernorm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t N, int64_t C, double eps);
-
-// Inverts layernorm_forward. dx [N, C] += ...; dw, db [C] += ... (ignored when w, b are null).
+void layernorm_forward(const LayerNormParams<T>& p);
+// Inverts layernorm_forward.
 template <class T>
-void layernorm_backward(const T* x, const T* w, const T* mean, const T* rstd, const T* dy, T* dx, T* dw, T* db,
-                        int64_t N, int64_t C);
+void layernorm_backward(const LayerNormParams<T>& p);
 
 }  // namespace ms::cpu

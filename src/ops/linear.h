@@ -1,16 +1,35 @@
 // Linear layer: y = x W^T + b (torch.nn.Linear).
+//
+// Like every op of src/ops, its arguments are one params struct, filled where the model calls it and taken whole by
+// each backend's kernel. X = the inputs' and outputs' element type, W = the weights', G = the weight gradients' (T on
+// the CPU; bf16, bf16, fp32 on the GPU, or fp32 inputs for the time path).
 #pragma once
 #include <cstdint>
 
+namespace ms {
+
+// The forward reads x, w, b and writes y; the backward reads x, w, dy and accumulates into dx, dw, db.
+template <class X, class W = X, class G = X>
+struct LinearParams {
+  const X* x = nullptr;   // [N, in]
+  const W* w = nullptr;   // [out, in]
+  const W* b = nullptr;   // [out] or null
+  X* y = nullptr;         // [N, out] (overwritten)
+  const X* dy = nullptr;  // [N, out]
+  X* dx = nullptr;        // [N, in] += dy W (skipped when null)
+  G* dw = nullptr;        // [out, in] += dy^T x
+  G* db = nullptr;        // [out] += sum_n dy (skipped when null)
+  int64_t N = 0, in = 0, out = 0;
+};
+
+}  // namespace ms
+
 namespace ms::cpu {
 
-// x [N, in], w [out, in], b [out] or null -> y [N, out] (overwritten).
 template <class T>
-void linear_forward(const T* x, const T* w, const T* b, T* y, int64_t N, int64_t in, int64_t out);
-
-// Inverts linear_forward. Accumulates: dx [N, in] += dy W (skipped when dx is null),
-// dw [out, in] += dy^T x, db [out] += sum_n dy (skipped when db is null).
+void linear_forward(const LinearParams<T>& p);
+// Inverts linear_forward.
 template <class T>
-void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t N, int64_t in, int64_t out);
+void linear_backward(const LinearParams<T>& p);
 
 }  // namespace ms::cpu

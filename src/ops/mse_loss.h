@@ -2,10 +2,23 @@
 #pragma once
 #include <cstdint>
 
+namespace ms {
+
+template <class T>
+struct MseLossParams {
+  const T* pred = nullptr;    // [n]
+  const T* target = nullptr;  // [n]
+  T* dpred = nullptr;         // [n] = 2 (pred - target) / n * scale, written when not null
+  int64_t n = 0;
+  double scale = 1.0;
+};
+
+}  // namespace ms
+
 namespace ms::cpu {
 
-// Returns the loss; writes dpred [n] = 2 (pred - target) / n * scale when dpred is non-null.
+// Returns the loss.
 template <class T>
-double mse_loss(const T* pred, const T* target, T* dpred, int64_t n, double scale = 1.0);
+double mse_loss(const MseLossParams<T>& p);
 
 }  // namespace ms::cpu

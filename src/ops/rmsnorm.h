@@ -2,14 +2,32 @@
 #pragma once
 #include <cstdint>
 
+namespace ms {
+
+// X = the input's element type, S = the statistics' and weight gradient's, W = the weight's, Y = the output's (T on
+// the CPU; bf16 in and out with fp32 statistics for the DiT on the GPU, fp32 in for umT5's residual stream). The
+// forward reads x, w and writes y, rstd; the backward reads x, w, rstd, dy and accumulates into dx, dw.
+template <class X, class S = X, class W = X, class Y = X>
+struct RmsNormParams {
+  const X* x = nullptr;   // [N, C]
+  const W* w = nullptr;   // [C]
+  Y* y = nullptr;         // [N, C]
+  S* rstd = nullptr;      // [N] (saved by the forward)
+  const Y* dy = nullptr;  // [N, C]
+  X* dx = nullptr;        // [N, C] +=
+  S* dw = nullptr;        // [C] +=
+  int64_t N = 0, C = 0;
+  double eps = 0;
+};
+
+}  // namespace ms
+
 namespace ms::cpu {
 
-// x [N, C], w [C] -> y [N, C]; saves rstd [N].
 template <class T>
-void rmsnorm_forward(const T* x, const T* w, T* y, T* rstd, int64_t N, int64_t C, double eps);
-
-// Inverts rmsnorm_forward. dx [N, C] += ...; dw [C] += ....
+void rmsnorm_forward(const RmsNormParams<T>& p);
+// Inverts rmsnorm_forward.
 template <class T>
-void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw, int64_t N, int64_t C);
+void rmsnorm_backward(const RmsNormParams<T>& p);
 
 }  // namespace ms::cpu

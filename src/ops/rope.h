@@ -5,14 +5,26 @@
 #pragma once
 #include <cstdint>
 
+namespace ms {
+
+// The forward rotates x into y (y may alias x); the backward rotates dy back into dx (overwritten; may alias dy).
+template <class A>
+struct RopeParams {
+  const A* x = nullptr;   // [B, F, H, W, nh, d]
+  A* y = nullptr;         // [B, F, H, W, nh, d]
+  const A* dy = nullptr;  // [B, F, H, W, nh, d]
+  A* dx = nullptr;        // [B, F, H, W, nh, d]
+  int64_t B = 0, F = 0, H = 0, W = 0, nh = 0, d = 0;
+};
+
+}  // namespace ms
+
 namespace ms::cpu {
 
-// x, y [B, F, H, W, nh, d] (y may alias x).
 template <class T>
-void rope_forward(const T* x, T* y, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh, int64_t d);
-
-// Inverts rope_forward (rotation by the negative angle): dx = R^T dy, overwritten (dx may alias dy).
+void rope_forward(const RopeParams<T>& p);
+// Inverts rope_forward (rotation by the negative angle): dx = R^T dy.
 template <class T>
-void rope_backward(const T* dy, T* dx, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh, int64_t d);
+void rope_backward(const RopeParams<T>& p);
 
 }  // namespace ms::cpu

@@ -5,18 +5,18 @@
 #include <memory>
 
 #include "runtime/backend.h"
-#include "t5/text_encoder.h"
-#include "vae/vae_ops.h"
+#include "runtime/t5_forward.h"
+#include "runtime/vae_ops.h"
 
 namespace ms {
 
-// The text encoder's forward on backend `kind` (t5/text_encoder.h): t5_encode on the CPU; on CUDA, w's layers are
+// The text encoder's forward on backend `kind` (runtime/t5_forward.h): t5_encode on the CPU; on CUDA, w's layers are
 // uploaded to the GPU here, once, and the forward is to be called with w. Where the GPU's free memory cannot hold
 // them, `automatic` (the user left --backend at auto) falls back to the CPU with a warning that says why; otherwise
 // that is an error naming --backend cpu. Throws ms::Error naming backend_unavailable (registry.h).
-T5Forward make_t5_forward(BackendKind kind, const T5Weights& w, bool automatic);
+std::unique_ptr<T5Forward> make_t5_forward(BackendKind kind, const T5Weights& w, bool automatic);
 
-// The VAE's ops on backend `kind` (vae/vae_ops.h): host memory and the CPU kernels, or the GPU's with w's weights
+// The VAE's ops on backend `kind` (runtime/vae_ops.h): host memory and the CPU kernels, or the GPU's with w's weights
 // uploaded here, once. w must outlive them. Throws ms::Error naming backend_unavailable.
 std::unique_ptr<VaeOps> make_vae_ops(BackendKind kind, const VaeWeights& w);
 

@@ -6,14 +6,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/vae_ops.h"
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/text.h"
 #include "model/param_table.h"
+#include "model/vae_weights.h"
 #include "sample/clip_output.h"
-#include "vae/vae_ops.h"
-#include "vae/vae_weights.h"
 
 namespace fs = std::filesystem;
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/vae_weights.h"
 #include "sample/generate.h"
 #include "t5/text_encoder.h"
-#include "vae/vae_weights.h"
 
 namespace ms {
 

@@ -1,17 +1,17 @@
 #include "t5/text_encoder.h"
 
+#include "backend/cpu/t5_encoder.h"
 #include "core/check.h"
 #include "core/text.h"
 #include "io/atomic_file.h"
 #include "t5/clean_text.h"
-#include "t5/t5_model.h"
 
 namespace ms {
 
 TextEncoder::TextEncoder(const std::string& t5_path, const std::string& tokenizer_path, const std::string& config_path)
     : tokenizer_(T5Tokenizer::load(tokenizer_path)),
       weights_(T5Weights::load(t5_path, config_path)),
-      forward_(t5_encode) {
+      forward_(cpu_t5_forward()) {
   if (tokenizer_.size() > config().vocab)
     MS_FAIL("tokenizer ", quote_text(tokenizer_path), " has ", tokenizer_.size(), " pieces but the text encoder ",
             quote_text(t5_path), " embeds only ", config().vocab,
@@ -21,7 +21,7 @@ TextEncoder::TextEncoder(const std::string& t5_path, const std::string& tokenize
 EncodedPrompt TextEncoder::encode(std::string_view prompt) const {
   EncodedPrompt e;
   e.ids = tokenizer_.encode(prompt, config().text_len);
-  e.context = forward_(weights_, e.ids);
+  e.context = forward_->encode(weights_, e.ids);
   return e;
 }
 

@@ -2,14 +2,15 @@
 // --t5`, `train --t5` and `cache --t5` use them (docs/text_encoder.md).
 #pragma once
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "model/t5_weights.h"
+#include "runtime/t5_forward.h"
 #include "t5/t5_tokenizer.h"
-#include "t5/t5_weights.h"
 
 namespace ms {
 
@@ -25,10 +26,6 @@ struct EncodedPrompt {
   std::vector<float> context;  // [L, dim] the encoder's output rows
 };
 
-// The encoder's forward, ids [L] -> context [L, dim], with t5_encode's contract (t5/t5_model.h): t5_encode itself on
-// the CPU, or a backend's (registry/registry.h, make_t5_forward).
-using T5Forward = std::function<std::vector<float>(const T5Weights& w, const std::vector<int64_t>& ids)>;
-
 class TextEncoder {
  public:
   // Loads both and checks that they belong together (the tokenizer's pieces fit the encoder's vocabulary). Encodes
@@ -36,7 +33,7 @@ class TextEncoder {
   TextEncoder(const std::string& t5_path, const std::string& tokenizer_path, const std::string& config_path);
 
   EncodedPrompt encode(std::string_view prompt) const;
-  void set_forward(T5Forward forward) { forward_ = std::move(forward); }
+  void set_forward(std::unique_ptr<T5Forward> forward) { forward_ = std::move(forward); }
 
   const T5Config& config() const { return weights_.config(); }
   const T5Weights& weights() const { return weights_; }
@@ -45,7 +42,7 @@ class TextEncoder {
  private:
   T5Tokenizer tokenizer_;
   T5Weights weights_;
-  T5Forward forward_;
+  std::unique_ptr<T5Forward> forward_;  // runtime/t5_forward.h
 };
 
 // The prompts of a --prompts file: UTF-8 split on '\n' only (not '\r' or Unicode line separators); a final '\n'

@@ -12,10 +12,10 @@
 #include "core/parallel.h"
 #include "core/units.h"
 #include "model/param_table.h"
+#include "model/vae_weights.h"
 #include "registry/registry.h"
 #include "sample/generate.h"
 #include "vae/vae_model.h"
-#include "vae/vae_weights.h"
 
 namespace ms {
 namespace {

@@ -9,10 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/vae_ops.h"
 #include "core/check.h"
 #include "core/units.h"
 #include "ops/conv3d.h"
-#include "vae/vae_ops.h"
+#include "runtime/vae_ops.h"
 
 namespace ms {
 namespace {
@@ -109,9 +110,9 @@ class Pass {
   PassCost cost() const { return {flops, ledger.peak}; }
 
   // One output frame of a convolution (ops/conv3d.h) from d.kt input frames.
-  void conv(const float* const* in, const float* weight, const float* bias, float* out, const ConvFrameDims& d) {
-    flops += d.flops();
-    if (!dry()) ops->conv(in, weight, bias, out, d);
+  void conv(const ConvFrameParams<float>& c) {
+    flops += c.d.flops();
+    if (!dry()) ops->conv(c);
   }
 };
 
@@ -120,7 +121,8 @@ Frames norm(Pass& p, const Frames& x, const std::string& gamma, bool silu) {
   Frames y = p.make(x.t, x.c, x.h, x.w);
   if (!p.dry())
     for (int64_t i = 0; i < x.t; ++i)
-      p.ops->channel_rms_norm(x.frame(i), p.param(gamma), y.frame(i), x.c, x.plane(), silu);
+      p.ops->channel_rms_norm(
+          {.x = x.frame(i), .gamma = p.param(gamma), .y = y.frame(i), .C = x.c, .N = x.plane(), .silu = silu});
   return y;
 }
 
@@ -145,7 +147,7 @@ Frames causal_conv(Pass& p, const std::string& name, const Frames& x, int64_t co
                         .out_w = x.w};
   for (int64_t t = 0; t < x.t; ++t) {
     const float* in[kCacheFrames + 1] = {frame(t - 2), frame(t - 1), frame(t)};
-    p.conv(in, p.param(name + ".weight"), p.param(name + ".bias"), y.frame(t), d);
+    p.conv({.x = in, .w = p.param(name + ".weight"), .b = p.param(name + ".bias"), .y = y.frame(t), .d = d});
   }
   Frames next = p.make(std::min(kCacheFrames, tail.t + x.t), x.c, x.h, x.w);
   if (!p.dry())
@@ -160,7 +162,7 @@ Frames pointwise(Pass& p, const float* weight, const float* bias, const Frames& 
   const ConvFrameDims d{.ci = x.c, .co = co, .h = x.h, .w = x.w, .out_h = x.h, .out_w = x.w};
   for (int64_t t = 0; t < x.t; ++t) {
     const float* in = x.frame(t);
-    p.conv(&in, weight, bias, y.frame(t), d);
+    p.conv({.x = &in, .w = weight, .b = bias, .y = y.frame(t), .d = d});
   }
   return y;
 }
@@ -190,8 +192,15 @@ Frames attention(Pass& p, const std::string& pre, const Frames& x) {
   if (p.dry()) return y;
   const Frames h = norm(p, x, pre + ".norm.gamma", false);
   for (int64_t t = 0; t < x.t; ++t)
-    p.ops->attention(h.frame(t), x.frame(t), p.param(pre + ".to_qkv.weight"), p.param(pre + ".to_qkv.bias"),
-                     p.param(pre + ".proj.weight"), p.param(pre + ".proj.bias"), y.frame(t), C, n);
+    p.ops->attention({.h = h.frame(t),
+                      .x = x.frame(t),
+                      .w_qkv = p.param(pre + ".to_qkv.weight"),
+                      .b_qkv = p.param(pre + ".to_qkv.bias"),
+                      .w_proj = p.param(pre + ".proj.weight"),
+                      .b_proj = p.param(pre + ".proj.bias"),
+                      .y = y.frame(t),
+                      .C = C,
+                      .N = n});
   return y;
 }
 
@@ -211,7 +220,11 @@ Frames downsample(Pass& p, const std::string& pre, const Frames& x, int64_t co, 
   Frames y = p.make(x.t, co, d.out_h, d.out_w);
   for (int64_t t = 0; t < x.t; ++t) {
     const float* in = x.frame(t);
-    p.conv(&in, p.param(pre + ".resample.1.weight"), p.param(pre + ".resample.1.bias"), y.frame(t), d);
+    p.conv({.x = &in,
+            .w = p.param(pre + ".resample.1.weight"),
+            .b = p.param(pre + ".resample.1.bias"),
+            .y = y.frame(t),
+            .d = d});
   }
   if (!temporal) return y;
   const std::string key = pre + ".time_conv";
@@ -226,7 +239,7 @@ Frames downsample(Pass& p, const std::string& pre, const Frames& x, int64_t co, 
   auto frame = [&](int64_t s) -> const float* { return s == 0 ? prev.frame(0) : y.frame(s - 1); };  // [prev, y]
   for (int64_t j = 0; j < z.t; ++j) {
     const float* in[3] = {frame(2 * j), frame(2 * j + 1), frame(2 * j + 2)};
-    p.conv(in, p.param(key + ".weight"), p.param(key + ".bias"), z.frame(j), dt);
+    p.conv({.x = in, .w = p.param(key + ".weight"), .b = p.param(key + ".bias"), .y = z.frame(j), .d = dt});
   }
   return z;
 }
@@ -257,7 +270,11 @@ Frames upsample(Pass& p, const std::string& pre, Frames x, int64_t co, bool temp
   Frames y = p.make(x.t, co, d.out_h, d.out_w);
   for (int64_t t = 0; t < x.t; ++t) {
     const float* in = x.frame(t);
-    p.conv(&in, p.param(pre + ".resample.1.weight"), p.param(pre + ".resample.1.bias"), y.frame(t), d);
+    p.conv({.x = &in,
+            .w = p.param(pre + ".resample.1.weight"),
+            .b = p.param(pre + ".resample.1.bias"),
+            .y = y.frame(t),
+            .d = d});
   }
   return y;
 }

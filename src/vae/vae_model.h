@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "core/memory_usage.h"
-#include "vae/vae_ops.h"
-#include "vae/vae_weights.h"
+#include "model/vae_weights.h"
+#include "runtime/vae_ops.h"
 
 namespace ms {
 
@@ -40,8 +40,7 @@ void vae_encode(VaeOps& ops, const float* video, int64_t frames, int64_t height,
 void vae_decode(VaeOps& ops, const float* latents, int64_t latent_frames, int64_t height, int64_t width, float* video,
                 const VaeChunking& chunking = {});
 
-// The same on the CPU (cpu_vae_ops). Defined in vae_ops.cpp beside the CPU ops, so that a binary that runs only
-// another backend's ops (the lean GPU tests) links no BLAS.
+// The same on the CPU (backend/cpu/vae_ops.h), defined in vae_cpu.cpp.
 void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
                 const VaeChunking& chunking = {});
 void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames, int64_t height, int64_t width,

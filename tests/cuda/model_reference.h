@@ -42,23 +42,13 @@ constexpr double kOffsetGradTol = 2e-1, kOffsetDxTol = 1.5e-1, kOffsetStepTol = 
 // as dense attention masked to Video Swin's cells. DSA and its offset network are CpuOps' own CPU kernels (plain
 // loops and Highway, no OpenBLAS), checked against float64 finite differences in tests/test_dsa.cpp.
 struct RefOps : CpuOps<double> {
-  void linear_forward(const double* x, const double* w, const double* b, double* y, int64_t N, int64_t in,
-                      int64_t out) {
-    reference_linear_forward(x, w, b, y, N, in, out);
-  }
-  void linear_backward(const double* x, const double* w, const double* dy, double* dx, double* dw, double* db,
-                       int64_t N, int64_t in, int64_t out) {
-    reference_linear_backward(x, w, dy, dx, dw, db, N, in, out);
+  void linear_forward(const LinearParams<double>& p) { reference_linear_forward(p.x, p.w, p.b, p.y, p.N, p.in, p.out); }
+  void linear_backward(const LinearParams<double>& p) {
+    reference_linear_backward(p.x, p.w, p.dy, p.dx, p.dw, p.db, p.N, p.in, p.out);
   }
   // The time path's linear is the same layer in float64.
-  template <class... Args>
-  void time_linear_forward(Args... args) {
-    linear_forward(args...);
-  }
-  template <class... Args>
-  void time_linear_backward(Args... args) {
-    linear_backward(args...);
-  }
+  void time_linear_forward(const LinearParams<double>& p) { linear_forward(p); }
+  void time_linear_backward(const LinearParams<double>& p) { linear_backward(p); }
   void window_attention_forward(const WindowAttentionParams<double>& p) {
     forward(p.t, sequence(p.dims), swin_mask(p.dims, p.window, p.shifted));
   }

@@ -165,16 +165,44 @@ TEST(CudaDsa, DepthwiseConvolutionMatchesCpu) {
        dy = random_bf16(nx, 4), dx0 = random_bf16(nx, 5, kAccumulateScale);
   const std::vector<double> dw0 = randn(size_t(C * 27), 6, kAccumulateScale), db0 = randn(size_t(C), 7);
   std::vector<double> y(nx), dx = dx0.values, dw = dw0, db = db0;
-  cpu::dwconv3d_forward(x.values.data(), w.values.data(), b.values.data(), y.data(), B, T, H, W, C);
-  cpu::dwconv3d_backward(x.values.data(), w.values.data(), dy.values.data(), dx.data(), dw.data(), db.data(), B, T, H,
-                         W, C);
+  cpu::dwconv3d_forward<double>({.x = x.values.data(),
+                                 .w = w.values.data(),
+                                 .b = b.values.data(),
+                                 .y = y.data(),
+                                 .B = B,
+                                 .Tn = T,
+                                 .H = H,
+                                 .W = W,
+                                 .C = C});
+  cpu::dwconv3d_backward<double>({.x = x.values.data(),
+                                  .w = w.values.data(),
+                                  .dy = dy.values.data(),
+                                  .dx = dx.data(),
+                                  .dw = dw.data(),
+                                  .db = db.data(),
+                                  .B = B,
+                                  .Tn = T,
+                                  .H = H,
+                                  .W = W,
+                                  .C = C});
   DeviceBuffer<uint16_t> gx(x.bits), gw(w.bits), gb(b.bits), gy(std::vector<uint16_t>(nx, 0x7fc0)), gdy(dy.bits),
       gdx(dx0.bits);
   const std::vector<float> dw0f(dw0.begin(), dw0.end()), db0f(db0.begin(), db0.end());
   DeviceBuffer<float> gdw(dw0f), gdb(db0f), scratch(cuda::dwconv3d_backward_scratch(N, C), 0.f);
-  cuda::dwconv3d_forward(gx.get(), gw.get(), gb.get(), gy.get(), B, T, H, W, C, nullptr);
-  cuda::dwconv3d_backward(gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), gdb.get(), scratch.get(), B, T, H, W, C,
-                          nullptr);
+  cuda::dwconv3d_forward(
+      {.x = gx.get(), .w = gw.get(), .b = gb.get(), .y = gy.get(), .B = B, .Tn = T, .H = H, .W = W, .C = C}, nullptr);
+  cuda::dwconv3d_backward({.x = gx.get(),
+                           .w = gw.get(),
+                           .dy = gdy.get(),
+                           .dx = gdx.get(),
+                           .dw = gdw.get(),
+                           .db = gdb.get(),
+                           .B = B,
+                           .Tn = T,
+                           .H = H,
+                           .W = W,
+                           .C = C},
+                          scratch.launch());
   expect_close("y", widen(gy.read()), y, kBf16Tol);
   expect_close("dx", widen(gdx.read()), dx, kBf16Tol);
   // fp32 column sums over 378 tokens of bf16 products: a few ulps of the sum each.

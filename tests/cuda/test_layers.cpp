@@ -54,9 +54,20 @@ TEST(CudaLayers, LinearMatchesPlainLoops) {
     DeviceBuffer<uint16_t> gx(x.bits), gw(w.bits), gb(b.bits), gdy(dy.bits), gdx(dx0.bits),
         gy(N * out, 0x7fc0);  // NaN poison: every element must be written
     DeviceBuffer<float> gdw(dw0), gdb(db0), scratch(cuda::linear_backward_scratch(N, out), 0.f);
-    cuda::linear_forward(g, gx.get(), gw.get(), bias ? gb.get() : nullptr, gy.get(), N, in, out, nullptr);
-    cuda::linear_backward(g, gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), bias ? gdb.get() : nullptr,
-                          scratch.get(), N, in, out, nullptr);
+    cuda::linear_forward(
+        g, {.x = gx.get(), .w = gw.get(), .b = bias ? gb.get() : nullptr, .y = gy.get(), .N = N, .in = in, .out = out},
+        nullptr);
+    cuda::linear_backward(g,
+                          {.x = gx.get(),
+                           .w = gw.get(),
+                           .dy = gdy.get(),
+                           .dx = gdx.get(),
+                           .dw = gdw.get(),
+                           .db = bias ? gdb.get() : nullptr,
+                           .N = N,
+                           .in = in,
+                           .out = out},
+                          scratch.launch());
     // The fallback rounds the product to bf16 before adding the bias: two roundings.
     expect_close(std::string(bias ? "bias_" : "plain_") + "y", widen(gy.read()), y,
                  mode == "bias by the fallback kernel" ? 2 * kBf16Tol : kBf16Tol);
@@ -91,9 +102,19 @@ TEST(CudaLayers, LinearF32MatchesPlainLoops) {
                               N, in, out);
     DeviceBuffer<float> gx(x), gdy(dy), gy(N * out, -1.f), gdx(dx0), gdw(dw0), gdb(db0);
     DeviceBuffer<uint16_t> gw(w.bits), gb(b.bits);
-    cuda::linear_f32_forward(gx.get(), gw.get(), bias ? gb.get() : nullptr, gy.get(), N, in, out, nullptr);
-    cuda::linear_f32_backward(gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), bias ? gdb.get() : nullptr, N, in,
-                              out, nullptr);
+    cuda::linear_f32_forward(
+        {.x = gx.get(), .w = gw.get(), .b = bias ? gb.get() : nullptr, .y = gy.get(), .N = N, .in = in, .out = out},
+        nullptr);
+    cuda::linear_f32_backward({.x = gx.get(),
+                               .w = gw.get(),
+                               .dy = gdy.get(),
+                               .dx = gdx.get(),
+                               .dw = gdw.get(),
+                               .db = bias ? gdb.get() : nullptr,
+                               .N = N,
+                               .in = in,
+                               .out = out},
+                              nullptr);
     expect_close("y", gy.read(), y, kDeviceF32Tol);
     expect_close("dx", gdx.read(), dx, kDeviceF32Tol);
     expect_close("dw", gdw.read(), dw, kDeviceF32Tol);
@@ -114,24 +135,76 @@ TEST(CudaLayers, ModulateAndGateResidualMatchCpuReference) {
   const double *shift = e0d.data(), *scale = e0d.data() + C, *gate = e0d.data() + 2 * C;
   std::vector<double> mod(static_cast<size_t>(B * L * C)), out(static_cast<size_t>(B * L * C)),
       dx = dx0.values, dres = dres0.values, de0 = wide(de00);
-  cpu::modulate_forward(x.values.data(), shift, scale, mod.data(), B, L, C, stride);
-  cpu::modulate_backward(x.values.data(), scale, dy.values.data(), dx.data(), de0.data(), de0.data() + C, B, L, C,
-                         stride);
-  cpu::gate_residual_forward(x.values.data(), y.values.data(), gate, out.data(), B, L, C, stride);
+  cpu::modulate_forward<double>({.x = x.values.data(),
+                                 .shift = shift,
+                                 .scale = scale,
+                                 .y = mod.data(),
+                                 .B = B,
+                                 .L = L,
+                                 .C = C,
+                                 .stride = stride});
+  cpu::modulate_backward<double>({.x = x.values.data(),
+                                  .scale = scale,
+                                  .dy = dy.values.data(),
+                                  .dx = dx.data(),
+                                  .dshift = de0.data(),
+                                  .dscale = de0.data() + C,
+                                  .B = B,
+                                  .L = L,
+                                  .C = C,
+                                  .stride = stride});
+  cpu::gate_residual_forward<double>({.x = x.values.data(),
+                                      .y = y.values.data(),
+                                      .gate = gate,
+                                      .out = out.data(),
+                                      .B = B,
+                                      .L = L,
+                                      .C = C,
+                                      .stride = stride});
   std::vector<double> dx_gate = dx0.values;
-  cpu::gate_residual_backward(y.values.data(), gate, dy.values.data(), dx_gate.data(), dres.data(), de0.data() + 2 * C,
-                              B, L, C, stride);
+  cpu::gate_residual_backward<double>({.y = y.values.data(),
+                                       .gate = gate,
+                                       .dout = dy.values.data(),
+                                       .dx = dx_gate.data(),
+                                       .dy = dres.data(),
+                                       .dgate = de0.data() + 2 * C,
+                                       .B = B,
+                                       .L = L,
+                                       .C = C,
+                                       .stride = stride});
 
   DeviceBuffer<uint16_t> gx(x.bits), gy(y.bits), gdy(dy.bits), gdx(dx0.bits), gdx_gate(dx0.bits), gdres(dres0.bits),
       gmod(B * L * C, 0x7fc0), gout(B * L * C, 0x7fc0);
   DeviceBuffer<float> ge0(e0), gde0(de00), scratch(cuda::modulate_backward_scratch(L, C), 0.f);
   const float* ge = ge0.get();
-  cuda::modulate_forward(gx.get(), ge, ge + C, gmod.get(), B, L, C, stride, nullptr);
-  cuda::modulate_backward(gx.get(), ge + C, gdy.get(), gdx.get(), gde0.get(), gde0.get() + C, scratch.get(), B, L, C,
-                          stride, nullptr);
-  cuda::gate_residual_forward(gx.get(), gy.get(), ge + 2 * C, gout.get(), B, L, C, stride, nullptr);
-  cuda::gate_residual_backward(gy.get(), ge + 2 * C, gdy.get(), gdx_gate.get(), gdres.get(), gde0.get() + 2 * C,
-                               scratch.get(), B, L, C, stride, nullptr);
+  cuda::modulate_forward(
+      {.x = gx.get(), .shift = ge, .scale = ge + C, .y = gmod.get(), .B = B, .L = L, .C = C, .stride = stride},
+      nullptr);
+  cuda::modulate_backward({.x = gx.get(),
+                           .scale = ge + C,
+                           .dy = gdy.get(),
+                           .dx = gdx.get(),
+                           .dshift = gde0.get(),
+                           .dscale = gde0.get() + C,
+                           .B = B,
+                           .L = L,
+                           .C = C,
+                           .stride = stride},
+                          scratch.launch());
+  cuda::gate_residual_forward(
+      {.x = gx.get(), .y = gy.get(), .gate = ge + 2 * C, .out = gout.get(), .B = B, .L = L, .C = C, .stride = stride},
+      nullptr);
+  cuda::gate_residual_backward({.y = gy.get(),
+                                .gate = ge + 2 * C,
+                                .dout = gdy.get(),
+                                .dx = gdx_gate.get(),
+                                .dy = gdres.get(),
+                                .dgate = gde0.get() + 2 * C,
+                                .B = B,
+                                .L = L,
+                                .C = C,
+                                .stride = stride},
+                               scratch.launch());
   expect_close("modulate_y", widen(gmod.read()), mod, kBf16Tol);
   expect_close("modulate_dx", widen(gdx.read()), dx, kBf16Tol);
   expect_close("gate_out", widen(gout.read()), out, kBf16Tol);
@@ -140,13 +213,21 @@ TEST(CudaLayers, ModulateAndGateResidualMatchCpuReference) {
   expect_close("de0", gde0.read(), de0, kDeviceF32Tol);  // dshift, dscale, dgate and the untouched chunks
   // Without a gate (the cross-attention residual): out = x + y, dy += dout.
   std::vector<double> plain(static_cast<size_t>(B * L * C)), dres_plain = dres0.values;
-  cpu::gate_residual_forward<double>(x.values.data(), y.values.data(), nullptr, plain.data(), B, L, C, stride);
-  cpu::gate_residual_backward<double>(y.values.data(), nullptr, dy.values.data(), nullptr, dres_plain.data(), nullptr,
-                                      B, L, C, stride);
+  cpu::gate_residual_forward<double>(
+      {.x = x.values.data(), .y = y.values.data(), .out = plain.data(), .B = B, .L = L, .C = C, .stride = stride});
+  cpu::gate_residual_backward<double>({.y = y.values.data(),
+                                       .dout = dy.values.data(),
+                                       .dy = dres_plain.data(),
+                                       .B = B,
+                                       .L = L,
+                                       .C = C,
+                                       .stride = stride});
   DeviceBuffer<uint16_t> gplain(B * L * C, 0x7fc0), gdres_plain(dres0.bits);
-  cuda::gate_residual_forward(gx.get(), gy.get(), nullptr, gplain.get(), B, L, C, stride, nullptr);
-  cuda::gate_residual_backward(gy.get(), nullptr, gdy.get(), nullptr, gdres_plain.get(), nullptr, scratch.get(), B, L,
-                               C, stride, nullptr);
+  cuda::gate_residual_forward(
+      {.x = gx.get(), .y = gy.get(), .out = gplain.get(), .B = B, .L = L, .C = C, .stride = stride}, nullptr);
+  cuda::gate_residual_backward(
+      {.y = gy.get(), .dout = gdy.get(), .dy = gdres_plain.get(), .B = B, .L = L, .C = C, .stride = stride},
+      scratch.launch());
   expect_close("residual_out", widen(gplain.read()), plain, kBf16Tol);
   expect_close("residual_dy", widen(gdres_plain.read()), dres_plain, kBf16Tol);
 }
@@ -164,19 +245,55 @@ TEST(CudaLayers, LayerNormModulateMatchesTheCpuOpsComposed) {
   const double *shift = e0d.data() + 3 * C, *scale = e0d.data() + 4 * C;
   std::vector<double> ln(static_cast<size_t>(N * C)), mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N)),
       y(static_cast<size_t>(N * C)), dln(static_cast<size_t>(N * C), 0.0), dx = dx0.values, de0 = wide(de00);
-  cpu::layernorm_forward<double>(x.values.data(), nullptr, nullptr, ln.data(), mean.data(), rstd.data(), N, C, 1e-6);
-  cpu::modulate_forward(ln.data(), shift, scale, y.data(), B, L, C, stride);
-  cpu::modulate_backward(ln.data(), scale, dy.values.data(), dln.data(), de0.data() + 3 * C, de0.data() + 4 * C, B, L,
-                         C, stride);
-  cpu::layernorm_backward<double>(x.values.data(), nullptr, mean.data(), rstd.data(), dln.data(), dx.data(), nullptr,
-                                  nullptr, N, C);
+  cpu::layernorm_forward<double>(
+      {.x = x.values.data(), .y = ln.data(), .mean = mean.data(), .rstd = rstd.data(), .N = N, .C = C, .eps = 1e-6});
+  cpu::modulate_forward<double>(
+      {.x = ln.data(), .shift = shift, .scale = scale, .y = y.data(), .B = B, .L = L, .C = C, .stride = stride});
+  cpu::modulate_backward<double>({.x = ln.data(),
+                                  .scale = scale,
+                                  .dy = dy.values.data(),
+                                  .dx = dln.data(),
+                                  .dshift = de0.data() + 3 * C,
+                                  .dscale = de0.data() + 4 * C,
+                                  .B = B,
+                                  .L = L,
+                                  .C = C,
+                                  .stride = stride});
+  cpu::layernorm_backward<double>({.x = x.values.data(),
+                                   .mean = mean.data(),
+                                   .rstd = rstd.data(),
+                                   .dy = dln.data(),
+                                   .dx = dx.data(),
+                                   .N = N,
+                                   .C = C});
   DeviceBuffer<uint16_t> gx(x.bits), gdy(dy.bits), gdx(dx0.bits), gy(N * C, 0x7fc0);
   DeviceBuffer<float> ge0(e0), gde0(de00), gmean(N, -1.f), grstd(N, -1.f),
       scratch(cuda::layernorm_modulate_backward_scratch(L, C), 0.f);
-  cuda::layernorm_modulate_forward(gx.get(), ge0.get() + 3 * C, ge0.get() + 4 * C, gy.get(), gmean.get(), grstd.get(),
-                                   B, L, C, stride, 1e-6, nullptr);
-  cuda::layernorm_modulate_backward(gx.get(), gmean.get(), grstd.get(), ge0.get() + 4 * C, gdy.get(), gdx.get(),
-                                    gde0.get() + 3 * C, gde0.get() + 4 * C, scratch.get(), B, L, C, stride, nullptr);
+  cuda::layernorm_modulate_forward({.x = gx.get(),
+                                    .shift = ge0.get() + 3 * C,
+                                    .scale = ge0.get() + 4 * C,
+                                    .y = gy.get(),
+                                    .mean = gmean.get(),
+                                    .rstd = grstd.get(),
+                                    .B = B,
+                                    .L = L,
+                                    .C = C,
+                                    .stride = stride,
+                                    .eps = 1e-6},
+                                   nullptr);
+  cuda::layernorm_modulate_backward({.x = gx.get(),
+                                     .scale = ge0.get() + 4 * C,
+                                     .mean = gmean.get(),
+                                     .rstd = grstd.get(),
+                                     .dy = gdy.get(),
+                                     .dx = gdx.get(),
+                                     .dshift = gde0.get() + 3 * C,
+                                     .dscale = gde0.get() + 4 * C,
+                                     .B = B,
+                                     .L = L,
+                                     .C = C,
+                                     .stride = stride},
+                                    scratch.launch());
   expect_close("y", widen(gy.read()), y, kBf16Tol);
   expect_close("mean", gmean.read(), mean, kDeviceF32Tol);
   expect_close("rstd", grstd.read(), rstd, kDeviceF32Tol);
@@ -190,11 +307,13 @@ TEST(CudaLayers, RopeMatchesCpuReferenceAndInvertsItself) {
   const int64_t B = 2, F = 3, H = 5, W = 7, nh = 3, d = 38, n = B * F * H * W * nh * d;
   auto x = random_bf16(static_cast<size_t>(n), 21);
   std::vector<double> y(static_cast<size_t>(n)), back(static_cast<size_t>(n));
-  cpu::rope_forward(x.values.data(), y.data(), B, F, H, W, nh, d);
-  cpu::rope_backward(x.values.data(), back.data(), B, F, H, W, nh, d);
+  cpu::rope_forward<double>({.x = x.values.data(), .y = y.data(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d});
+  cpu::rope_backward<double>(
+      {.dy = x.values.data(), .dx = back.data(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d});
   DeviceBuffer<uint16_t> gx(x.bits), gy(n, 0x7fc0), gb(x.bits);
-  cuda::rope_forward(gx.get(), gy.get(), B, F, H, W, nh, d, nullptr);
-  cuda::rope_backward(gb.get(), gb.get(), B, F, H, W, nh, d, nullptr);  // in place, as the block uses it
+  cuda::rope_forward({.x = gx.get(), .y = gy.get(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d}, nullptr);
+  cuda::rope_backward({.dy = gb.get(), .dx = gb.get(), .B = B, .F = F, .H = H, .W = W, .nh = nh, .d = d},
+                      nullptr);  // in place, as the block uses it
   expect_close("forward", widen(gy.read()), y, kBf16Tol);
   expect_close("backward", widen(gb.read()), back, kBf16Tol);
 }
@@ -206,17 +325,17 @@ TEST(CudaLayers, PatchifyAndUnpatchifyMoveEveryElementExactly) {
     const int64_t video = d.B * d.C * d.F * d.H * d.W;
     const std::vector<float> lat = randf(static_cast<size_t>(video), 31);
     std::vector<float> patches(static_cast<size_t>(video)), dlat(static_cast<size_t>(video));
-    cpu::patchify_forward(lat.data(), patches.data(), d);
+    cpu::patchify_forward<float>({.latents = lat.data(), .patches = patches.data(), .d = d});
     auto tok = random_bf16(static_cast<size_t>(video), 32);
     std::vector<double> vid(static_cast<size_t>(video)), dtok(static_cast<size_t>(video));
-    cpu::unpatchify_forward(tok.values.data(), vid.data(), d);
-    cpu::unpatchify_backward(wide(lat).data(), dtok.data(), d);
+    cpu::unpatchify_forward<double>({.tokens = tok.values.data(), .video = vid.data(), .d = d});
+    cpu::unpatchify_backward<double>({.dvideo = wide(lat).data(), .dtokens = dtok.data(), .d = d});
     DeviceBuffer<float> glat(lat), gvid(video, -1.f), gdlat(video, -1.f);
     DeviceBuffer<uint16_t> gpatch(video, 0x7fc0), gtok(tok.bits), gdtok(video, 0x7fc0);
-    cuda::patchify_forward(glat.get(), gpatch.get(), d, nullptr);
-    cuda::patchify_backward(gpatch.get(), gdlat.get(), d, nullptr);
-    cuda::unpatchify_forward(gtok.get(), gvid.get(), d, nullptr);
-    cuda::unpatchify_backward(glat.get(), gdtok.get(), d, nullptr);
+    cuda::patchify_forward({.latents = glat.get(), .patches = gpatch.get(), .d = d}, nullptr);
+    cuda::patchify_backward({.dpatches = gpatch.get(), .dlatents = gdlat.get(), .d = d}, nullptr);
+    cuda::unpatchify_forward({.tokens = gtok.get(), .video = gvid.get(), .d = d}, nullptr);
+    cuda::unpatchify_backward({.dvideo = glat.get(), .dtokens = gdtok.get(), .d = d}, nullptr);
     std::vector<uint16_t> want_patch, want_dtok;
     for (float v : patches) want_patch.push_back(f32_to_bf16(v));
     for (double v : dtok) want_dtok.push_back(f32_to_bf16(float(v)));
@@ -235,15 +354,16 @@ TEST(CudaLayers, EmbeddingsMatchCpuReference) {
   std::vector<float> t = randf(static_cast<size_t>(B), 41);
   for (float& v : t) v = std::fabs(v) * 400.f;  // t * 1000 lies in [0, 1000]
   std::vector<double> emb(static_cast<size_t>(B * dim));
-  cpu::sinusoidal_embedding(wide(t).data(), emb.data(), B, dim);
+  cpu::sinusoidal_embedding<double>({.t = wide(t).data(), .out = emb.data(), .B = B, .dim = dim});
   const std::vector<float> ctx = randf(static_cast<size_t>(B * Lc * C), 42);
   std::vector<float> padded(static_cast<size_t>(B * Lt * C));
-  cpu::pad_context_forward(ctx.data(), padded.data(), B, Lc, Lt, C);
+  cpu::pad_context_forward<float>({.context = ctx.data(), .padded = padded.data(), .B = B, .Lc = Lc, .Lt = Lt, .C = C});
   DeviceBuffer<float> gt(t), gemb(B * dim, -1.f), gctx(ctx), gdctx(B * Lc * C, -1.f);
   DeviceBuffer<uint16_t> gpad(B * Lt * C, 0x7fc0);
-  cuda::sinusoidal_embedding(gt.get(), gemb.get(), B, dim, nullptr);
-  cuda::pad_context_forward(gctx.get(), gpad.get(), B, Lc, Lt, C, nullptr);
-  cuda::pad_context_backward(gpad.get(), gdctx.get(), B, Lc, Lt, C, nullptr);
+  cuda::sinusoidal_embedding({.t = gt.get(), .out = gemb.get(), .B = B, .dim = dim}, nullptr);
+  cuda::pad_context_forward({.context = gctx.get(), .padded = gpad.get(), .B = B, .Lc = Lc, .Lt = Lt, .C = C}, nullptr);
+  cuda::pad_context_backward({.dpadded = gpad.get(), .dcontext = gdctx.get(), .B = B, .Lc = Lc, .Lt = Lt, .C = C},
+                             nullptr);
   expect_close("sinusoidal", gemb.read(), emb, 1e-6);  // float64 angles, one fp32 rounding
   std::vector<uint16_t> want_pad;
   for (float v : padded) want_pad.push_back(f32_to_bf16(v));
@@ -258,10 +378,12 @@ TEST(CudaLayers, MseLossMatchesCpuReference) {
   const int64_t n = 100003;
   const std::vector<float> pred = randf(static_cast<size_t>(n), 51), target = randf(static_cast<size_t>(n), 52);
   std::vector<float> dpred(static_cast<size_t>(n));
-  const double loss = cpu::mse_loss(pred.data(), target.data(), dpred.data(), n, 0.5);
+  const double loss =
+      cpu::mse_loss<float>({.pred = pred.data(), .target = target.data(), .dpred = dpred.data(), .n = n, .scale = 0.5});
   DeviceBuffer<float> gp(pred), gt(target), gd(n, -1.f);
   DeviceBuffer<double> gl(std::vector<double>(1, -1.0)), scratch(cuda::mse_loss_scratch(n), 0.0);
-  cuda::mse_loss(gp.get(), gt.get(), gd.get(), gl.get(), scratch.get(), n, 0.5, nullptr);
+  cuda::mse_loss({.pred = gp.get(), .target = gt.get(), .dpred = gd.get(), .n = n, .scale = 0.5}, gl.get(),
+                 scratch.get(), nullptr);
   EXPECT_NEAR(gl.read()[0], loss, 1e-12 * loss);  // float64 sums in another order
   expect_close("dpred", gd.read(), dpred, 1e-7);  // the same float64 expression, one fp32 rounding
 }

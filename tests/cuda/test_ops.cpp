@@ -25,13 +25,32 @@ TEST(CudaOps, RmsNormMatchesCpuReference) {
        dx0 = random_bf16(static_cast<size_t>(N * C), 4, kAccumulateScale);
   const std::vector<double> dw0 = randn(static_cast<size_t>(C), 5);
   std::vector<double> y(static_cast<size_t>(N * C)), rstd(static_cast<size_t>(N)), dx = dx0.values, dw = dw0;
-  cpu::rmsnorm_forward(x.values.data(), w.values.data(), y.data(), rstd.data(), N, C, kEps);
-  cpu::rmsnorm_backward(x.values.data(), w.values.data(), rstd.data(), dy.values.data(), dx.data(), dw.data(), N, C);
+  cpu::rmsnorm_forward<double>(
+      {.x = x.values.data(), .w = w.values.data(), .y = y.data(), .rstd = rstd.data(), .N = N, .C = C, .eps = kEps});
+  cpu::rmsnorm_backward<double>({.x = x.values.data(),
+                                 .w = w.values.data(),
+                                 .rstd = rstd.data(),
+                                 .dy = dy.values.data(),
+                                 .dx = dx.data(),
+                                 .dw = dw.data(),
+                                 .N = N,
+                                 .C = C});
 
   DeviceBuffer<uint16_t> dx_(x.bits), dw_x(w.bits), dy_(dy.bits), gx(dx0.bits), gy(N * C, 0);
   DeviceBuffer<float> rs(N, 0.f), gw(to_f32(dw0)), scratch(cuda::rmsnorm_backward_scratch(N, C), 0.f);
-  cuda::rmsnorm_forward(dx_.get(), dw_x.get(), gy.get(), rs.get(), N, C, kEps, nullptr);
-  cuda::rmsnorm_backward(dx_.get(), dw_x.get(), rs.get(), dy_.get(), gx.get(), gw.get(), scratch.get(), N, C, nullptr);
+  cuda::rmsnorm_forward(
+      RmsNormParams<uint16_t, float>{
+          .x = dx_.get(), .w = dw_x.get(), .y = gy.get(), .rstd = rs.get(), .N = N, .C = C, .eps = kEps},
+      nullptr);
+  cuda::rmsnorm_backward({.x = dx_.get(),
+                          .w = dw_x.get(),
+                          .rstd = rs.get(),
+                          .dy = dy_.get(),
+                          .dx = gx.get(),
+                          .dw = gw.get(),
+                          .N = N,
+                          .C = C},
+                         scratch.launch());
   expect_close("y", widen(gy.read()), y, kBf16Tol);
   expect_close("rstd", rs.read(), rstd, kDeviceF32Tol);
   expect_close("dx", widen(gx.read()), dx, kBf16Tol);
@@ -48,18 +67,51 @@ void check_layernorm(bool affine) {
       dx = dx0.values, dw = dw0, db = db0;
   const double* wp = affine ? w.values.data() : nullptr;
   const double* bp = affine ? b.values.data() : nullptr;
-  cpu::layernorm_forward(x.values.data(), wp, bp, y.data(), mean.data(), rstd.data(), N, C, kEps);
-  cpu::layernorm_backward(x.values.data(), wp, mean.data(), rstd.data(), dy.values.data(), dx.data(),
-                          affine ? dw.data() : nullptr, affine ? db.data() : nullptr, N, C);
+  cpu::layernorm_forward<double>({.x = x.values.data(),
+                                  .w = wp,
+                                  .b = bp,
+                                  .y = y.data(),
+                                  .mean = mean.data(),
+                                  .rstd = rstd.data(),
+                                  .N = N,
+                                  .C = C,
+                                  .eps = kEps});
+  cpu::layernorm_backward<double>({.x = x.values.data(),
+                                   .w = wp,
+                                   .mean = mean.data(),
+                                   .rstd = rstd.data(),
+                                   .dy = dy.values.data(),
+                                   .dx = dx.data(),
+                                   .dw = affine ? dw.data() : nullptr,
+                                   .db = affine ? db.data() : nullptr,
+                                   .N = N,
+                                   .C = C});
 
   DeviceBuffer<uint16_t> gx_in(x.bits), gw_in(w.bits), gb_in(b.bits), gdy(dy.bits), gdx(dx0.bits), gy(N * C, 0);
   DeviceBuffer<float> gmean(N, 0.f), grstd(N, 0.f), gdw(to_f32(dw0)), gdb(to_f32(db0)),
       scratch(cuda::layernorm_backward_scratch(N, C), 0.f);
   const uint16_t* gwp = affine ? gw_in.get() : nullptr;
-  cuda::layernorm_forward(gx_in.get(), gwp, affine ? gb_in.get() : nullptr, gy.get(), gmean.get(), grstd.get(), N, C,
-                          kEps, nullptr);
-  cuda::layernorm_backward(gx_in.get(), gwp, gmean.get(), grstd.get(), gdy.get(), gdx.get(), gdw.get(), gdb.get(),
-                           scratch.get(), N, C, nullptr);
+  cuda::layernorm_forward({.x = gx_in.get(),
+                           .w = gwp,
+                           .b = affine ? gb_in.get() : nullptr,
+                           .y = gy.get(),
+                           .mean = gmean.get(),
+                           .rstd = grstd.get(),
+                           .N = N,
+                           .C = C,
+                           .eps = kEps},
+                          nullptr);
+  cuda::layernorm_backward({.x = gx_in.get(),
+                            .w = gwp,
+                            .mean = gmean.get(),
+                            .rstd = grstd.get(),
+                            .dy = gdy.get(),
+                            .dx = gdx.get(),
+                            .dw = gdw.get(),
+                            .db = gdb.get(),
+                            .N = N,
+                            .C = C},
+                           scratch.launch());
   expect_close("y", widen(gy.read()), y, kBf16Tol);
   expect_close("mean", gmean.read(), mean, kDeviceF32Tol);
   expect_close("rstd", grstd.read(), rstd, kDeviceF32Tol);
@@ -80,20 +132,18 @@ TEST(CudaOps, LayerNormPlainMatchesCpuReference) {
 
 // forward_gpu / backward_gpu on T (bf16 bits or fp32) against forward_cpu / backward_cpu in float64 on n elements.
 template <class T>
-using PointwiseForward = void (*)(const T*, T*, int64_t, CUstream_st*);
-template <class T>
-using PointwiseBackward = void (*)(const T*, const T*, T*, int64_t, CUstream_st*);
+using PointwiseGpu = void (*)(const ActivationParams<T>&, cuda::Stream);
+using PointwiseCpu = void (*)(const ActivationParams<double>&);
 
 template <class T>
-void check_pointwise(PointwiseForward<T> forward_gpu, PointwiseBackward<T> backward_gpu,
-                     void (*forward_cpu)(const double*, double*, int64_t),
-                     void (*backward_cpu)(const double*, const double*, double*, int64_t)) {
+void check_pointwise(PointwiseGpu<T> forward_gpu, PointwiseGpu<T> backward_gpu, PointwiseCpu forward_cpu,
+                     PointwiseCpu backward_cpu) {
   const int64_t n = 100003;
   auto x = random_bf16(static_cast<size_t>(n), 21, 3.0), dy = random_bf16(static_cast<size_t>(n), 22),
        dx0 = random_bf16(static_cast<size_t>(n), 23, kAccumulateScale);
   std::vector<double> y(static_cast<size_t>(n)), dx = dx0.values;
-  forward_cpu(x.values.data(), y.data(), n);
-  backward_cpu(x.values.data(), dy.values.data(), dx.data(), n);
+  forward_cpu({.x = x.values.data(), .y = y.data(), .n = n});
+  backward_cpu({.x = x.values.data(), .dy = dy.values.data(), .dx = dx.data(), .n = n});
   auto device = [](const Bf16Input& v) {
     if constexpr (std::is_same_v<T, float>)
       return to_f32(v.values);
@@ -101,8 +151,8 @@ void check_pointwise(PointwiseForward<T> forward_gpu, PointwiseBackward<T> backw
       return v.bits;
   };
   DeviceBuffer<T> gx(device(x)), gdy(device(dy)), gdx(device(dx0)), gy(n, T(0));
-  forward_gpu(gx.get(), gy.get(), n, nullptr);
-  backward_gpu(gx.get(), gdy.get(), gdx.get(), n, nullptr);
+  forward_gpu({.x = gx.get(), .y = gy.get(), .n = n}, nullptr);
+  backward_gpu({.x = gx.get(), .dy = gdy.get(), .dx = gdx.get(), .n = n}, nullptr);
   // bf16 outputs: one rounding (kBf16Tol); fp32 outputs: fp32 arithmetic with __expf (kDeviceF32Tol).
   const double tol = std::is_same_v<T, float> ? kDeviceF32Tol : kBf16Tol;
   if constexpr (std::is_same_v<T, float>) {

@@ -2,11 +2,11 @@
 // its biased softmax kernel against plain loops. Skipped without a GPU.
 #include <cmath>
 
+#include "backend/cpu/t5_encoder.h"
 #include "backend/cuda/t5_attention.h"
 #include "backend/cuda/t5_encoder.h"
 #include "core/rng.h"
 #include "cuda_util.h"
-#include "t5/t5_model.h"
 #include "t5_reference.h"
 
 namespace ms::test {

@@ -62,7 +62,8 @@ TEST(CudaVae, ConvFrameMatchesPlainLoops) {
     DeviceBuffer<float> gw(wt), gb(b), gy(int64_t(want.size()), NAN);
     const int64_t col_floats = cuda::conv3d_col_floats(d, d.k() * 64);
     DeviceBuffer<float> col(col_floats, NAN);
-    cuda::conv3d_frame_forward(gemm, x.data(), gw.get(), gb.get(), gy.get(), d, col.get(), col_floats, nullptr);
+    cuda::conv3d_frame_forward(gemm, {.x = x.data(), .w = gw.get(), .b = gb.get(), .y = gy.get(), .d = d}, col.get(),
+                               col_floats, nullptr);
     expect_close(std::string("conv ") + k.name, gy.read(), want, kTol);
   }
 }
@@ -74,9 +75,11 @@ TEST(CudaVae, ChannelRmsNormMatchesTheCpuKernel) {
   for (const bool silu : {false, true}) {
     const std::vector<double> x64(x.begin(), x.end()), g64(g.begin(), g.end());
     std::vector<double> want(x64.size());
-    cpu::channel_rms_norm_forward(x64.data(), g64.data(), want.data(), C, N, silu);
+    cpu::channel_rms_norm_forward<double>(
+        {.x = x64.data(), .gamma = g64.data(), .y = want.data(), .C = C, .N = N, .silu = silu});
     DeviceBuffer<float> gx(x), gg(g), gy(C * N, NAN);
-    cuda::channel_rms_norm_forward(gx.get(), gg.get(), gy.get(), C, N, silu, nullptr);
+    cuda::channel_rms_norm_forward({.x = gx.get(), .gamma = gg.get(), .y = gy.get(), .C = C, .N = N, .silu = silu},
+                                   nullptr);
     expect_close(silu ? "norm + silu" : "norm", gy.read(), want, kTol);
   }
 }

@@ -89,11 +89,11 @@ void Backward(const T* x, const T* dy, T* dx, int64_t n) {  // dx += dy (s + x s
 
 }  // namespace
 
-#define MS_TARGET_ENTRIES(T, S)                                                                     \
-  void GeluForward##S(const T* x, T* y, int64_t n) { Forward<Gelu>(x, y, n); }                      \
-  void GeluBackward##S(const T* x, const T* dy, T* dx, int64_t n) { Backward<Gelu>(x, dy, dx, n); } \
-  void SiluForward##S(const T* x, T* y, int64_t n) { Forward<Silu>(x, y, n); }                      \
-  void SiluBackward##S(const T* x, const T* dy, T* dx, int64_t n) { Backward<Silu>(x, dy, dx, n); }
+#define MS_TARGET_ENTRIES(T, S)                                                                \
+  void GeluForward##S(const ActivationParams<T>& p) { Forward<Gelu>(p.x, p.y, p.n); }          \
+  void GeluBackward##S(const ActivationParams<T>& p) { Backward<Gelu>(p.x, p.dy, p.dx, p.n); } \
+  void SiluForward##S(const ActivationParams<T>& p) { Forward<Silu>(p.x, p.y, p.n); }          \
+  void SiluBackward##S(const ActivationParams<T>& p) { Backward<Silu>(p.x, p.dy, p.dx, p.n); }
 MS_TARGET_ENTRIES(float, F)
 MS_TARGET_ENTRIES(double, D)
 #undef MS_TARGET_ENTRIES
@@ -104,26 +104,26 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ms::cpu {
 
-#define MS_DISPATCH(T, S)                                                 \
-  HWY_EXPORT(GeluForward##S);                                             \
-  HWY_EXPORT(GeluBackward##S);                                            \
-  HWY_EXPORT(SiluForward##S);                                             \
-  HWY_EXPORT(SiluBackward##S);                                            \
-  template <>                                                             \
-  void gelu_tanh_forward<T>(const T* x, T* y, int64_t n) {                \
-    HWY_DYNAMIC_DISPATCH(GeluForward##S)(x, y, n);                        \
-  }                                                                       \
-  template <>                                                             \
-  void gelu_tanh_backward<T>(const T* x, const T* dy, T* dx, int64_t n) { \
-    HWY_DYNAMIC_DISPATCH(GeluBackward##S)(x, dy, dx, n);                  \
-  }                                                                       \
-  template <>                                                             \
-  void silu_forward<T>(const T* x, T* y, int64_t n) {                     \
-    HWY_DYNAMIC_DISPATCH(SiluForward##S)(x, y, n);                        \
-  }                                                                       \
-  template <>                                                             \
-  void silu_backward<T>(const T* x, const T* dy, T* dx, int64_t n) {      \
-    HWY_DYNAMIC_DISPATCH(SiluBackward##S)(x, dy, dx, n);                  \
+#define MS_DISPATCH(T, S)                                    \
+  HWY_EXPORT(GeluForward##S);                                \
+  HWY_EXPORT(GeluBackward##S);                               \
+  HWY_EXPORT(SiluForward##S);                                \
+  HWY_EXPORT(SiluBackward##S);                               \
+  template <>                                                \
+  void gelu_tanh_forward<T>(const ActivationParams<T>& p) {  \
+    HWY_DYNAMIC_DISPATCH(GeluForward##S)(p);                 \
+  }                                                          \
+  template <>                                                \
+  void gelu_tanh_backward<T>(const ActivationParams<T>& p) { \
+    HWY_DYNAMIC_DISPATCH(GeluBackward##S)(p);                \
+  }                                                          \
+  template <>                                                \
+  void silu_forward<T>(const ActivationParams<T>& p) {       \
+    HWY_DYNAMIC_DISPATCH(SiluForward##S)(p);                 \
+  }                                                          \
+  template <>                                                \
+  void silu_backward<T>(const ActivationParams<T>& p) {      \
+    HWY_DYNAMIC_DISPATCH(SiluBackward##S)(p);                \
   }
 MS_DISPATCH(float, F)
 MS_DISPATCH(double, D)

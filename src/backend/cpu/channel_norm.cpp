@@ -49,12 +49,8 @@ void Forward(const T* x, const T* gamma, T* y, int64_t C, int64_t N, bool silu) 
 
 }  // namespace
 
-void ChannelRmsNormF(const float* x, const float* g, float* y, int64_t C, int64_t N, bool silu) {
-  Forward(x, g, y, C, N, silu);
-}
-void ChannelRmsNormD(const double* x, const double* g, double* y, int64_t C, int64_t N, bool silu) {
-  Forward(x, g, y, C, N, silu);
-}
+void ChannelRmsNormF(const ChannelNormParams<float>& p) { Forward(p.x, p.gamma, p.y, p.C, p.N, p.silu); }
+void ChannelRmsNormD(const ChannelNormParams<double>& p) { Forward(p.x, p.gamma, p.y, p.C, p.N, p.silu); }
 
 }  // namespace ms::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -66,12 +62,12 @@ HWY_EXPORT(ChannelRmsNormF);
 HWY_EXPORT(ChannelRmsNormD);
 
 template <>
-void channel_rms_norm_forward<float>(const float* x, const float* g, float* y, int64_t C, int64_t N, bool silu) {
-  HWY_DYNAMIC_DISPATCH(ChannelRmsNormF)(x, g, y, C, N, silu);
+void channel_rms_norm_forward<float>(const ChannelNormParams<float>& p) {
+  HWY_DYNAMIC_DISPATCH(ChannelRmsNormF)(p);
 }
 template <>
-void channel_rms_norm_forward<double>(const double* x, const double* g, double* y, int64_t C, int64_t N, bool silu) {
-  HWY_DYNAMIC_DISPATCH(ChannelRmsNormD)(x, g, y, C, N, silu);
+void channel_rms_norm_forward<double>(const ChannelNormParams<double>& p) {
+  HWY_DYNAMIC_DISPATCH(ChannelRmsNormD)(p);
 }
 
 }  // namespace ms::cpu

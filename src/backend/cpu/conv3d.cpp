@@ -64,7 +64,11 @@ void unfold_band(const T* const* x, const ConvFrameDims& d, int64_t p0, int64_t 
 }  // namespace
 
 template <class T>
-void conv3d_frame_forward(const T* const* x, const T* w, const T* b, T* y, const ConvFrameDims& d) {
+void conv3d_frame_forward(const ConvFrameParams<T>& p) {
+  const T* const* x = p.x;
+  const T *w = p.w, *b = p.b;
+  T* y = p.y;
+  const ConvFrameDims& d = p.d;
   MS_CHECK(d.ci > 0 && d.co > 0 && d.kt > 0 && d.kh > 0 && d.kw > 0 && d.h > 0 && d.w > 0 && d.up > 0 && d.stride > 0 &&
                d.out_h > 0 && d.out_w > 0,
            "conv3d_frame_forward: bad dims");
@@ -84,9 +88,7 @@ void conv3d_frame_forward(const T* const* x, const T* w, const T* b, T* y, const
   }
 }
 
-template void conv3d_frame_forward<float>(const float* const*, const float*, const float*, float*,
-                                          const ConvFrameDims&);
-template void conv3d_frame_forward<double>(const double* const*, const double*, const double*, double*,
-                                           const ConvFrameDims&);
+template void conv3d_frame_forward<float>(const ConvFrameParams<float>&);
+template void conv3d_frame_forward<double>(const ConvFrameParams<double>&);
 
 }  // namespace ms::cpu

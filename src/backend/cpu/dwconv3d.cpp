@@ -36,8 +36,10 @@ std::vector<T> taps_major(const T* w, int64_t C) {
 }  // namespace
 
 template <class T>
-void dwconv3d_forward(const T* x, const T* w, const T* b, T* y, int64_t B, int64_t Tn, int64_t H, int64_t W,
-                      int64_t C) {
+void dwconv3d_forward(const Dwconv3dParams<T>& p) {
+  const T *x = p.x, *w = p.w, *b = p.b;
+  T* y = p.y;
+  const int64_t B = p.B, Tn = p.Tn, H = p.H, W = p.W, C = p.C;
   const int64_t L = Tn * H * W;
   const std::vector<T> wt = taps_major(w, C);  // [27, C]
   parallel_for(
@@ -56,8 +58,10 @@ void dwconv3d_forward(const T* x, const T* w, const T* b, T* y, int64_t B, int64
 }
 
 template <class T>
-void dwconv3d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t B, int64_t Tn, int64_t H,
-                       int64_t W, int64_t C) {
+void dwconv3d_backward(const Dwconv3dParams<T>& p) {
+  const T *x = p.x, *w = p.w, *dy = p.dy;
+  T *dx = p.dx, *dw = p.dw, *db = p.db;
+  const int64_t B = p.B, Tn = p.Tn, H = p.H, W = p.W, C = p.C;
   const int64_t L = Tn * H * W;
   if (dx) {  // dx[token] = sum over the taps that read it: the mirrored neighbourhood, same tap weight
     const std::vector<T> wt = taps_major(w, C);  // [27, C]
@@ -99,12 +103,9 @@ void dwconv3d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db,
       min_parallel_for_work(nblocks, 27.0 * double(B * L * C)));
 }
 
-#define MS_INSTANTIATE(T)                                                                                           \
-  template void dwconv3d_forward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t); \
-  template void dwconv3d_backward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t, int64_t,  \
-                                     int64_t);
-MS_INSTANTIATE(float)
-MS_INSTANTIATE(double)
-#undef MS_INSTANTIATE
+template void dwconv3d_forward<float>(const Dwconv3dParams<float>&);
+template void dwconv3d_forward<double>(const Dwconv3dParams<double>&);
+template void dwconv3d_backward<float>(const Dwconv3dParams<float>&);
+template void dwconv3d_backward<double>(const Dwconv3dParams<double>&);
 
 }  // namespace ms::cpu

@@ -15,7 +15,11 @@ constexpr int64_t kChannelBlock = 64;  // channels per task in the dw/db reducti
 }
 
 template <class T>
-void layernorm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t N, int64_t C, double eps) {
+void layernorm_forward(const LayerNormParams<T>& p) {
+  const T *x = p.x, *w = p.w, *b = p.b;
+  T *y = p.y, *mean = p.mean, *rstd = p.rstd;
+  const int64_t N = p.N, C = p.C;
+  const double eps = p.eps;
   parallel_for(
       N,
       [&](int64_t n) {
@@ -37,8 +41,10 @@ void layernorm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rst
 }
 
 template <class T>
-void layernorm_backward(const T* x, const T* w, const T* mean, const T* rstd, const T* dy, T* dx, T* dw, T* db,
-                        int64_t N, int64_t C) {
+void layernorm_backward(const LayerNormParams<T>& p) {
+  const T *x = p.x, *w = p.w, *mean = p.mean, *rstd = p.rstd, *dy = p.dy;
+  T *dx = p.dx, *dw = p.dw, *db = p.db;
+  const int64_t N = p.N, C = p.C;
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w, xhat = (x - mean) * rstd.
   parallel_for(
       N,
@@ -84,13 +90,9 @@ void layernorm_backward(const T* x, const T* w, const T* mean, const T* rstd, co
   });
 }
 
-template void layernorm_forward<float>(const float*, const float*, const float*, float*, float*, float*, int64_t,
-                                       int64_t, double);
-template void layernorm_forward<double>(const double*, const double*, const double*, double*, double*, double*, int64_t,
-                                        int64_t, double);
-template void layernorm_backward<float>(const float*, const float*, const float*, const float*, const float*, float*,
-                                        float*, float*, int64_t, int64_t);
-template void layernorm_backward<double>(const double*, const double*, const double*, const double*, const double*,
-                                         double*, double*, double*, int64_t, int64_t);
+template void layernorm_forward<float>(const LayerNormParams<float>&);
+template void layernorm_forward<double>(const LayerNormParams<double>&);
+template void layernorm_backward<float>(const LayerNormParams<float>&);
+template void layernorm_backward<double>(const LayerNormParams<double>&);
 
 }  // namespace ms::cpu

@@ -8,7 +8,10 @@
 namespace ms::cpu {
 
 template <class T>
-void linear_forward(const T* x, const T* w, const T* b, T* y, int64_t N, int64_t in, int64_t out) {
+void linear_forward(const LinearParams<T>& p) {
+  const T *x = p.x, *w = p.w, *b = p.b;
+  T* y = p.y;
+  const int64_t N = p.N, in = p.in, out = p.out;
   if (b) {
     parallel_for(
         N,
@@ -21,7 +24,10 @@ void linear_forward(const T* x, const T* w, const T* b, T* y, int64_t N, int64_t
 }
 
 template <class T>
-void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t N, int64_t in, int64_t out) {
+void linear_backward(const LinearParams<T>& p) {
+  const T *x = p.x, *w = p.w, *dy = p.dy;
+  T *dx = p.dx, *dw = p.dw, *db = p.db;
+  const int64_t N = p.N, in = p.in, out = p.out;
   if (dx) gemm<T>(false, false, N, in, out, T(1), dy, out, w, in, T(1), dx, in);
   gemm<T>(true, false, out, in, N, T(1), dy, out, x, in, T(1), dw, in);
   if (db) {
@@ -42,11 +48,9 @@ void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, i
   }
 }
 
-template void linear_forward<float>(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t);
-template void linear_forward<double>(const double*, const double*, const double*, double*, int64_t, int64_t, int64_t);
-template void linear_backward<float>(const float*, const float*, const float*, float*, float*, float*, int64_t, int64_t,
-                                     int64_t);
-template void linear_backward<double>(const double*, const double*, const double*, double*, double*, double*, int64_t,
-                                      int64_t, int64_t);
+template void linear_forward<float>(const LinearParams<float>&);
+template void linear_forward<double>(const LinearParams<double>&);
+template void linear_backward<float>(const LinearParams<float>&);
+template void linear_backward<double>(const LinearParams<double>&);
 
 }  // namespace ms::cpu

@@ -25,8 +25,10 @@ void for_batch_channel_blocks(int64_t B, int64_t C, F&& fn) {
 }  // namespace
 
 template <class T>
-void modulate_forward(const T* x, const T* shift, const T* scale, T* y, int64_t B, int64_t L, int64_t C,
-                      int64_t stride) {
+void modulate_forward(const ModulateParams<T>& p) {
+  const T *x = p.x, *shift = p.shift, *scale = p.scale;
+  T* y = p.y;
+  const int64_t B = p.B, L = p.L, C = p.C, stride = p.stride;
   parallel_for(
       B * L,
       [&](int64_t r) {
@@ -39,8 +41,10 @@ void modulate_forward(const T* x, const T* shift, const T* scale, T* y, int64_t 
 }
 
 template <class T>
-void modulate_backward(const T* x, const T* scale, const T* dy, T* dx, T* dshift, T* dscale, int64_t B, int64_t L,
-                       int64_t C, int64_t stride) {
+void modulate_backward(const ModulateParams<T>& p) {
+  const T *x = p.x, *scale = p.scale, *dy = p.dy;
+  T *dx = p.dx, *dshift = p.dshift, *dscale = p.dscale;
+  const int64_t B = p.B, L = p.L, C = p.C, stride = p.stride;
   for_batch_channel_blocks(B, C, [&](int64_t b, int64_t c0, int64_t c1) {
     std::vector<double> ssh(c1 - c0, 0.0), ssc(c1 - c0, 0.0);  // [c1 - c0]
     const T* sc = scale + b * stride;                          // [C]
@@ -61,8 +65,10 @@ void modulate_backward(const T* x, const T* scale, const T* dy, T* dx, T* dshift
 }
 
 template <class T>
-void gate_residual_forward(const T* x, const T* y, const T* gate, T* out, int64_t B, int64_t L, int64_t C,
-                           int64_t stride) {
+void gate_residual_forward(const GateResidualParams<T>& p) {
+  const T *x = p.x, *y = p.y, *gate = p.gate;
+  T* out = p.out;
+  const int64_t B = p.B, L = p.L, C = p.C, stride = p.stride;
   parallel_for(
       B * L,
       [&](int64_t r) {
@@ -73,8 +79,10 @@ void gate_residual_forward(const T* x, const T* y, const T* gate, T* out, int64_
 }
 
 template <class T>
-void gate_residual_backward(const T* y, const T* gate, const T* dout, T* dx, T* dy, T* dgate, int64_t B, int64_t L,
-                            int64_t C, int64_t stride) {
+void gate_residual_backward(const GateResidualParams<T>& p) {
+  const T *y = p.y, *gate = p.gate, *dout = p.dout;
+  T *dx = p.dx, *dy = p.dy, *dgate = p.dgate;
+  const int64_t B = p.B, L = p.L, C = p.C, stride = p.stride;
   for_batch_channel_blocks(B, C, [&](int64_t b, int64_t c0, int64_t c1) {
     std::vector<double> sg(c1 - c0, 0.0);             // [c1 - c0]
     const T* g = gate ? gate + b * stride : nullptr;  // [C] or null
@@ -93,7 +101,11 @@ void gate_residual_backward(const T* y, const T* gate, const T* dout, T* dx, T* 
 }
 
 template <class T>
-void modulation_forward(const T* param, const T* e, T* mod, int64_t B, int64_t K, int64_t C, bool per_chunk) {
+void modulation_forward(const ModulationParams<T>& p) {
+  const T *param = p.param, *e = p.e;
+  T* mod = p.mod;
+  const int64_t B = p.B, K = p.K, C = p.C;
+  const bool per_chunk = p.per_chunk;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < K; ++i)
       for (int64_t c = 0; c < C; ++c)
@@ -101,7 +113,11 @@ void modulation_forward(const T* param, const T* e, T* mod, int64_t B, int64_t K
 }
 
 template <class T>
-void modulation_backward(const T* dmod, T* dparam, T* de, int64_t B, int64_t K, int64_t C, bool per_chunk) {
+void modulation_backward(const ModulationParams<T>& p) {
+  const T* dmod = p.dmod;
+  T *dparam = p.dparam, *de = p.de;
+  const int64_t B = p.B, K = p.K, C = p.C;
+  const bool per_chunk = p.per_chunk;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < K; ++i)
       for (int64_t c = 0; c < C; ++c) {
@@ -111,25 +127,17 @@ void modulation_backward(const T* dmod, T* dparam, T* de, int64_t B, int64_t K, 
       }
 }
 
-template void modulation_forward<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
-template void modulation_forward<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, bool);
-template void modulation_backward<float>(const float*, float*, float*, int64_t, int64_t, int64_t, bool);
-template void modulation_backward<double>(const double*, double*, double*, int64_t, int64_t, int64_t, bool);
-template void modulate_forward<float>(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t,
-                                      int64_t);
-template void modulate_forward<double>(const double*, const double*, const double*, double*, int64_t, int64_t, int64_t,
-                                       int64_t);
-template void modulate_backward<float>(const float*, const float*, const float*, float*, float*, float*, int64_t,
-                                       int64_t, int64_t, int64_t);
-template void modulate_backward<double>(const double*, const double*, const double*, double*, double*, double*, int64_t,
-                                        int64_t, int64_t, int64_t);
-template void gate_residual_forward<float>(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t,
-                                           int64_t);
-template void gate_residual_forward<double>(const double*, const double*, const double*, double*, int64_t, int64_t,
-                                            int64_t, int64_t);
-template void gate_residual_backward<float>(const float*, const float*, const float*, float*, float*, float*, int64_t,
-                                            int64_t, int64_t, int64_t);
-template void gate_residual_backward<double>(const double*, const double*, const double*, double*, double*, double*,
-                                             int64_t, int64_t, int64_t, int64_t);
+template void modulation_forward<float>(const ModulationParams<float>&);
+template void modulation_forward<double>(const ModulationParams<double>&);
+template void modulation_backward<float>(const ModulationParams<float>&);
+template void modulation_backward<double>(const ModulationParams<double>&);
+template void modulate_forward<float>(const ModulateParams<float>&);
+template void modulate_forward<double>(const ModulateParams<double>&);
+template void modulate_backward<float>(const ModulateParams<float>&);
+template void modulate_backward<double>(const ModulateParams<double>&);
+template void gate_residual_forward<float>(const GateResidualParams<float>&);
+template void gate_residual_forward<double>(const GateResidualParams<double>&);
+template void gate_residual_backward<float>(const GateResidualParams<float>&);
+template void gate_residual_backward<double>(const GateResidualParams<double>&);
 
 }  // namespace ms::cpu

@@ -14,7 +14,11 @@ constexpr int64_t kChunk = 4096;
 }  // namespace
 
 template <class T>
-double mse_loss(const T* pred, const T* target, T* dpred, int64_t n, double scale) {
+double mse_loss(const MseLossParams<T>& p) {
+  const T *pred = p.pred, *target = p.target;
+  T* dpred = p.dpred;
+  const int64_t n = p.n;
+  const double scale = p.scale;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(chunks, 0.0);  // [chunks]
   const double g = 2.0 / double(n) * scale;
@@ -32,7 +36,7 @@ double mse_loss(const T* pred, const T* target, T* dpred, int64_t n, double scal
   return total / double(n);
 }
 
-template double mse_loss<float>(const float*, const float*, float*, int64_t, double);
-template double mse_loss<double>(const double*, const double*, double*, int64_t, double);
+template double mse_loss<float>(const MseLossParams<float>&);
+template double mse_loss<double>(const MseLossParams<double>&);
 
 }  // namespace ms::cpu

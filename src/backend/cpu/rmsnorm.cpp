@@ -14,7 +14,11 @@ constexpr int64_t kChannelBlock = 64;  // channels per task in the dw reduction 
 }
 
 template <class T>
-void rmsnorm_forward(const T* x, const T* w, T* y, T* rstd, int64_t N, int64_t C, double eps) {
+void rmsnorm_forward(const RmsNormParams<T>& p) {
+  const T *x = p.x, *w = p.w;
+  T *y = p.y, *rstd = p.rstd;
+  const int64_t N = p.N, C = p.C;
+  const double eps = p.eps;
   parallel_for(
       N,
       [&](int64_t n) {
@@ -29,7 +33,10 @@ void rmsnorm_forward(const T* x, const T* w, T* y, T* rstd, int64_t N, int64_t C
 }
 
 template <class T>
-void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw, int64_t N, int64_t C) {
+void rmsnorm_backward(const RmsNormParams<T>& p) {
+  const T *x = p.x, *w = p.w, *rstd = p.rstd, *dy = p.dy;
+  T *dx = p.dx, *dw = p.dw;
+  const int64_t N = p.N, C = p.C;
   // dx = rstd * (g - xhat * mean(g * xhat)), g = dy * w, xhat = x * rstd.
   parallel_for(
       N,
@@ -58,11 +65,9 @@ void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx,
   });
 }
 
-template void rmsnorm_forward<float>(const float*, const float*, float*, float*, int64_t, int64_t, double);
-template void rmsnorm_forward<double>(const double*, const double*, double*, double*, int64_t, int64_t, double);
-template void rmsnorm_backward<float>(const float*, const float*, const float*, const float*, float*, float*, int64_t,
-                                      int64_t);
-template void rmsnorm_backward<double>(const double*, const double*, const double*, const double*, double*, double*,
-                                       int64_t, int64_t);
+template void rmsnorm_forward<float>(const RmsNormParams<float>&);
+template void rmsnorm_forward<double>(const RmsNormParams<double>&);
+template void rmsnorm_backward<float>(const RmsNormParams<float>&);
+template void rmsnorm_backward<double>(const RmsNormParams<double>&);
 
 }  // namespace ms::cpu

@@ -56,21 +56,17 @@ void backward(const T* x, const T* dy, T* dx, int64_t n, Stream stream) {
 
 }  // namespace
 
-void gelu_tanh_forward(const uint16_t* x, uint16_t* y, int64_t n, Stream stream) { forward<GeluTanh>(x, y, n, stream); }
-void gelu_tanh_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, Stream stream) {
-  backward<GeluTanh>(x, dy, dx, n, stream);
+void gelu_tanh_forward(const ActivationParams<uint16_t>& p, Stream stream) { forward<GeluTanh>(p.x, p.y, p.n, stream); }
+void gelu_tanh_backward(const ActivationParams<uint16_t>& p, Stream stream) {
+  backward<GeluTanh>(p.x, p.dy, p.dx, p.n, stream);
 }
 void gelu_tanh_gate_forward(const uint16_t* gate, const uint16_t* up, uint16_t* y, int64_t n, Stream stream) {
   gelu_tanh_gate_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(gate, up, y, n);
   MS_CUDA_CHECK_LAUNCH();
 }
-void silu_forward(const uint16_t* x, uint16_t* y, int64_t n, Stream stream) { forward<Silu>(x, y, n, stream); }
-void silu_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, Stream stream) {
-  backward<Silu>(x, dy, dx, n, stream);
-}
-void silu_forward(const float* x, float* y, int64_t n, Stream stream) { forward<Silu>(x, y, n, stream); }
-void silu_backward(const float* x, const float* dy, float* dx, int64_t n, Stream stream) {
-  backward<Silu>(x, dy, dx, n, stream);
-}
+void silu_forward(const ActivationParams<uint16_t>& p, Stream stream) { forward<Silu>(p.x, p.y, p.n, stream); }
+void silu_backward(const ActivationParams<uint16_t>& p, Stream stream) { backward<Silu>(p.x, p.dy, p.dx, p.n, stream); }
+void silu_forward(const ActivationParams<float>& p, Stream stream) { forward<Silu>(p.x, p.y, p.n, stream); }
+void silu_backward(const ActivationParams<float>& p, Stream stream) { backward<Silu>(p.x, p.dy, p.dx, p.n, stream); }
 
 }  // namespace ms::cuda

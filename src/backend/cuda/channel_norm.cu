@@ -23,8 +23,11 @@ __global__ void channel_rms_norm_kernel(const float* x, const float* gamma, floa
 
 }  // namespace
 
-void channel_rms_norm_forward(const float* x, const float* gamma, float* y, int64_t C, int64_t N, bool silu,
-                              Stream stream) {
+void channel_rms_norm_forward(const ChannelNormParams<float>& p, Stream stream) {
+  const float *x = p.x, *gamma = p.gamma;
+  float* y = p.y;
+  const int64_t C = p.C, N = p.N;
+  const bool silu = p.silu;
   if (N == 0) return;
   channel_rms_norm_kernel<<<elementwise_blocks(N), 256, 0, stream>>>(x, gamma, y, C, N, silu,
                                                                      float(std::sqrt(double(C))));

@@ -2,14 +2,12 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/device.h"
 #include "ops/channel_norm.h"
-
-struct CUstream_st;
 
 namespace ms::cuda {
 
 // x [C, N] (N pixels per channel plane), gamma [C] -> y [C, N] (may be x); enqueued on `stream`.
-void channel_rms_norm_forward(const float* x, const float* gamma, float* y, int64_t C, int64_t N, bool silu,
-                              CUstream_st* stream);
+void channel_rms_norm_forward(const ChannelNormParams<float>& p, Stream stream);
 
 }  // namespace ms::cuda

@@ -41,8 +41,12 @@ int64_t conv3d_col_floats(const ConvFrameDims& d, int64_t budget) {
   return d.pointwise() ? 0 : d.k() * std::min(pixels, std::max(kMinBand, budget / d.k()));
 }
 
-void conv3d_frame_forward(GemmContext& gemm, const float* const* x, const float* w, const float* b, float* y,
-                          const ConvFrameDims& d, float* col, int64_t col_floats, Stream stream) {
+void conv3d_frame_forward(GemmContext& gemm, const ConvFrameParams<float>& p, float* col, int64_t col_floats,
+                          Stream stream) {
+  const float* const* x = p.x;
+  const float *w = p.w, *b = p.b;
+  float* y = p.y;
+  const ConvFrameDims& d = p.d;
   MS_CHECK(d.ci > 0 && d.co > 0 && d.kt > 0 && d.kt <= kMaxFrames && d.kh > 0 && d.kw > 0 && d.h > 0 && d.w > 0 &&
                d.up > 0 && d.stride > 0 && d.out_h > 0 && d.out_w > 0,
            "cuda::conv3d_frame_forward: bad dims");

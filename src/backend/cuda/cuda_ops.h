@@ -14,6 +14,14 @@
 #include "backend/cuda/patchify.h"
 #include "model/config.h"
 #include "model/dims.h"
+#include "ops/activation.h"
+#include "ops/dwconv3d.h"
+#include "ops/embedding.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+#include "ops/modulate.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
 #include "ops/window_attention.h"
 
 namespace ms::cuda {
@@ -38,60 +46,41 @@ struct CudaOps {
   void zero(float* p, int64_t n);
   void copy(uint16_t* dst, const uint16_t* src, int64_t n);
 
-  void modulation_forward(const uint16_t* param, const float* e, float* mod, int64_t B, int64_t K, int64_t C,
-                          bool per_chunk);
-  void modulation_backward(const float* dmod, float* dparam, float* de, int64_t B, int64_t K, int64_t C,
-                           bool per_chunk);
-  // ln is unused (fused): LayerNorm and modulation in one pass.
-  void norm_modulate_forward(const uint16_t* x, const float* shift, const float* scale, uint16_t* ln, uint16_t* y,
-                             float* mean, float* rstd, int64_t B, int64_t L, int64_t C, int64_t stride, double eps);
-  // ln and tmp are unused (fused).
-  void norm_modulate_backward(const uint16_t* x, const uint16_t* ln, const float* mean, const float* rstd,
-                              const float* scale, const uint16_t* dy, uint16_t* tmp, uint16_t* dx, float* dshift,
-                              float* dscale, int64_t B, int64_t L, int64_t C, int64_t stride);
-  void layernorm_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, float* mean, float* rstd,
-                         int64_t N, int64_t C, double eps);
-  void layernorm_backward(const uint16_t* x, const uint16_t* w, const float* mean, const float* rstd,
-                          const uint16_t* dy, uint16_t* dx, float* dw, float* db, int64_t N, int64_t C);
-  void rmsnorm_forward(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t N, int64_t C,
-                       double eps);
-  void rmsnorm_backward(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy, uint16_t* dx,
-                        float* dw, int64_t N, int64_t C);
-  void linear_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t N, int64_t in,
-                      int64_t out);
-  void linear_backward(const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw, float* db,
-                       int64_t N, int64_t in, int64_t out);
-  void rope_forward(const uint16_t* x, uint16_t* y, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh, int64_t d);
-  void rope_backward(const uint16_t* dy, uint16_t* dx, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh,
-                     int64_t d);
+  void modulation_forward(const ModulationParams<uint16_t, float>& p);
+  void modulation_backward(const ModulationParams<uint16_t, float>& p);
+  // LayerNorm and modulation in one pass: p.ln and p.tmp are unused.
+  void norm_modulate_forward(const NormModulateParams<uint16_t, float>& p);
+  void norm_modulate_backward(const NormModulateParams<uint16_t, float>& p);
+  void layernorm_forward(const LayerNormParams<uint16_t, float>& p);
+  void layernorm_backward(const LayerNormParams<uint16_t, float>& p);
+  void rmsnorm_forward(const RmsNormParams<uint16_t, float>& p);
+  void rmsnorm_backward(const RmsNormParams<uint16_t, float>& p);
+  void linear_forward(const LinearParams<uint16_t, uint16_t, float>& p);
+  void linear_backward(const LinearParams<uint16_t, uint16_t, float>& p);
+  void rope_forward(const RopeParams<uint16_t>& p);
+  void rope_backward(const RopeParams<uint16_t>& p);
   // The time path in fp32 (linear_f32, SiLU on fp32), the embeddings and the re-layouts.
-  void time_linear_forward(const float* x, const uint16_t* w, const uint16_t* b, float* y, int64_t N, int64_t in,
-                           int64_t out);
-  void time_linear_backward(const float* x, const uint16_t* w, const float* dy, float* dx, float* dw, float* db,
-                            int64_t N, int64_t in, int64_t out);
-  void time_silu_forward(const float* x, float* y, int64_t n);
-  void time_silu_backward(const float* x, const float* dy, float* dx, int64_t n);
-  void sinusoidal_embedding(const float* t, float* out, int64_t B, int64_t dim);
-  void pad_context_forward(const float* context, uint16_t* padded, int64_t B, int64_t Lc, int64_t Lt, int64_t C);
-  void pad_context_backward(const uint16_t* dpadded, float* dcontext, int64_t B, int64_t Lc, int64_t Lt, int64_t C);
-  void patchify_forward(const float* latents, uint16_t* patches, const PatchDims& d);
-  void patchify_backward(const uint16_t* dpatches, float* dlatents, const PatchDims& d);
-  void unpatchify_forward(const uint16_t* tokens, float* video, const PatchDims& d);
-  void unpatchify_backward(const float* dvideo, uint16_t* dtokens, const PatchDims& d);
-  void gelu_tanh_forward(const uint16_t* x, uint16_t* y, int64_t n);
-  void gelu_tanh_backward(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n);
-  void gate_residual_forward(const uint16_t* x, const uint16_t* y, const float* gate, uint16_t* out, int64_t B,
-                             int64_t L, int64_t C, int64_t stride);
-  void gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t* dout, uint16_t* dx, uint16_t* dy,
-                              float* dgate, int64_t B, int64_t L, int64_t C, int64_t stride);
+  void time_linear_forward(const LinearParams<float, uint16_t, float>& p);
+  void time_linear_backward(const LinearParams<float, uint16_t, float>& p);
+  void time_silu_forward(const ActivationParams<float>& p);
+  void time_silu_backward(const ActivationParams<float>& p);
+  void sinusoidal_embedding(const SinusoidalParams<float>& p);
+  void pad_context_forward(const PadContextParams<float, uint16_t>& p);
+  void pad_context_backward(const PadContextParams<float, uint16_t>& p);
+  void patchify_forward(const PatchifyParams<float, uint16_t>& p);
+  void patchify_backward(const PatchifyParams<float, uint16_t>& p);
+  void unpatchify_forward(const UnpatchifyParams<uint16_t, float>& p);
+  void unpatchify_backward(const UnpatchifyParams<uint16_t, float>& p);
+  void gelu_tanh_forward(const ActivationParams<uint16_t>& p);
+  void gelu_tanh_backward(const ActivationParams<uint16_t>& p);
+  void gate_residual_forward(const GateResidualParams<uint16_t, float>& p);
+  void gate_residual_backward(const GateResidualParams<uint16_t, float>& p);
   void window_attention_forward(const WindowAttentionParams<uint16_t, float>& p);
   void window_attention_backward(const WindowAttentionParams<uint16_t, float>& p);
   void dsa_forward(const DsaParams<uint16_t, float>& p);
   void dsa_backward(const DsaParams<uint16_t, float>& p);
-  void dwconv3d_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t B, int64_t Tn,
-                        int64_t H, int64_t W, int64_t C);
-  void dwconv3d_backward(const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw, float* db,
-                         int64_t B, int64_t Tn, int64_t H, int64_t W, int64_t C);
+  void dwconv3d_forward(const Dwconv3dParams<uint16_t, float>& p);
+  void dwconv3d_backward(const Dwconv3dParams<uint16_t, float>& p);
   void dsa_offsets_forward(const DsaOffsetsParams<uint16_t>& p);
   void dsa_offsets_backward(const DsaOffsetsParams<uint16_t>& p);
   void attention_forward(const AttentionParams<uint16_t, float>& p);
@@ -99,7 +88,6 @@ struct CudaOps {
 
  private:
   Launch launch() const { return {stream, scratch, scratch_numel, dsa_halo_rows}; }
-  float* scratch_for(int64_t need) const { return launch().scratch_for(need); }
 };
 
 }  // namespace ms::cuda

@@ -95,7 +95,8 @@ void CudaStageRunner::head_step(const void* w, const void* x, const StepInputs& 
   const int64_t D = cfg_.dim;
   o.zero(g, grad_numel(table_.stages().size() - 1));
   head_forward(w, x, velocity);
-  cuda::mse_loss(velocity, in.target, dvelocity, loss_, loss_ + 1, video_numel(cfg_, dims_), 1.0, o.stream);
+  cuda::mse_loss({.pred = velocity, .target = in.target, .dpred = dvelocity, .n = video_numel(cfg_, dims_)}, loss_,
+                 loss_ + 1, o.stream);
   o.zero(ws_.de, dims_.B * D);
   o.zero(ws_.de0, dims_.B * 6 * D);
   o.zero(ws_.dctx, dims_.B * dims_.Lt * D);

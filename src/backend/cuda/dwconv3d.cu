@@ -77,16 +77,23 @@ __global__ void weight_finish(const float* partial, float* dw, float* db, int64_
 
 }  // namespace
 
-void dwconv3d_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t B, int64_t Tn,
-                      int64_t H, int64_t W, int64_t C, Stream stream) {
+void dwconv3d_forward(const Dwconv3dParams<uint16_t, float>& p, Stream stream) {
+  const uint16_t *x = p.x, *w = p.w, *b = p.b;
+  uint16_t* y = p.y;
+  const int64_t B = p.B, Tn = p.Tn, H = p.H, W = p.W, C = p.C;
   const int64_t n = B * Tn * H * W * C;
   if (n == 0) return;
   forward_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(x, w, b, y, Grid{B, Tn, H, W, C});
   MS_CUDA_CHECK_LAUNCH();
 }
 
-void dwconv3d_backward(const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw, float* db,
-                       float* scratch, int64_t B, int64_t Tn, int64_t H, int64_t W, int64_t C, Stream stream) {
+void dwconv3d_backward(const Dwconv3dParams<uint16_t, float>& p, const Launch& l) {
+  const uint16_t *x = p.x, *w = p.w, *dy = p.dy;
+  uint16_t* dx = p.dx;
+  float *dw = p.dw, *db = p.db;
+  const int64_t B = p.B, Tn = p.Tn, H = p.H, W = p.W, C = p.C;
+  const Stream stream = l.stream;
+  float* scratch = l.scratch_for(dwconv3d_backward_scratch(B * Tn * H * W, C));
   const Grid g{B, Tn, H, W, C};
   const int64_t rows = B * Tn * H * W, chunks = (rows + kDwconvRows - 1) / kDwconvRows;
   if (rows == 0 || C == 0) return;

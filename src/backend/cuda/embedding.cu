@@ -36,20 +36,27 @@ __global__ void unpad_kernel(const uint16_t* dpadded, float* dcontext, int64_t B
 
 }  // namespace
 
-void sinusoidal_embedding(const float* t, float* out, int64_t B, int64_t dim, Stream stream) {
+void sinusoidal_embedding(const SinusoidalParams<float>& p, Stream stream) {
+  const float* t = p.t;
+  float* out = p.out;
+  const int64_t B = p.B, dim = p.dim;
   sinusoidal_kernel<<<elementwise_blocks(B * dim / 2), 256, 0, stream>>>(t, out, B, dim);
   MS_CUDA_CHECK_LAUNCH();
 }
 
-void pad_context_forward(const float* context, uint16_t* padded, int64_t B, int64_t Lc, int64_t Lt, int64_t C,
-                         Stream stream) {
+void pad_context_forward(const PadContextParams<float, uint16_t>& p, Stream stream) {
+  const float* context = p.context;
+  uint16_t* padded = p.padded;
+  const int64_t B = p.B, Lc = p.Lc, Lt = p.Lt, C = p.C;
   MS_CHECK(Lc <= Lt, "pad_context: ", Lc, " context tokens exceed text_len ", Lt);
   pad_kernel<<<elementwise_blocks(B * Lt * C), 256, 0, stream>>>(context, padded, B, Lc, Lt, C);
   MS_CUDA_CHECK_LAUNCH();
 }
 
-void pad_context_backward(const uint16_t* dpadded, float* dcontext, int64_t B, int64_t Lc, int64_t Lt, int64_t C,
-                          Stream stream) {
+void pad_context_backward(const PadContextParams<float, uint16_t>& p, Stream stream) {
+  const uint16_t* dpadded = p.dpadded;
+  float* dcontext = p.dcontext;
+  const int64_t B = p.B, Lc = p.Lc, Lt = p.Lt, C = p.C;
   unpad_kernel<<<elementwise_blocks(B * Lc * C), 256, 0, stream>>>(dpadded, dcontext, B, Lc, Lt, C);
   MS_CUDA_CHECK_LAUNCH();
 }

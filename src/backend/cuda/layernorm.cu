@@ -32,16 +32,26 @@ __global__ void layernorm_backward_kernel(const uint16_t* x, const uint16_t* w, 
 
 }  // namespace
 
-void layernorm_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, float* mean, float* rstd,
-                       int64_t N, int64_t C, double eps, Stream stream) {
+void layernorm_forward(const LayerNormParams<uint16_t, float>& p, Stream stream) {
+  const uint16_t *x = p.x, *w = p.w, *b = p.b;
+  uint16_t* y = p.y;
+  float *mean = p.mean, *rstd = p.rstd;
+  const int64_t N = p.N, C = p.C;
+  const double eps = p.eps;
   MS_CHECK((w == nullptr) == (b == nullptr), "layernorm: w and b must both be set or both be null");
   if (N == 0) return;
   layernorm_forward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, b, y, mean, rstd, C, float(eps));
   MS_CUDA_CHECK_LAUNCH();
 }
 
-void layernorm_backward(const uint16_t* x, const uint16_t* w, const float* mean, const float* rstd, const uint16_t* dy,
-                        uint16_t* dx, float* dw, float* db, float* scratch, int64_t N, int64_t C, Stream stream) {
+void layernorm_backward(const LayerNormParams<uint16_t, float>& p, const Launch& l) {
+  const uint16_t *x = p.x, *w = p.w, *dy = p.dy;
+  const float *mean = p.mean, *rstd = p.rstd;
+  uint16_t* dx = p.dx;
+  float *dw = p.dw, *db = p.db;
+  const int64_t N = p.N, C = p.C;
+  const Stream stream = l.stream;
+  float* scratch = l.scratch_for(layernorm_backward_scratch(N, C));
   if (N == 0) return;
   layernorm_backward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, mean, rstd, dy, dx, C);
   MS_CUDA_CHECK_LAUNCH();

@@ -2,18 +2,16 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/device.h"
 #include "ops/layernorm.h"
 #include "runtime/reduction_scratch.h"
 
-struct CUstream_st;
-
-// The CUDA kernels (backend/cuda/layernorm.cu), enqueued on `stream`: x, w, b, y, dy, dx bf16; mean, rstd,
-// dw and db fp32. dw, db are summed in a fixed order through scratch [layernorm_backward_scratch(N, C)].
+// The CUDA kernels (backend/cuda/layernorm.cu), enqueued on the stream: x, w, b, y, dy, dx bf16; mean, rstd,
+// dw and db fp32. dw, db are summed in a fixed order through the launch's scratch
+// [layernorm_backward_scratch(N, C)].
 namespace ms::cuda {
 
-void layernorm_forward(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, float* mean, float* rstd,
-                       int64_t N, int64_t C, double eps, CUstream_st* stream);
-void layernorm_backward(const uint16_t* x, const uint16_t* w, const float* mean, const float* rstd, const uint16_t* dy,
-                        uint16_t* dx, float* dw, float* db, float* scratch, int64_t N, int64_t C, CUstream_st* stream);
+void layernorm_forward(const LayerNormParams<uint16_t, float>& p, Stream stream);
+void layernorm_backward(const LayerNormParams<uint16_t, float>& p, const Launch& l);
 
 }  // namespace ms::cuda

@@ -30,17 +30,26 @@ __global__ void backward_kernel(const uint16_t* x, const float* mean, const floa
 
 }  // namespace
 
-void layernorm_modulate_forward(const uint16_t* x, const float* shift, const float* scale, uint16_t* y, float* mean,
-                                float* rstd, int64_t B, int64_t L, int64_t C, int64_t stride, double eps,
-                                Stream stream) {
+void layernorm_modulate_forward(const NormModulateParams<uint16_t, float>& p, Stream stream) {
+  const uint16_t* x = p.x;
+  const float *shift = p.shift, *scale = p.scale;
+  uint16_t* y = p.y;
+  float *mean = p.mean, *rstd = p.rstd;
+  const int64_t B = p.B, L = p.L, C = p.C, stride = p.stride;
+  const double eps = p.eps;
   if (B * L == 0) return;
   forward_kernel<<<unsigned(B * L), kRowThreads, 0, stream>>>(x, shift, scale, y, mean, rstd, L, C, stride, float(eps));
   MS_CUDA_CHECK_LAUNCH();
 }
 
-void layernorm_modulate_backward(const uint16_t* x, const float* mean, const float* rstd, const float* scale,
-                                 const uint16_t* dy, uint16_t* dx, float* dshift, float* dscale, float* scratch,
-                                 int64_t B, int64_t L, int64_t C, int64_t stride, Stream stream) {
+void layernorm_modulate_backward(const NormModulateParams<uint16_t, float>& p, const Launch& l) {
+  const uint16_t *x = p.x, *dy = p.dy;
+  const float *mean = p.mean, *rstd = p.rstd, *scale = p.scale;
+  uint16_t* dx = p.dx;
+  float *dshift = p.dshift, *dscale = p.dscale;
+  const int64_t B = p.B, L = p.L, C = p.C, stride = p.stride;
+  const Stream stream = l.stream;
+  float* scratch = l.scratch_for(layernorm_modulate_backward_scratch(L, C));
   if (B * L == 0) return;
   backward_kernel<<<unsigned(B * L), kRowThreads, 0, stream>>>(x, mean, rstd, scale, dy, dx, L, C, stride);
   MS_CUDA_CHECK_LAUNCH();

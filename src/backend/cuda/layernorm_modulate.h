@@ -6,20 +6,16 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/device.h"
+#include "ops/modulate.h"
 #include "runtime/reduction_scratch.h"
-
-struct CUstream_st;
 
 namespace ms::cuda {
 
 // x, y [B, L, C] bf16; shift, scale fp32 rows `stride` apart (the e0 chunks); mean, rstd [B*L] fp32.
-void layernorm_modulate_forward(const uint16_t* x, const float* shift, const float* scale, uint16_t* y, float* mean,
-                                float* rstd, int64_t B, int64_t L, int64_t C, int64_t stride, double eps,
-                                CUstream_st* stream);
+void layernorm_modulate_forward(const NormModulateParams<uint16_t, float>& p, Stream stream);
 // Inverts it: dx [B, L, C] += (bf16); dshift, dscale [b*stride + c] += sum over l (fp32, through scratch
 // [layernorm_modulate_backward_scratch(L, C)] in a fixed order).
-void layernorm_modulate_backward(const uint16_t* x, const float* mean, const float* rstd, const float* scale,
-                                 const uint16_t* dy, uint16_t* dx, float* dshift, float* dscale, float* scratch,
-                                 int64_t B, int64_t L, int64_t C, int64_t stride, CUstream_st* stream);
+void layernorm_modulate_backward(const NormModulateParams<uint16_t, float>& p, const Launch& l);
 
 }  // namespace ms::cuda

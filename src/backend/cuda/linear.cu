@@ -56,15 +56,21 @@ unsigned blocks_of(int64_t threads) { return unsigned((threads + 255) / 256); }
 
 }  // namespace
 
-void linear_f32_forward(const float* x, const uint16_t* w, const uint16_t* b, float* y, int64_t N, int64_t in,
-                        int64_t out, Stream stream) {
+void linear_f32_forward(const LinearParams<float, uint16_t, float>& p, Stream stream) {
+  const float* x = p.x;
+  const uint16_t *w = p.w, *b = p.b;
+  float* y = p.y;
+  const int64_t N = p.N, in = p.in, out = p.out;
   if (N * out == 0) return;
   linear_f32_forward_kernel<<<blocks_of(32 * N * out), 256, 0, stream>>>(x, w, b, y, N, in, out);
   MS_CUDA_CHECK_LAUNCH();
 }
 
-void linear_f32_backward(const float* x, const uint16_t* w, const float* dy, float* dx, float* dw, float* db, int64_t N,
-                         int64_t in, int64_t out, Stream stream) {
+void linear_f32_backward(const LinearParams<float, uint16_t, float>& p, Stream stream) {
+  const float *x = p.x, *dy = p.dy;
+  const uint16_t* w = p.w;
+  float *dx = p.dx, *dw = p.dw, *db = p.db;
+  const int64_t N = p.N, in = p.in, out = p.out;
   if (dx && N * in > 0) {
     linear_f32_dx_kernel<<<blocks_of(N * in), 256, 0, stream>>>(w, dy, dx, N, in, out);
     MS_CUDA_CHECK_LAUNCH();
@@ -80,14 +86,21 @@ void add_row_bias(uint16_t* y, const uint16_t* b, int64_t rows, int64_t cols, in
   MS_CUDA_CHECK_LAUNCH();
 }
 
-void linear_forward(GemmContext& g, const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y, int64_t N,
-                    int64_t in, int64_t out, Stream stream) {
+void linear_forward(GemmContext& g, const LinearParams<uint16_t, uint16_t, float>& p, Stream stream) {
+  const uint16_t *x = p.x, *w = p.w, *b = p.b;
+  uint16_t* y = p.y;
+  const int64_t N = p.N, in = p.in, out = p.out;
   // y [N, out] = x [N, in] w^T (w stored [out, in]) + b
   g.gemm<uint16_t>(false, true, N, out, in, 1.f, x, in, w, in, 0.f, y, out, stream, b);
 }
 
-void linear_backward(GemmContext& g, const uint16_t* x, const uint16_t* w, const uint16_t* dy, uint16_t* dx, float* dw,
-                     float* db, float* scratch, int64_t N, int64_t in, int64_t out, Stream stream) {
+void linear_backward(GemmContext& g, const LinearParams<uint16_t, uint16_t, float>& p, const Launch& l) {
+  const uint16_t *x = p.x, *w = p.w, *dy = p.dy;
+  uint16_t* dx = p.dx;
+  float *dw = p.dw, *db = p.db;
+  const int64_t N = p.N, in = p.in, out = p.out;
+  const Stream stream = l.stream;
+  float* scratch = l.scratch_for(linear_backward_scratch(N, out));
   // dx [N, in] += dy [N, out] w [out, in]
   if (dx) g.gemm<uint16_t>(false, false, N, in, out, 1.f, dy, out, w, in, 1.f, dx, in, stream);
   // dw [out, in] += dy^T [out, N] x [N, in]

@@ -20,15 +20,24 @@ void launch(int64_t B, int64_t L, int64_t C, Stream stream, F f) {
 
 }  // namespace
 
-void modulate_forward(const uint16_t* x, const float* shift, const float* scale, uint16_t* y, int64_t B, int64_t L,
-                      int64_t C, int64_t stride, Stream stream) {
+void modulate_forward(const ModulateParams<uint16_t, float>& p, Stream stream) {
+  const uint16_t* x = p.x;
+  const float *shift = p.shift, *scale = p.scale;
+  uint16_t* y = p.y;
+  const int64_t B = p.B, L = p.L, C = p.C, stride = p.stride;
   launch(B, L, C, stream, [=] __device__(int64_t i, int64_t b, int64_t c) {
     store(y, i, load(x, i) * (1.f + scale[b * stride + c]) + shift[b * stride + c]);
   });
 }
 
-void modulate_backward(const uint16_t* x, const float* scale, const uint16_t* dy, uint16_t* dx, float* dshift,
-                       float* dscale, float* scratch, int64_t B, int64_t L, int64_t C, int64_t stride, Stream stream) {
+void modulate_backward(const ModulateParams<uint16_t, float>& p, const Launch& l) {
+  const uint16_t *x = p.x, *dy = p.dy;
+  const float* scale = p.scale;
+  uint16_t* dx = p.dx;
+  float *dshift = p.dshift, *dscale = p.dscale;
+  const int64_t B = p.B, L = p.L, C = p.C, stride = p.stride;
+  const Stream stream = l.stream;
+  float* scratch = l.scratch_for(modulate_backward_scratch(L, C));
   if (dx)
     launch(B, L, C, stream, [=] __device__(int64_t i, int64_t b, int64_t c) {
       store(dx, i, load(dx, i) + load(dy, i) * (1.f + scale[b * stride + c]));
@@ -42,16 +51,24 @@ void modulate_backward(const uint16_t* x, const float* scale, const uint16_t* dy
   }
 }
 
-void gate_residual_forward(const uint16_t* x, const uint16_t* y, const float* gate, uint16_t* out, int64_t B, int64_t L,
-                           int64_t C, int64_t stride, Stream stream) {
+void gate_residual_forward(const GateResidualParams<uint16_t, float>& p, Stream stream) {
+  const uint16_t *x = p.x, *y = p.y;
+  const float* gate = p.gate;
+  uint16_t* out = p.out;
+  const int64_t B = p.B, L = p.L, C = p.C, stride = p.stride;
   launch(B, L, C, stream, [=] __device__(int64_t i, int64_t b, int64_t c) {
     store(out, i, load(x, i) + load(y, i) * (gate ? gate[b * stride + c] : 1.f));
   });
 }
 
-void gate_residual_backward(const uint16_t* y, const float* gate, const uint16_t* dout, uint16_t* dx, uint16_t* dy,
-                            float* dgate, float* scratch, int64_t B, int64_t L, int64_t C, int64_t stride,
-                            Stream stream) {
+void gate_residual_backward(const GateResidualParams<uint16_t, float>& p, const Launch& l) {
+  const uint16_t *y = p.y, *dout = p.dout;
+  const float* gate = p.gate;
+  uint16_t *dx = p.dx, *dy = p.dy;
+  float* dgate = p.dgate;
+  const int64_t B = p.B, L = p.L, C = p.C, stride = p.stride;
+  const Stream stream = l.stream;
+  float* scratch = l.scratch_for(modulate_backward_scratch(L, C));
   launch(B, L, C, stream, [=] __device__(int64_t i, int64_t b, int64_t c) {
     const float g = load(dout, i);
     if (dx) store(dx, i, load(dx, i) + g);
@@ -82,16 +99,23 @@ __global__ void modulation_backward_kernel(const float* dmod, float* dparam, flo
 
 }  // namespace
 
-void modulation_forward(const uint16_t* param, const float* e, float* mod, int64_t B, int64_t K, int64_t C,
-                        bool per_chunk, Stream stream) {
+void modulation_forward(const ModulationParams<uint16_t, float>& p, Stream stream) {
+  const uint16_t* param = p.param;
+  const float* e = p.e;
+  float* mod = p.mod;
+  const int64_t B = p.B, K = p.K, C = p.C;
+  const bool per_chunk = p.per_chunk;
   launch(B, K, C, stream, [=] __device__(int64_t i, int64_t b, int64_t c) {
     const int64_t chunk = i / C % K;
     mod[i] = load(param, chunk * C + c) + e[per_chunk ? i : b * C + c];
   });
 }
 
-void modulation_backward(const float* dmod, float* dparam, float* de, int64_t B, int64_t K, int64_t C, bool per_chunk,
-                         Stream stream) {
+void modulation_backward(const ModulationParams<uint16_t, float>& p, Stream stream) {
+  const float* dmod = p.dmod;
+  float *dparam = p.dparam, *de = p.de;
+  const int64_t B = p.B, K = p.K, C = p.C;
+  const bool per_chunk = p.per_chunk;
   if (C == 0) return;
   modulation_backward_kernel<<<unsigned((C + 255) / 256), 256, 0, stream>>>(dmod, dparam, de, B, K, C, per_chunk);
   MS_CUDA_CHECK_LAUNCH();

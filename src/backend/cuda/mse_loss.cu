@@ -35,8 +35,11 @@ __global__ void mse_finish(const double* partial, double* loss, int64_t n) {
 
 int64_t mse_loss_scratch(int64_t) { return kLossBlocks; }
 
-void mse_loss(const float* pred, const float* target, float* dpred, double* loss, double* scratch, int64_t n,
-              double scale, Stream stream) {
+void mse_loss(const MseLossParams<float>& p, double* loss, double* scratch, Stream stream) {
+  const float *pred = p.pred, *target = p.target;
+  float* dpred = p.dpred;
+  const int64_t n = p.n;
+  const double scale = p.scale;
   MS_CHECK(n > 0, "mse_loss of ", n, " elements");
   mse_partials<<<kLossBlocks, kRowThreads, 0, stream>>>(pred, target, dpred, scratch, n, 2.0 * scale / double(n));
   MS_CUDA_CHECK_LAUNCH();

@@ -2,9 +2,8 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/device.h"
 #include "ops/mse_loss.h"
-
-struct CUstream_st;
 
 // The CUDA kernel (backend/cuda/mse_loss.cu), enqueued on `stream`: pred, target, dpred fp32; the loss is
 // summed in float64 in a fixed order (block partials, then one block) into *loss on the device, through
@@ -12,7 +11,6 @@ struct CUstream_st;
 namespace ms::cuda {
 
 int64_t mse_loss_scratch(int64_t n);
-void mse_loss(const float* pred, const float* target, float* dpred, double* loss, double* scratch, int64_t n,
-              double scale, CUstream_st* stream);
+void mse_loss(const MseLossParams<float>& p, double* loss, double* scratch, Stream stream);
 
 }  // namespace ms::cuda

@@ -28,19 +28,31 @@ void launch(const PatchDims& d, bool channel_first, Stream stream, Fn fn) {
 
 }  // namespace
 
-void patchify_forward(const float* latents, uint16_t* patches, const PatchDims& d, Stream stream) {
+void patchify_forward(const PatchifyParams<float, uint16_t>& p, Stream stream) {
+  const float* latents = p.latents;
+  uint16_t* patches = p.patches;
+  const PatchDims& d = p.d;
   launch(d, true, stream, [=] __device__(int64_t v, int64_t t) { store(patches, t, latents[v]); });
 }
 
-void patchify_backward(const uint16_t* dpatches, float* dlatents, const PatchDims& d, Stream stream) {
+void patchify_backward(const PatchifyParams<float, uint16_t>& p, Stream stream) {
+  const uint16_t* dpatches = p.dpatches;
+  float* dlatents = p.dlatents;
+  const PatchDims& d = p.d;
   launch(d, true, stream, [=] __device__(int64_t v, int64_t t) { dlatents[v] = load(dpatches, t); });
 }
 
-void unpatchify_forward(const uint16_t* tokens, float* video, const PatchDims& d, Stream stream) {
+void unpatchify_forward(const UnpatchifyParams<uint16_t, float>& p, Stream stream) {
+  const uint16_t* tokens = p.tokens;
+  float* video = p.video;
+  const PatchDims& d = p.d;
   launch(d, false, stream, [=] __device__(int64_t v, int64_t t) { video[v] = load(tokens, t); });
 }
 
-void unpatchify_backward(const float* dvideo, uint16_t* dtokens, const PatchDims& d, Stream stream) {
+void unpatchify_backward(const UnpatchifyParams<uint16_t, float>& p, Stream stream) {
+  const float* dvideo = p.dvideo;
+  uint16_t* dtokens = p.dtokens;
+  const PatchDims& d = p.d;
   launch(d, false, stream, [=] __device__(int64_t v, int64_t t) { store(dtokens, t, dvideo[v]); });
 }
 

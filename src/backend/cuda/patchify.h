@@ -2,17 +2,16 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/device.h"
 #include "ops/patchify.h"
-
-struct CUstream_st;
 
 // The CUDA kernels (backend/cuda/patchify.cu), enqueued on `stream`: the video side (latents, the predicted
 // velocity and their gradients) is fp32, the token side bf16, so each re-layout also converts.
 namespace ms::cuda {
 
-void patchify_forward(const float* latents, uint16_t* patches, const PatchDims& d, CUstream_st* stream);
-void patchify_backward(const uint16_t* dpatches, float* dlatents, const PatchDims& d, CUstream_st* stream);
-void unpatchify_forward(const uint16_t* tokens, float* video, const PatchDims& d, CUstream_st* stream);
-void unpatchify_backward(const float* dvideo, uint16_t* dtokens, const PatchDims& d, CUstream_st* stream);
+void patchify_forward(const PatchifyParams<float, uint16_t>& p, Stream stream);
+void patchify_backward(const PatchifyParams<float, uint16_t>& p, Stream stream);
+void unpatchify_forward(const UnpatchifyParams<uint16_t, float>& p, Stream stream);
+void unpatchify_backward(const UnpatchifyParams<uint16_t, float>& p, Stream stream);
 
 }  // namespace ms::cuda

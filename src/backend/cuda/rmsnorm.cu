@@ -42,21 +42,24 @@ void forward(const X* x, const uint16_t* w, Y* y, float* rstd, int64_t N, int64_
 
 }  // namespace
 
-void rmsnorm_forward(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t N, int64_t C, double eps,
-                     Stream stream) {
-  forward(x, w, y, rstd, N, C, eps, stream);
+void rmsnorm_forward(const RmsNormParams<uint16_t, float>& p, Stream stream) {
+  forward(p.x, p.w, p.y, p.rstd, p.N, p.C, p.eps, stream);
 }
-void rmsnorm_forward(const float* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t N, int64_t C, double eps,
-                     Stream stream) {
-  forward(x, w, y, rstd, N, C, eps, stream);
+void rmsnorm_forward(const RmsNormParams<float, float, uint16_t, uint16_t>& p, Stream stream) {
+  forward(p.x, p.w, p.y, p.rstd, p.N, p.C, p.eps, stream);
 }
-void rmsnorm_forward(const float* x, const uint16_t* w, float* y, float* rstd, int64_t N, int64_t C, double eps,
-                     Stream stream) {
-  forward(x, w, y, rstd, N, C, eps, stream);
+void rmsnorm_forward(const RmsNormParams<float, float, uint16_t, float>& p, Stream stream) {
+  forward(p.x, p.w, p.y, p.rstd, p.N, p.C, p.eps, stream);
 }
 
-void rmsnorm_backward(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy, uint16_t* dx,
-                      float* dw, float* scratch, int64_t N, int64_t C, Stream stream) {
+void rmsnorm_backward(const RmsNormParams<uint16_t, float>& p, const Launch& l) {
+  const uint16_t *x = p.x, *w = p.w, *dy = p.dy;
+  const float* rstd = p.rstd;
+  uint16_t* dx = p.dx;
+  float* dw = p.dw;
+  const int64_t N = p.N, C = p.C;
+  const Stream stream = l.stream;
+  float* scratch = l.scratch_for(rmsnorm_backward_scratch(N, C));
   if (N == 0) return;
   rmsnorm_backward_kernel<<<unsigned(N), kRowThreads, 0, stream>>>(x, w, rstd, dy, dx, C);
   MS_CUDA_CHECK_LAUNCH();

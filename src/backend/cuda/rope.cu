@@ -39,14 +39,12 @@ void rotate(const uint16_t* x, uint16_t* y, int64_t B, int64_t F, int64_t H, int
 
 }  // namespace
 
-void rope_forward(const uint16_t* x, uint16_t* y, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh, int64_t d,
-                  Stream stream) {
-  rotate(x, y, B, F, H, W, nh, d, 1.0, stream);
+void rope_forward(const RopeParams<uint16_t>& p, Stream stream) {
+  rotate(p.x, p.y, p.B, p.F, p.H, p.W, p.nh, p.d, 1.0, stream);
 }
 
-void rope_backward(const uint16_t* dy, uint16_t* dx, int64_t B, int64_t F, int64_t H, int64_t W, int64_t nh, int64_t d,
-                   Stream stream) {
-  rotate(dy, dx, B, F, H, W, nh, d, -1.0, stream);
+void rope_backward(const RopeParams<uint16_t>& p, Stream stream) {
+  rotate(p.dy, p.dx, p.B, p.F, p.H, p.W, p.nh, p.d, -1.0, stream);
 }
 
 }  // namespace ms::cuda

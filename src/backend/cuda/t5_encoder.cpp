@@ -13,10 +13,13 @@
 #include "core/text.h"
 #include "core/units.h"
 #include "model/workspace.h"
-#include "t5/t5_model.h"
 
 namespace ms::cuda {
 namespace {
+
+// The residual stream (fp32) normed into bf16 for the next GEMM, or into the fp32 output.
+using NormToBf16 = RmsNormParams<float, float, uint16_t, uint16_t>;
+using NormToF32 = RmsNormParams<float, float, uint16_t, float>;
 
 constexpr int64_t kAlign = 256;             // bytes: every tensor and buffer starts on a cuBLASLt-friendly boundary
 constexpr int64_t kUploadFloats = 1 << 23;  // a tensor is widened and narrowed on the host 32 MiB of f32 at a time
@@ -136,7 +139,10 @@ std::vector<float> T5Encoder::encode(const T5Weights& w, const std::vector<int64
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const std::string p = cat("blocks.", layer, ".");
     // x += Attn(RMSNorm(x)): per head s = q k^T (no 1/sqrt(head_dim)), p = softmax(s + bias), y = p v
-    rmsnorm_forward(b.x, weight(p + "norm1.weight"), b.h, b.rstd, L, d, kT5NormEps, st);
+    rmsnorm_forward(
+        NormToBf16{
+            .x = b.x, .w = weight(p + "norm1.weight"), .y = b.h, .rstd = b.rstd, .N = L, .C = d, .eps = kT5NormEps},
+        st);
     project(b.h, d, p + "attn.q.weight", da, b.q);
     project(b.h, d, p + "attn.k.weight", da, b.k);
     project(b.h, d, p + "attn.v.weight", da, b.v);
@@ -146,13 +152,18 @@ std::vector<float> T5Encoder::encode(const T5Weights& w, const std::vector<int64
     gemm_.gemm<uint16_t>(false, false, L, hd, L, 1.0f, b.p, L, b.v, da, 0.0f, b.y, da, st, nullptr, {H, L * L, hd, hd});
     add_projection(b.y, da, p + "attn.o.weight");
     // x += fc2(fc1(h) * gelu_tanh(gate(h))), h = RMSNorm(x)
-    rmsnorm_forward(b.x, weight(p + "norm2.weight"), b.h, b.rstd, L, d, kT5NormEps, st);
+    rmsnorm_forward(
+        NormToBf16{
+            .x = b.x, .w = weight(p + "norm2.weight"), .y = b.h, .rstd = b.rstd, .N = L, .C = d, .eps = kT5NormEps},
+        st);
     project(b.h, d, p + "ffn.gate.0.weight", df, b.g);
     project(b.h, d, p + "ffn.fc1.weight", df, b.f);
     gelu_tanh_gate_forward(b.g, b.f, b.g, L * df, st);
     add_projection(b.g, df, p + "ffn.fc2.weight");
   }
-  rmsnorm_forward(b.x, weight("norm.weight"), b.out, b.rstd, L, d, kT5NormEps, st);
+  rmsnorm_forward(
+      NormToF32{.x = b.x, .w = weight("norm.weight"), .y = b.out, .rstd = b.rstd, .N = L, .C = d, .eps = kT5NormEps},
+      st);
   std::vector<float> out(size_t(L * d));  // [L, dim]
   MS_CUDA_CHECK(cudaMemcpyAsync(out.data(), b.out, out.size() * 4, cudaMemcpyDeviceToHost, st));
   MS_CUDA_CHECK(cudaStreamSynchronize(st));

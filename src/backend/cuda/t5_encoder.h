@@ -1,8 +1,8 @@
-// The umT5 encoder's forward on the GPU, with t5_encode's contract (t5/t5_model.h): every layer's weights are
-// uploaded once as bf16 (the token embedding stays in the host's mapped file: a prompt reads only its own rows), then
-// each prompt runs on the device. The residual stream stays in fp32; the projections, the FFN and both attention
-// products run on cuBLASLt (bf16 operands, fp32 accumulation); norms and the biased softmax compute in fp32
-// (docs/text_encoder.md states the precision).
+// The umT5 encoder's forward on the GPU (runtime/t5_forward.h), with t5_encode's contract (backend/cpu/t5_encoder.h):
+// every layer's weights are uploaded once as bf16 (the token embedding stays in the host's mapped file: a prompt reads
+// only its own rows), then each prompt runs on the device. The residual stream stays in fp32; the projections, the FFN
+// and both attention products run on cuBLASLt (bf16 operands, fp32 accumulation); norms and the biased softmax compute
+// in fp32 (docs/text_encoder.md states the precision).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "backend/cuda/gemm.h"
-#include "t5/t5_weights.h"
+#include "runtime/t5_forward.h"
 
 namespace ms::cuda {
 
-class T5Encoder {
+class T5Encoder final : public T5Forward {
  public:
   // Uploads w's layers. Throws ms::Error with refuses(w.config()) and --backend cpu when that is not empty. The caller
   // has checked that a GPU can be used (registry's make_t5_forward).
@@ -25,7 +25,7 @@ class T5Encoder {
 
   // ids [L] (1 <= L <= text_len) -> context [L, dim]. w: the weights this encoder was made from (their embedding rows
   // are read from it); the same errors as t5_encode.
-  std::vector<float> encode(const T5Weights& w, const std::vector<int64_t>& ids);
+  std::vector<float> encode(const T5Weights& w, const std::vector<int64_t>& ids) override;
 
   // Device bytes of the uploaded weights, and of the working set of a text_len-token prompt.
   static int64_t weight_bytes(const T5Config& c);

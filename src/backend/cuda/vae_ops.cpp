@@ -70,19 +70,19 @@ class CudaVaeOps final : public VaeOps {
   }
   void add(float* y, const float* x, int64_t n) override { add_into(y, x, n, stream_); }
 
-  void conv(const float* const* x, const float* w, const float* b, float* y, const ConvFrameDims& d) override {
-    const int64_t n = conv3d_col_floats(d, kColFloats);
+  void conv(const ConvFrameParams<float>& p) override {
+    const int64_t n = conv3d_col_floats(p.d, kColFloats);
     float* col = n > 0 ? alloc(n) : nullptr;
-    conv3d_frame_forward(gemm_, x, w, b, y, d, col, n, stream_);
+    conv3d_frame_forward(gemm_, p, col, n, stream_);
     release(col);
   }
-  void channel_rms_norm(const float* x, const float* gamma, float* y, int64_t C, int64_t N, bool silu) override {
-    channel_rms_norm_forward(x, gamma, y, C, N, silu, stream_);
-  }
+  void channel_rms_norm(const ChannelNormParams<float>& p) override { channel_rms_norm_forward(p, stream_); }
 
   // Queries go in blocks of score_floats_ / N, so the scores held at once stay within that.
-  void attention(const float* h, const float* x, const float* w_qkv, const float* b_qkv, const float* w_proj,
-                 const float* b_proj, float* y, int64_t C, int64_t n) override {
+  void attention(const VaeAttentionParams& p) override {
+    const float *h = p.h, *x = p.x, *w_qkv = p.w_qkv, *b_qkv = p.b_qkv, *w_proj = p.w_proj, *b_proj = p.b_proj;
+    float* y = p.y;
+    const int64_t C = p.C, n = p.N;
     const int64_t block = std::clamp<int64_t>(score_floats_ / n, 1, n);
     float *qkv = alloc(3 * C * n), *o = alloc(C * n), *scores = alloc(block * n);  // [3C, n], [C, n], [block, n]
     fill_rows(qkv, b_qkv, 3 * C, n, stream_);
@@ -97,7 +97,7 @@ class CudaVaeOps final : public VaeOps {
     fill_rows(y, b_proj, C, n, stream_);
     add_into(y, x, C * n, stream_);
     gemm_.gemm<float>(false, false, C, n, C, 1.0f, w_proj, C, o, n, 1.0f, y, n, stream_);
-    for (float* p : {qkv, o, scores}) release(p);
+    for (float* buf : {qkv, o, scores}) release(buf);
   }
 
  private:

@@ -1,4 +1,4 @@
-// The VAE's ops on the GPU (vae/vae_ops.h): the weights uploaded once in fp32 (0.5 GB for Wan2.1's), frames in
+// The VAE's ops on the GPU (runtime/vae_ops.h): the weights uploaded once in fp32 (0.5 GB for Wan2.1's), frames in
 // device memory from CUDA's stream-ordered allocator, every convolution as unfolded bands times the weights on
 // cuBLASLt with fp32 operands and products (not TF32: Wan runs its VAE in fp32), the norm, softmax and adds in
 // kernels of their own (docs/vae.md).
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "vae/vae_ops.h"
+#include "runtime/vae_ops.h"
 
 namespace ms::cuda {
 

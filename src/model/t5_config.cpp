@@ -1,4 +1,4 @@
-#include "t5/t5_config.h"
+#include "model/t5_config.h"
 
 #include <cmath>
 #include <set>

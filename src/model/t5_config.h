@@ -10,6 +10,8 @@
 
 namespace ms {
 
+inline constexpr double kT5NormEps = 1e-6;  // T5LayerNorm's epsilon
+
 struct T5Config {
   int64_t vocab = 256384;   // embedding rows (umT5's 256k pieces, padded)
   int64_t dim = 4096;       // model width: the context's last dim
@@ -24,9 +26,9 @@ struct T5Config {
   int64_t head_dim() const { return dim_attn / num_heads; }
 };
 
-// The config from a JSON file with the keys of docs/text_encoder.md (vocab, dim, dim_attn, dim_ffn, num_heads, num_layers,
-// num_buckets, shared_pos, text_len; each optional, umT5-XXL's value when absent); "" = umT5-XXL's.
-// Throws ms::Error naming the file, the key and the valid values.
+// The config from a JSON file with the keys of docs/text_encoder.md (vocab, dim, dim_attn, dim_ffn, num_heads,
+// num_layers, num_buckets, shared_pos, text_len; each optional, umT5-XXL's value when absent); "" = umT5-XXL's. Throws
+// ms::Error naming the file, the key and the valid values.
 T5Config read_t5_config(const std::string& path);
 
 // Throws ms::Error when the config cannot be run (what = where it came from, for the message).
@@ -35,8 +37,8 @@ void check_t5_config(const T5Config& c, const std::string& what);
 // Every parameter's name and shape, in the order of Wan's state dict.
 std::vector<std::pair<std::string, Shape>> t5_param_shapes(const T5Config& c);
 int64_t t5_param_count(const T5Config& c);
-// Multiply-adds x 2 of the encoder (t5_model.h) on L tokens: the projections and the FFN (2 L per weight) and
-// attention (4 L^2 dim_attn).
+// Multiply-adds x 2 of the encoder (backend/cpu/t5_encoder.h) on L tokens: the projections and the FFN (2 L per
+// weight) and attention (4 L^2 dim_attn).
 double t5_encode_flops(const T5Config& c, int64_t L);
 
 // The bucket of relative offset r = key position - query position (T5's bidirectional bucketing, max distance 128):

@@ -1,4 +1,4 @@
-#include "t5/t5_weights.h"
+#include "model/t5_weights.h"
 
 #include <cmath>
 

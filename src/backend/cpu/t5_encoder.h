@@ -3,13 +3,12 @@
 // the file's pages plus its activations, never a float32 copy of a layer.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
-#include "t5/t5_weights.h"
+#include "runtime/t5_forward.h"
 
 namespace ms {
-
-inline constexpr double kT5NormEps = 1e-6;  // T5LayerNorm's epsilon
 
 // ids [L] (token ids, EOS included, no padding) -> context [L, dim]: token embedding, per layer
 // x += Attn(RMSNorm(x)) and x += FFN(RMSNorm(x)), then the final RMSNorm. Attention is T5's: no 1/sqrt(head_dim),
@@ -17,5 +16,8 @@ inline constexpr double kT5NormEps = 1e-6;  // T5LayerNorm's epsilon
 // alone on its L tokens equals Wan's padded batch trimmed to L rows (padding keys get weight 0). Throws ms::Error
 // for an id outside the vocabulary or a non-finite output (weights that overflow float32).
 std::vector<float> t5_encode(const T5Weights& w, const std::vector<int64_t>& ids);
+
+// t5_encode behind the backends' interface.
+std::unique_ptr<T5Forward> cpu_t5_forward();
 
 }  // namespace ms

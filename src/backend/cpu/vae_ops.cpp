@@ -1,4 +1,4 @@
-#include "vae/vae_ops.h"
+#include "backend/cpu/vae_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,6 @@
 #include "core/check.h"
 #include "core/parallel.h"
 #include "ops/channel_norm.h"
-#include "vae/vae_model.h"
 
 namespace ms {
 namespace {
@@ -31,16 +30,14 @@ class CpuVaeOps final : public VaeOps {
   void add(float* y, const float* x, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
   }
-  void conv(const float* const* x, const float* w, const float* b, float* y, const ConvFrameDims& d) override {
-    cpu::conv3d_frame_forward(x, w, b, y, d);
-  }
-  void channel_rms_norm(const float* x, const float* gamma, float* y, int64_t C, int64_t N, bool silu) override {
-    cpu::channel_rms_norm_forward(x, gamma, y, C, N, silu);
-  }
+  void conv(const ConvFrameParams<float>& p) override { cpu::conv3d_frame_forward(p); }
+  void channel_rms_norm(const ChannelNormParams<float>& p) override { cpu::channel_rms_norm_forward(p); }
 
   // Queries go in blocks, so the scores held at once are [kVaeQueryBlock, N].
-  void attention(const float* h, const float* x, const float* w_qkv, const float* b_qkv, const float* w_proj,
-                 const float* b_proj, float* y, int64_t C, int64_t n) override {
+  void attention(const VaeAttentionParams& p) override {
+    const float *h = p.h, *x = p.x, *w_qkv = p.w_qkv, *b_qkv = p.b_qkv, *w_proj = p.w_proj, *b_proj = p.b_proj;
+    float* y = p.y;
+    const int64_t C = p.C, n = p.N;
     std::vector<float> qkv(size_t(3 * C * n)), o(size_t(C * n)), scores(size_t(std::min(n, kVaeQueryBlock) * n));
     const float scale = float(1.0 / std::sqrt(double(C)));
     for (int64_t r = 0; r < 3 * C; ++r) std::fill_n(qkv.data() + r * n, n, b_qkv[r]);
@@ -70,17 +67,5 @@ class CpuVaeOps final : public VaeOps {
 }  // namespace
 
 std::unique_ptr<VaeOps> cpu_vae_ops(const VaeWeights& w) { return std::make_unique<CpuVaeOps>(w); }
-
-void vae_encode(const VaeWeights& w, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
-                const VaeChunking& chunking) {
-  CpuVaeOps ops(w);
-  vae_encode(ops, video, frames, height, width, latents, chunking);
-}
-
-void vae_decode(const VaeWeights& w, const float* latents, int64_t latent_frames, int64_t height, int64_t width,
-                float* video, const VaeChunking& chunking) {
-  CpuVaeOps ops(w);
-  vae_decode(ops, latents, latent_frames, height, width, video, chunking);
-}
 
 }  // namespace ms

@@ -1,4 +1,4 @@
-#include "vae/vae_config.h"
+#include "model/vae_config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "core/log.h"
 #include "core/text.h"
 #include "io/json_field.h"
-#include "vae/vae_name_map.h"
+#include "model/vae_name_map.h"
 
 namespace ms {
 namespace {

@@ -1,13 +1,13 @@
 // The VAE's parameters in one float32 pool, read from Wan's Wan2.1_VAE.pth, a safetensors copy of it (ComfyUI's
 // wan_2.1_vae.safetensors has the same names) or diffusers' AutoencoderKLWan (a vae/ folder or its weights file;
-// names mapped by vae/vae_name_map.h), and checked against the config: every tensor present with its shape.
+// names mapped by vae_name_map.h), and checked against the config: every tensor present with its shape.
 #pragma once
 #include <map>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
-#include "vae/vae_config.h"
+#include "model/vae_config.h"
 
 namespace ms {
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "vae/vae_config.h"
+#include "model/vae_config.h"
 
 namespace ms {
 

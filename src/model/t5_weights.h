@@ -1,8 +1,8 @@
 // The text encoder's weights, read where they lie: Wan's models_t5_umt5-xxl-enc-bf16.pth, safetensors under Wan's
 // names, or Hugging Face / ComfyUI UMT5EncoderModel files (names mapped by t5_config.h's wan_t5_name, a common
 // leading prefix such as "text_encoder." stripped, a full model's decoder ignored). The files stay mapped; a layer's
-// tensors are widened to float32 only while it runs (t5_model.h), so the 5.7 B parameters never need more memory
-// than their file's pages.
+// tensors are widened to float32 only while it runs (backend/cpu/t5_encoder.h), so the 5.7 B parameters never need
+// more memory than their file's pages.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "io/weight_files.h"
-#include "t5/t5_config.h"
+#include "model/t5_config.h"
 
 namespace ms {
 
@@ -48,9 +48,8 @@ class T5Weights {
   std::map<std::string, TensorEntry> random_;  // random(): views into pool_
 };
 
-// What every backend's forward of the encoder (t5_model.h, backend/cuda/t5_encoder.h) reads and checks alike: the
-// input rows x [L, dim] of ids [L], the token embedding's rows with no sqrt(dim) scale (throws for an id outside the
-// vocabulary) ...
+// What every backend's forward of the encoder (runtime/t5_forward.h) reads and checks alike: the input rows x [L, dim]
+// of ids [L], the token embedding's rows with no sqrt(dim) scale (throws for an id outside the vocabulary) ...
 std::vector<float> t5_embed(const T5Weights& w, const std::vector<int64_t>& ids);
 // ... and the output: throws naming w.source() when it holds inf or NaN.
 void check_t5_output(const T5Weights& w, const std::vector<float>& out);

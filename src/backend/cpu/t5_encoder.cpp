@@ -1,4 +1,4 @@
-#include "t5/t5_model.h"
+#include "backend/cpu/t5_encoder.h"
 
 #include <cmath>
 
@@ -63,7 +63,7 @@ void ffn(const T5Weights& w, const std::string& p, const float* h, int64_t L, fl
   std::vector<float> g(size_t(L * c.dim_ffn)), f(g.size());  // [L, dim_ffn]
   stored_linear(w, p + "ffn.gate.0.weight", h, L, c.dim, c.dim_ffn, 0.0f, g.data());
   stored_linear(w, p + "ffn.fc1.weight", h, L, c.dim, c.dim_ffn, 0.0f, f.data());
-  cpu::gelu_tanh_forward(g.data(), g.data(), int64_t(g.size()));
+  cpu::gelu_tanh_forward<float>({.x = g.data(), .y = g.data(), .n = int64_t(g.size())});
   for (size_t i = 0; i < g.size(); ++i) g[i] *= f[i];
   stored_linear(w, p + "ffn.fc2.weight", g.data(), L, c.dim_ffn, c.dim, 1.0f, x);
 }
@@ -72,7 +72,8 @@ void rms_norm(const T5Weights& w, const std::string& name, const float* x, int64
   const int64_t d = w.config().dim;
   std::vector<float> gain(static_cast<size_t>(d)), rstd(static_cast<size_t>(L));
   w.read(name, gain.data());
-  cpu::rmsnorm_forward(x, gain.data(), y, rstd.data(), L, d, kT5NormEps);
+  cpu::rmsnorm_forward<float>(
+      {.x = x, .w = gain.data(), .y = y, .rstd = rstd.data(), .N = L, .C = d, .eps = kT5NormEps});
 }
 
 }  // namespace
@@ -96,5 +97,16 @@ std::vector<float> t5_encode(const T5Weights& w, const std::vector<int64_t>& ids
   check_t5_output(w, h);
   return h;
 }
+
+namespace {
+
+class CpuT5Forward final : public T5Forward {
+ public:
+  std::vector<float> encode(const T5Weights& w, const std::vector<int64_t>& ids) override { return t5_encode(w, ids); }
+};
+
+}  // namespace
+
+std::unique_ptr<T5Forward> cpu_t5_forward() { return std::make_unique<CpuT5Forward>(); }
 
 }  // namespace ms

@@ -1,4 +1,4 @@
-#include "vae/vae_weights.h"
+#include "model/vae_weights.h"
 
 #include <cmath>
 #include <filesystem>
@@ -7,7 +7,7 @@
 #include "core/rng.h"
 #include "core/text.h"
 #include "io/weight_files.h"
-#include "vae/vae_name_map.h"
+#include "model/vae_name_map.h"
 
 namespace ms {
 namespace {

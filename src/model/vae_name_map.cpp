@@ -1,4 +1,4 @@
-#include "vae/vae_name_map.h"
+#include "model/vae_name_map.h"
 
 #include <regex>
 #include <set>
