@@ -8,7 +8,7 @@
 namespace ms::cpu {
 namespace {
 
-constexpr int64_t kChannelBlock = 16;  // channels per weight-gradient task: one cache line of floats
+constexpr int64_t kDwconvChannelBlock = 16;  // channels per weight-gradient task: one cache line of floats
 
 // Calls fn(tap, nb) for the in-bounds neighbours of token (t, h, w): tap in [0, 27) t-major, nb the neighbour's
 // token index. `sign` -1 visits the mirrored neighbours (t - dt, ...), for the transposed convolution.
@@ -78,25 +78,25 @@ void dwconv3d_backward(const Dwconv3dParams<T>& p) {
         },
         min_parallel_for_work(B * L, 27.0 * double(B * L * C)));
   }
-  const int64_t nblocks = (C + kChannelBlock - 1) / kChannelBlock;
+  const int64_t nblocks = (C + kDwconvChannelBlock - 1) / kDwconvChannelBlock;
   parallel_for(
       nblocks,
       [&](int64_t blk) {
-        const int64_t c0 = blk * kChannelBlock, nc = std::min(kChannelBlock, C - c0);
-        T acc_w[27 * kChannelBlock] = {}, acc_b[kChannelBlock] = {};  // [27, kChannelBlock], [nc]
+        const int64_t c0 = blk * kDwconvChannelBlock, nc = std::min(kDwconvChannelBlock, C - c0);
+        T acc_w[27 * kDwconvChannelBlock] = {}, acc_b[kDwconvChannelBlock] = {};  // [27, kDwconvChannelBlock], [nc]
         for (int64_t row = 0; row < B * L; ++row) {
           const int64_t s = row / L, l = row % L, t = l / (H * W), h = (l / W) % H, ww = l % W;
           const T* dyr = dy + row * C + c0;  // [nc]
           for (int64_t c = 0; c < nc; ++c) acc_b[c] += dyr[c];
           for_each_tap(t, h, ww, Tn, H, W, 1, [&](int64_t tap, int64_t nb) {
             const T* xr = x + (s * L + nb) * C + c0;
-            T* acc = acc_w + tap * kChannelBlock;
+            T* acc = acc_w + tap * kDwconvChannelBlock;
 #pragma omp simd
             for (int64_t c = 0; c < nc; ++c) acc[c] += dyr[c] * xr[c];
           });
         }
         for (int64_t c = 0; c < nc; ++c) {
-          for (int64_t tap = 0; tap < 27; ++tap) dw[(c0 + c) * 27 + tap] += acc_w[tap * kChannelBlock + c];
+          for (int64_t tap = 0; tap < 27; ++tap) dw[(c0 + c) * 27 + tap] += acc_w[tap * kDwconvChannelBlock + c];
           if (db) db[c0 + c] += acc_b[c];
         }
       },

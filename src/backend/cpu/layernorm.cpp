@@ -10,10 +10,6 @@
 
 namespace ms::cpu {
 
-namespace {
-constexpr int64_t kChannelBlock = 64;  // channels per task in the dw/db reductions over rows
-}
-
 template <class T>
 void layernorm_forward(const LayerNormParams<T>& p) {
   const T *x = p.x, *w = p.w, *b = p.b;
@@ -72,8 +68,8 @@ void layernorm_backward(const LayerNormParams<T>& p) {
       4);
   if (!w) return;  // no affine (w and b null together): dw, db ignored
   // dw [C] += sum_n dy * xhat, db [C] += sum_n dy: each task owns a block of channels.
-  parallel_for((C + kChannelBlock - 1) / kChannelBlock, [&](int64_t blk) {
-    const int64_t c0 = blk * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
+  parallel_for((C + kNormChannelBlock - 1) / kNormChannelBlock, [&](int64_t blk) {
+    const int64_t c0 = blk * kNormChannelBlock, c1 = std::min(C, c0 + kNormChannelBlock);
     std::vector<double> sw(c1 - c0, 0.0), sb(c1 - c0, 0.0);  // [c1 - c0]
     for (int64_t n = 0; n < N; ++n) {
       const double mu = mean[n], rs = rstd[n];

@@ -9,16 +9,16 @@ namespace ms::cpu {
 
 namespace {
 
-constexpr int64_t kChannelBlock = 64;  // channels per task in the reductions over tokens
+constexpr int64_t kModulateChannelBlock = 64;  // channels per task in the reductions over tokens
 
 // Calls fn(b, c0, c1) for every sample b and channel block [c0, c1), in parallel: each task owns
 // its (b, channel block), so per-channel sums over the L tokens need no synchronisation.
 template <class F>
 void for_batch_channel_blocks(int64_t B, int64_t C, F&& fn) {
-  const int64_t nblk = (C + kChannelBlock - 1) / kChannelBlock;
+  const int64_t nblk = (C + kModulateChannelBlock - 1) / kModulateChannelBlock;
   parallel_for(B * nblk, [&](int64_t i) {
-    const int64_t c0 = (i % nblk) * kChannelBlock;
-    fn(i / nblk, c0, std::min(C, c0 + kChannelBlock));
+    const int64_t c0 = (i % nblk) * kModulateChannelBlock;
+    fn(i / nblk, c0, std::min(C, c0 + kModulateChannelBlock));
   });
 }
 

@@ -9,10 +9,6 @@
 
 namespace ms::cpu {
 
-namespace {
-constexpr int64_t kChannelBlock = 64;  // channels per task in the dw reduction over rows
-}
-
 template <class T>
 void rmsnorm_forward(const RmsNormParams<T>& p) {
   const T *x = p.x, *w = p.w;
@@ -54,8 +50,8 @@ void rmsnorm_backward(const RmsNormParams<T>& p) {
       },
       4);
   // dw [C] += sum_n dy * xhat: each task owns a block of channels.
-  parallel_for((C + kChannelBlock - 1) / kChannelBlock, [&](int64_t blk) {
-    const int64_t c0 = blk * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
+  parallel_for((C + kNormChannelBlock - 1) / kNormChannelBlock, [&](int64_t blk) {
+    const int64_t c0 = blk * kNormChannelBlock, c1 = std::min(C, c0 + kNormChannelBlock);
     std::vector<double> sw(c1 - c0, 0.0);  // [c1 - c0]
     for (int64_t n = 0; n < N; ++n) {
       const double rs = rstd[n];

@@ -8,6 +8,9 @@
 
 namespace ms::cpu {
 
+// Channels per task in the norms' weight-gradient reductions over rows (layernorm.cpp, rmsnorm.cpp).
+inline constexpr int64_t kNormChannelBlock = 64;
+
 // sum over c in [0, n) of term(c).
 template <class F>
 inline double row_sum(int64_t n, F&& term) {
