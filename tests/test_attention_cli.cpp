@@ -18,7 +18,7 @@ namespace ms::test {
 namespace {
 
 const Shape kQkv{1, 3, 4, 5, 4, 6};  // [B, T, H, W, nh, d]
-const VideoAttentionDims kDims{1, 3, 4, 5, 4, 6};
+const VideoAttentionDims kAttnDims{1, 3, 4, 5, 4, 6};
 
 struct OpFiles {
   std::vector<float> q, k, v, dout, off;
@@ -44,12 +44,6 @@ struct OpFiles {
   }
 };
 
-void expect_error(const CliResult& r, const std::string& phrase) {
-  EXPECT_NE(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("megaslide: error:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(phrase), std::string::npos) << "missing '" << phrase << "' in: " << r.output;
-}
-
 }  // namespace
 
 TEST(OpCli, DsaOutputsAreTheKernelOutputs) {
@@ -65,7 +59,7 @@ TEST(OpCli, DsaOutputsAreTheKernelOutputs) {
       {in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), in.dout.data(), dq.data(), dk.data(), dv.data()},
       in.off.data(),
       doff.data(),
-      kDims,
+      kAttnDims,
       a};
   cpu::dsa_forward(p);
   cpu::dsa_backward(p);
@@ -92,7 +86,7 @@ TEST(OpCli, WindowAndDenseOutputsAreTheKernelOutputs) {
     std::fill(dv.begin(), dv.end(), 0.0f);
     const WindowAttentionParams<float> p{{in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), in.dout.data(),
                                           dq.data(), dk.data(), dv.data()},
-                                         kDims,
+                                         kAttnDims,
                                          {2, 3, 2},
                                          shift};
     cpu::window_attention_forward(p);
@@ -113,24 +107,24 @@ TEST(OpCli, BadInputIsAClearErrorNamingTheValue) {
   const std::string good = t.file("good.safetensors"), out = " --out " + t.file("out.safetensors");
   OpFiles(good, {1, 3, 4, 5, 2, 18, 3});
   const std::string dsa = "op dsa --inputs " + good + out;
-  expect_error(run_cli(dsa), "--window kt,kh,kw is required");
-  expect_error(run_cli(dsa + " --window 3,0,3"), "--window '3,0,3' must be positive integers");
-  expect_error(run_cli(dsa + " --window 3,3"), "must be three comma-separated integers");
-  expect_error(run_cli(dsa + " --window 3,3,3"), "'offsets' has P = 18 slots but --window 3,3,3 has kt*kh*kw = 27");
+  expect_cli_error(run_cli(dsa), "--window kt,kh,kw is required");
+  expect_cli_error(run_cli(dsa + " --window 3,0,3"), "--window '3,0,3' must be positive integers");
+  expect_cli_error(run_cli(dsa + " --window 3,3"), "must be three comma-separated integers");
+  expect_cli_error(run_cli(dsa + " --window 3,3,3"), "'offsets' has P = 18 slots but --window 3,3,3 has kt*kh*kw = 27");
   OpFiles(t.file("g3.safetensors"), {1, 3, 4, 5, 3, 18, 3});
-  expect_error(run_cli("op dsa --inputs " + t.file("g3.safetensors") + out + " --window 3,2,3"),
-               "4 heads are not divisible by the offset groups G = 3");
+  expect_cli_error(run_cli("op dsa --inputs " + t.file("g3.safetensors") + out + " --window 3,2,3"),
+                   "4 heads are not divisible by the offset groups G = 3");
   OpFiles(t.file("nooff.safetensors"));
-  expect_error(run_cli("op dsa --inputs " + t.file("nooff.safetensors") + out + " --window 3,2,3"),
-               "input 'offsets' is missing");
+  expect_cli_error(run_cli("op dsa --inputs " + t.file("nooff.safetensors") + out + " --window 3,2,3"),
+                   "input 'offsets' is missing");
   OpFiles(t.file("nok.safetensors"), {}, "k");
-  expect_error(run_cli("op window --inputs " + t.file("nok.safetensors") + out + " --window 2,2,2"),
-               "input 'k' is missing");
+  expect_cli_error(run_cli("op window --inputs " + t.file("nok.safetensors") + out + " --window 2,2,2"),
+                   "input 'k' is missing");
   std::vector<float> q(size_t(numel(kQkv))), small(10);
   write_safetensors(t.file("shape.safetensors"), {{"q", DType::f32, kQkv, q.data()},
                                                   {"k", DType::f32, {1, 10}, small.data()},
                                                   {"v", DType::f32, {1, 10}, small.data()}});
-  expect_error(run_cli("op dense --inputs " + t.file("shape.safetensors") + out), "'k' has shape [1, 10]");
+  expect_cli_error(run_cli("op dense --inputs " + t.file("shape.safetensors") + out), "'k' has shape [1, 10]");
 }
 
 // A dense Wan checkpoint run as every attention type: dsa adds its offset network (offset_proj zero) and says so,

@@ -1,10 +1,9 @@
-#include "model/config.h"
-
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "model/config.h"
 
 namespace ms::test {
 namespace {
@@ -15,7 +14,7 @@ nlohmann::json wan13b() {  // Wan2.1-T2V-1.3B's config.json as released
     "num_layers": 30, "out_dim": 16, "text_len": 512})");
 }
 
-void expect_rejected(nlohmann::json j, const std::string& key) {
+void expect_config_rejected(nlohmann::json j, const std::string& key) {
   try {
     config_from_json(j, "c.json");
     ADD_FAILURE() << "accepted " << j.dump();
@@ -41,15 +40,15 @@ TEST(Config, NumbersMustHaveTheirExactTypeAndSize) {
     j[key] = v;
     return j;
   };
-  expect_rejected(with("dim", 9.6e20), "dim");
-  expect_rejected(with("dim", 1536.5), "dim");
-  expect_rejected(with("num_layers", nlohmann::json::parse("18446744073709551615")), "num_layers");
-  expect_rejected(with("patch_size", {1, 2, 2.0}), "patch_size");
-  expect_rejected(with("patch_size", {1, 2}), "patch_size");
-  expect_rejected(with("eps", "tiny"), "eps");
+  expect_config_rejected(with("dim", 9.6e20), "dim");
+  expect_config_rejected(with("dim", 1536.5), "dim");
+  expect_config_rejected(with("num_layers", nlohmann::json::parse("18446744073709551615")), "num_layers");
+  expect_config_rejected(with("patch_size", {1, 2, 2.0}), "patch_size");
+  expect_config_rejected(with("patch_size", {1, 2}), "patch_size");
+  expect_config_rejected(with("eps", "tiny"), "eps");
   auto j = wan13b();
   j["attention"] = {{"type", "dsa"}, {"window", {3, 3}}};
-  expect_rejected(j, "window");
+  expect_config_rejected(j, "window");
 }
 
 }  // namespace ms::test

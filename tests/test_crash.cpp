@@ -153,7 +153,7 @@ int64_t check_latest(const fs::path& out) {
 }
 
 // metrics.jsonl without the wall-clock fields.
-std::vector<nlohmann::json> metrics_of(const fs::path& out) {
+std::vector<nlohmann::json> metric_fields_of(const fs::path& out) {
   std::vector<nlohmann::json> lines;
   std::ifstream f(out / "metrics.jsonl");
   for (std::string line; std::getline(f, line);) {
@@ -171,8 +171,8 @@ void expect_same_run(const fs::path& ref, const fs::path& out, int64_t steps) {
   auto a = nlohmann::json::parse(read_file((ref / "latest/trainer.json").string()));
   auto b = nlohmann::json::parse(read_file((out / "latest/trainer.json").string()));
   for (const char* k : {"step", "rng_state", "data_position"}) EXPECT_EQ(a[k], b[k]) << k;
-  EXPECT_EQ(metrics_of(ref), metrics_of(out));
-  EXPECT_EQ(metrics_of(out).size(), size_t(steps));
+  EXPECT_EQ(metric_fields_of(ref), metric_fields_of(out));
+  EXPECT_EQ(metric_fields_of(out).size(), size_t(steps));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "temp_dir.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -78,14 +79,9 @@ double worst_relative(const std::vector<double>& a, const std::vector<double>& b
   return worst;
 }
 
-std::vector<float> tensor(const std::string& file, const std::string& name) {
-  SafetensorsFile f = SafetensorsFile::open(file);
-  const TensorEntry* e = f.find(name);
-  EXPECT_NE(e, nullptr) << name << " in " << file;
-  if (!e) return {};
-  std::vector<float> v(size_t(numel(e->shape)));
-  read_as_f32(*e, v.data());
-  return v;
+// The tensor `name` of the safetensors file at `path`, as f32.
+std::vector<float> file_tensor(const std::string& path, const std::string& name) {
+  return tensor_values(SafetensorsFile::open(path), name);
 }
 
 // Every weight of two checkpoints' model.safetensors: the largest difference, and how many bf16 values differ.
@@ -97,7 +93,8 @@ WeightDiff weight_diff(const std::string& a, const std::string& b) {
   WeightDiff d;
   SafetensorsFile fa = SafetensorsFile::open(a + "/model.safetensors");
   for (const TensorEntry& e : fa.entries()) {
-    const std::vector<float> x = tensor(a + "/model.safetensors", e.name), y = tensor(b + "/model.safetensors", e.name);
+    const std::vector<float> x = file_tensor(a + "/model.safetensors", e.name),
+                             y = file_tensor(b + "/model.safetensors", e.name);
     EXPECT_EQ(x.size(), y.size()) << e.name;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       d.max_abs = std::max(d.max_abs, double(std::fabs(x[i] - y[i])));
@@ -169,8 +166,8 @@ TEST(Distributed, RepeatedRunsAreBitIdentical) {
   expect_same_files(dir.file("a/latest"), dir.file("b/latest"),
                     {"model.safetensors", "optimizer-rank0-of-2.safetensors", "optimizer-rank1-of-2.safetensors",
                      "transformer/diffusion_pytorch_model.safetensors", "config.json"});
-  EXPECT_EQ(tensor(dir.file("a/latest/model.safetensors"), "head.head.weight"),
-            tensor(dir.file("a/latest/transformer/diffusion_pytorch_model.safetensors"), "proj_out.weight"));
+  EXPECT_EQ(file_tensor(dir.file("a/latest/model.safetensors"), "head.head.weight"),
+            file_tensor(dir.file("a/latest/transformer/diffusion_pytorch_model.safetensors"), "proj_out.weight"));
   EXPECT_EQ(metric(dir.file("a")), metric(dir.file("b")));
   // A checkpoint that lacks a rank's shard is incomplete, and resuming says which file is missing.
   fs::remove(dir.file("b/latest/optimizer-rank1-of-2.safetensors"));
@@ -218,8 +215,8 @@ TEST(Distributed, ResumeOnOtherRanksReshardsTheState) {
     ASSERT_EQ(a.size(), b.size());
     EXPECT_LT(worst_relative(a, b), 1e-4);
     EXPECT_LT(worst_relative(metric(dir.file("whole"), "grad_norm"), metric(run, "grad_norm")), 1e-3);
-    const std::vector<float> m = tensor(dir.file("whole/latest/model.safetensors"), "head.head.weight"),
-                             n = tensor(run + "/latest/model.safetensors", "head.head.weight");
+    const std::vector<float> m = file_tensor(dir.file("whole/latest/model.safetensors"), "head.head.weight"),
+                             n = file_tensor(run + "/latest/model.safetensors", "head.head.weight");
     ASSERT_EQ(m.size(), n.size());
     for (size_t i = 0; i < m.size(); ++i) ASSERT_NEAR(m[i], n[i], 1e-2 * std::fabs(m[i]) + 1e-4) << i;
   }

@@ -18,7 +18,7 @@ struct DsaCase {
 
 // Odd extents; an even window; a window longer than the video on one axis (invalid slots); G < nh throughout;
 // P = 512 slots so that the backward's position-gradient scratch takes several passes (42 of the 60 queries each).
-const DsaCase kCases[] = {
+const DsaCase kDsaCases[] = {
     {{2, 3, 4, 5, 4, 6}, {{3, 3, 3}, 2}},
     {{1, 2, 5, 4, 2, 4}, {{2, 4, 2}, 1}},
     {{1, 2, 3, 6, 2, 4}, {{4, 3, 3}, 1}},
@@ -83,7 +83,7 @@ DsaGrads run_backward(const DsaInputs& in, bool with_offsets) {
 
 TEST(Dsa, ForwardMatchesTrilinearReference) {
   uint64_t seed = 100;
-  for (const auto& cs : kCases) {
+  for (const auto& cs : kDsaCases) {
     DsaInputs in(cs, seed += 10);
     in.off = randn(in.off.size(), seed + 5, 1.5);  // arbitrary offsets, some far past the borders
     EXPECT_LT(rel_l2(in.forward(in.off.data()), in.reference()), 1e-12) << "window " << cs.args.window[0];
@@ -107,7 +107,7 @@ DsaGrads expect_gradients_match_finite_differences(DsaInputs& in, const std::str
 
 TEST(Dsa, GradientsMatchFiniteDifferences) {
   uint64_t seed = 200;
-  for (const auto& cs : kCases) {
+  for (const auto& cs : kDsaCases) {
     DsaInputs in(cs, seed += 10);
     in.off_away_from_integers(seed + 5);
     expect_gradients_match_finite_differences(in);
@@ -132,7 +132,7 @@ TEST(Dsa, SpecialisedHeadDimsMatchReferenceAndFiniteDifferences) {
 // t offsets far below 0, h offsets far past the end: clamped everywhere. w offsets 0: clamped exactly at the
 // borders (positions 0 and W - 1 count as clamped, as in grid_sample), live inside.
 TEST(Dsa, ClampedCoordinatesGetZeroPositionGradient) {
-  DsaInputs in(kCases[0], 300);
+  DsaInputs in(kDsaCases[0], 300);
   const auto& d = in.c.dims;
   const int64_t G = in.c.args.groups, P = in.c.args.P();
   for (size_t i = 0; i < in.off.size(); i += 3) {
@@ -177,7 +177,7 @@ TEST(Dsa, FixedWithFullWindowEqualsDense) {
 }
 
 TEST(Dsa, ZeroOffsetsEqualFixed) {
-  for (const auto& cs : kCases) {
+  for (const auto& cs : kDsaCases) {
     DsaInputs in(cs, 500);  // offsets all zero
     EXPECT_EQ(in.forward(in.off.data()), in.forward(nullptr));
     const DsaGrads a = run_backward<double>(in, true), b = run_backward<double>(in, false);
@@ -188,7 +188,7 @@ TEST(Dsa, ZeroOffsetsEqualFixed) {
 }
 
 TEST(Dsa, FloatMatchesDouble) {
-  DsaInputs in(kCases[0], 600);
+  DsaInputs in(kDsaCases[0], 600);
   in.off_away_from_integers(605);
   const DsaGrads d = run_backward<double>(in, true), f = run_backward<float>(in, true);
   EXPECT_LT(rel_l2(f.dq, d.dq), kF32Tol);
@@ -220,7 +220,7 @@ TEST(Dsa, DeterministicAcrossRunsAndThreadCounts) {
 // offset gradients turn NaN; every other query's output, dq and offset gradients are those of the run without it.
 // The sample reads corner 0 (never out of bounds, which the sanitizer builds check).
 TEST(Dsa, NanOffsetPoisonsOnlyItsQueryAndGroup) {
-  const DsaCase& cs = kCases[0];
+  const DsaCase& cs = kDsaCases[0];
   const auto& d = cs.dims;
   const int64_t G = cs.args.groups, P = cs.args.P(), hpg = d.nh / G, bad_b = 1, bad_l = 7, bad_g = 1;
   DsaInputs clean(cs, 980), poisoned(cs, 980);

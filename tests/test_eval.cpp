@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include "cli_util.h"
 #include "core/rng.h"
@@ -33,7 +34,7 @@ RgbVideo video_of(int64_t frames, int64_t height, int64_t width) {
 }
 
 // Values uniform in [1, 255].
-RgbVideo random_video(int64_t frames, int64_t height, int64_t width, uint64_t seed) {
+RgbVideo random_rgb_video(int64_t frames, int64_t height, int64_t width, uint64_t seed) {
   RgbVideo v = video_of(frames, height, width);
   Rng r(seed);
   for (auto& x : v.rgb) x = uint8_t(1 + r.below(255));
@@ -167,7 +168,7 @@ TEST(Eval, TemporalFlickeringByHand) {
 }
 
 TEST(Eval, TemporalFlickeringMatchesPlainLoop) {
-  const RgbVideo v = random_video(5, 7, 13, 1);
+  const RgbVideo v = random_rgb_video(5, 7, 13, 1);
   double pairs = 0;
   for (int64_t t = 0; t + 1 < v.frames; ++t) {
     double s = 0;
@@ -179,7 +180,7 @@ TEST(Eval, TemporalFlickeringMatchesPlainLoop) {
 }
 
 TEST(Eval, SsimMatchesFloat64Reference) {
-  RgbVideo v = random_video(2, 19, 23, 2);
+  RgbVideo v = random_rgb_video(2, 19, 23, 2);
   perturb(v.frame(0), v.frame(1), 19 * 23 * 3, 3);
   const double want = reference_ssim(v.frame(0), v.frame(1), 19, 23);
   ASSERT_GT(want, 0.2);  // a pair neither identical nor unrelated
@@ -191,7 +192,7 @@ TEST(Eval, SsimMatchesFloat64Reference) {
 }
 
 TEST(Eval, SubjectConsistencyIsVBenchStructureOverSsim) {
-  RgbVideo v = random_video(4, 13, 17, 4);
+  RgbVideo v = random_rgb_video(4, 13, 17, 4);
   const int64_t n = 13 * 17 * 3;
   for (int64_t t = 1; t < 4; ++t) perturb(v.frame(t - 1), v.frame(t), n, 10 + uint64_t(t));
   double want = 0;
@@ -280,8 +281,8 @@ TEST(Eval, EvaluateVideoNamesEveryMetric) {
   for (const auto& x : m) names.push_back(x.name);
   EXPECT_EQ(names, (std::vector<std::string>{"temporal_flickering", "subject_consistency_ssim", "warping_error",
                                              "dynamic_degree", "dynamic_degree_score", "motion_direction_accuracy"}));
-  EXPECT_THROW(evaluate_video(random_video(1, 17, 19, 1), std::nullopt), Error);
-  EXPECT_THROW(video_flow(random_video(2, 8, 8, 1)), Error);  // too small for DIS: an error, not a crash
+  EXPECT_THROW(evaluate_video(random_rgb_video(1, 17, 19, 1), std::nullopt), Error);
+  EXPECT_THROW(video_flow(random_rgb_video(2, 8, 8, 1)), Error);  // too small for DIS: an error, not a crash
 }
 
 bool is_png(const std::string& path) {
@@ -300,6 +301,32 @@ TEST(Eval, PlotsWritePng) {
   EXPECT_TRUE(is_png(dir.file("bars.png")));
   EXPECT_THROW(plot_lines(dir.file("none.png"), "t", "x", "y", {{"a", {1}, {NAN}}}), Error);
   EXPECT_THROW(plot_lines(dir.file("no/such/dir.png"), "t", "x", "y", {{"a", {1}, {2}}}), Error);
+}
+
+// Read back with OpenCV, each frame of each clip lies on the sheet at the place and zoom the layout promises (72 px
+// at least, an integer factor), every enlarged pixel the clip's own: clips of odd, different sizes, random bytes.
+TEST(Eval, ContactSheetHoldsEveryFrameEnlarged) {
+  test::TempDir dir;
+  std::vector<RgbVideo> clips{random_rgb_video(3, 5, 7, 1), random_rgb_video(2, 9, 4, 2)};
+  const ImageSize size = plot_contact_sheet(dir.file("sheet.png"), clips, {"first clip", "second"});
+  const cv::Mat sheet = cv::imread(dir.file("sheet.png"), cv::IMREAD_COLOR);  // BGR
+  ASSERT_EQ(sheet.cols, size.width);
+  ASSERT_EQ(sheet.rows, size.height);
+  int top = 6;  // the layout: 6 px margins, a 20 px caption line above each row, 2 px between frames
+  for (const RgbVideo& v : clips) {
+    const int zoom = int((72 + v.height - 1) / v.height);  // 15 for 5 rows, 8 for 9
+    top += 20;
+    for (int64_t f = 0; f < v.frames; ++f)
+      for (int64_t y = 0; y < v.height * zoom; ++y)
+        for (int64_t x = 0; x < v.width * zoom; ++x) {
+          const uint8_t* want = v.frame(f) + ((y / zoom) * v.width + x / zoom) * 3;
+          const cv::Vec3b got = sheet.at<cv::Vec3b>(int(top + y), int(6 + f * (v.width * zoom + 2) + x));
+          ASSERT_TRUE(got[2] == want[0] && got[1] == want[1] && got[0] == want[2]) << f << " " << y << " " << x;
+        }
+    top += int(v.height) * zoom + 6;
+  }
+  EXPECT_EQ(sheet.rows, top);
+  EXPECT_THROW(plot_contact_sheet(dir.file("x.png"), clips, {"one caption"}), Error);
 }
 
 TEST(EvalCli, JsonTablePlotAndCaptionDirection) {

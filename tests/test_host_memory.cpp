@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void write(const fs::path& p, const std::string& text) {
+void write_text(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
   std::ofstream(p) << text;
 }
@@ -31,12 +31,12 @@ struct FakeProc {
     files.cgroup = dir.file("cgroup");
     files.mountinfo = dir.file("mountinfo");
     files.status = dir.file("status");
-    write(files.meminfo,
-          "MemTotal:        8000000 kB\nMemFree:          200000 kB\nMemAvailable:    3500000 kB\n"
-          "Buffers:           12345 kB\nCached:          2000000 kB\n");
-    write(files.status, "Name:\tmegaslide\nVmPeak:\t  900000 kB\nVmSize:\t  800000 kB\nVmData:\t  300000 kB\n");
-    write(files.cgroup, "");
-    write(files.mountinfo, "");
+    write_text(files.meminfo,
+               "MemTotal:        8000000 kB\nMemFree:          200000 kB\nMemAvailable:    3500000 kB\n"
+               "Buffers:           12345 kB\nCached:          2000000 kB\n");
+    write_text(files.status, "Name:\tmegaslide\nVmPeak:\t  900000 kB\nVmSize:\t  800000 kB\nVmData:\t  300000 kB\n");
+    write_text(files.cgroup, "");
+    write_text(files.mountinfo, "");
   }
   fs::path root() const { return dir.path; }
 };
@@ -67,7 +67,7 @@ TEST(HostMemory, MemAvailableAloneWithoutACgroup) {
   EXPECT_EQ(limits[0].bytes, int64_t(3500000) * 1024);
   EXPECT_NE(limits[0].source.find("MemAvailable"), std::string::npos) << limits[0].source;
   // A kernel before 3.14 has no MemAvailable: MemFree stands in.
-  write(p.files.meminfo, "MemTotal:        8000000 kB\nMemFree:          200000 kB\n");
+  write_text(p.files.meminfo, "MemTotal:        8000000 kB\nMemFree:          200000 kB\n");
   ASSERT_EQ(file_limits(p.files).size(), 1u);
   EXPECT_EQ(file_limits(p.files)[0].bytes, int64_t(200000) * 1024);
 }
@@ -75,19 +75,19 @@ TEST(HostMemory, MemAvailableAloneWithoutACgroup) {
 TEST(HostMemory, CgroupV2TakesTheTightestAncestorLessReclaimableCache) {
   FakeProc p;
   const fs::path mount = p.root() / "sys fs" / "cgroup";  // a space, escaped as \040 in mountinfo
-  write(p.files.cgroup, "0::/user.slice/app.scope\n");
-  write(p.files.mountinfo,
-        "22 1 0:21 / /proc rw,nosuid - proc proc rw\n"
-        "30 23 0:26 / " +
-            (p.root() / "sys\\040fs" / "cgroup").string() +
-            " rw,nosuid,nodev shared:4 - cgroup2 cgroup2 rw,nsdelegate\n");
+  write_text(p.files.cgroup, "0::/user.slice/app.scope\n");
+  write_text(p.files.mountinfo,
+             "22 1 0:21 / /proc rw,nosuid - proc proc rw\n"
+             "30 23 0:26 / " +
+                 (p.root() / "sys\\040fs" / "cgroup").string() +
+                 " rw,nosuid,nodev shared:4 - cgroup2 cgroup2 rw,nsdelegate\n");
   // user.slice: 8 GB limit, 3 GB charged of which 1 GB inactive file pages: 6 GB left.
-  write(mount / "user.slice" / "memory.max", "8000000000\n");
-  write(mount / "user.slice" / "memory.current", "3000000000\n");
-  write(mount / "user.slice" / "memory.stat", "anon 1500000000\nfile 1500000000\ninactive_file 1000000000\n");
+  write_text(mount / "user.slice" / "memory.max", "8000000000\n");
+  write_text(mount / "user.slice" / "memory.current", "3000000000\n");
+  write_text(mount / "user.slice" / "memory.stat", "anon 1500000000\nfile 1500000000\ninactive_file 1000000000\n");
   // app.scope: no limit of its own.
-  write(mount / "user.slice" / "app.scope" / "memory.max", "max\n");
-  write(mount / "user.slice" / "app.scope" / "memory.current", "2500000000\n");
+  write_text(mount / "user.slice" / "app.scope" / "memory.max", "max\n");
+  write_text(mount / "user.slice" / "app.scope" / "memory.current", "2500000000\n");
   auto limits = file_limits(p.files);
   ASSERT_EQ(limits.size(), 2u);
   EXPECT_EQ(limits[1].bytes, 6'000'000'000);
@@ -95,8 +95,8 @@ TEST(HostMemory, CgroupV2TakesTheTightestAncestorLessReclaimableCache) {
       << limits[1].source;
   EXPECT_NE(limits[1].source.find("cgroup v2"), std::string::npos);
   // A tighter limit below it wins: 4 GB, 2.5 GB charged, 0.5 GB of it inactive file pages.
-  write(mount / "user.slice" / "app.scope" / "memory.max", "4000000000\n");
-  write(mount / "user.slice" / "app.scope" / "memory.stat", "inactive_file 500000000\n");
+  write_text(mount / "user.slice" / "app.scope" / "memory.max", "4000000000\n");
+  write_text(mount / "user.slice" / "app.scope" / "memory.stat", "inactive_file 500000000\n");
   limits = file_limits(p.files);
   ASSERT_EQ(limits.size(), 2u);
   EXPECT_EQ(limits[1].bytes, 2'000'000'000);
@@ -109,14 +109,14 @@ TEST(HostMemory, CgroupV1InAContainersNamespacedMount) {
   FakeProc p;
   // Docker without a cgroup namespace: /proc/self/cgroup names the host's path, the container mounts that path.
   const fs::path mount = p.root() / "fs" / "memory";
-  write(p.files.cgroup, "12:pids:/docker/abc\n5:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n0::/docker/abc\n");
-  write(p.files.mountinfo, "35 31 0:32 /docker/abc " + mount.string() +
-                               " ro,nosuid - cgroup cgroup rw,memory\n"
-                               "41 31 0:38 /docker/abc " +
-                               (p.root() / "unified").string() + " rw - cgroup2 cgroup2 rw\n");
-  write(mount / "memory.limit_in_bytes", "2147483648\n");
-  write(mount / "memory.usage_in_bytes", "1073741824\n");
-  write(mount / "memory.stat", "cache 600000000\ninactive_file 1\ntotal_inactive_file 536870912\n");
+  write_text(p.files.cgroup, "12:pids:/docker/abc\n5:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n0::/docker/abc\n");
+  write_text(p.files.mountinfo, "35 31 0:32 /docker/abc " + mount.string() +
+                                    " ro,nosuid - cgroup cgroup rw,memory\n"
+                                    "41 31 0:38 /docker/abc " +
+                                    (p.root() / "unified").string() + " rw - cgroup2 cgroup2 rw\n");
+  write_text(mount / "memory.limit_in_bytes", "2147483648\n");
+  write_text(mount / "memory.usage_in_bytes", "1073741824\n");
+  write_text(mount / "memory.stat", "cache 600000000\ninactive_file 1\ntotal_inactive_file 536870912\n");
   fs::create_directories(p.root() / "unified");  // the hybrid mount's v2 side holds no memory controller
   const auto limits = file_limits(p.files);
   ASSERT_EQ(limits.size(), 2u);
@@ -124,17 +124,17 @@ TEST(HostMemory, CgroupV1InAContainersNamespacedMount) {
   EXPECT_NE(limits[1].source.find("memory.limit_in_bytes"), std::string::npos) << limits[1].source;
   EXPECT_NE(limits[1].source.find("cgroup v1"), std::string::npos);
   // v1 writes "no limit" as a page-rounded 2^63.
-  write(mount / "memory.limit_in_bytes", "9223372036854771712\n");
+  write_text(mount / "memory.limit_in_bytes", "9223372036854771712\n");
   EXPECT_EQ(file_limits(p.files).size(), 1u);
 }
 
 TEST(HostMemory, UsageAboveTheLimitLeavesNothingAndGivenOverrides) {
   FakeProc p;
   const fs::path mount = p.root() / "cg";
-  write(p.files.cgroup, "0::/\n");
-  write(p.files.mountinfo, "30 23 0:26 / " + mount.string() + " rw - cgroup2 cgroup2 rw\n");
-  write(mount / "memory.max", "1000000\n");
-  write(mount / "memory.current", "5000000\n");
+  write_text(p.files.cgroup, "0::/\n");
+  write_text(p.files.mountinfo, "30 23 0:26 / " + mount.string() + " rw - cgroup2 cgroup2 rw\n");
+  write_text(mount / "memory.max", "1000000\n");
+  write_text(mount / "memory.current", "5000000\n");
   const HostLimit l = host_limit(0, p.files);
   EXPECT_EQ(l.bytes, 0);
   const HostLimit given = host_limit(123456789, p.files);

@@ -1,10 +1,9 @@
 #include "ops/layernorm.h"
-
 #include "test_util.h"
 
 namespace ms::test {
 
-constexpr double kEps = 1e-6;
+constexpr double kLnEps = 1e-6;
 
 TEST(LayerNorm, GradientsMatchFiniteDifferences) {
   const int64_t N = 7, C = 13;
@@ -20,7 +19,7 @@ TEST(LayerNorm, GradientsMatchFiniteDifferences) {
                                     .rstd = rstd.data(),
                                     .N = N,
                                     .C = C,
-                                    .eps = kEps});
+                                    .eps = kLnEps});
     return dot(y, r);
   };
   loss();
@@ -50,7 +49,7 @@ TEST(LayerNorm, GradientsWithoutAffine) {
   auto loss = [&] {
     std::vector<double> y(N * C);  // [N, C]
     cpu::layernorm_forward<double>(
-        {.x = x.data(), .y = y.data(), .mean = mean.data(), .rstd = rstd.data(), .N = N, .C = C, .eps = kEps});
+        {.x = x.data(), .y = y.data(), .mean = mean.data(), .rstd = rstd.data(), .N = N, .C = C, .eps = kLnEps});
     return dot(y, r);
   };
   loss();
@@ -73,7 +72,7 @@ TEST(LayerNorm, FloatMatchesDouble) {
                                   .rstd = rstd.data(),
                                   .N = N,
                                   .C = C,
-                                  .eps = kEps});
+                                  .eps = kLnEps});
   cpu::layernorm_backward<double>({.x = x.data(),
                                    .w = w.data(),
                                    .mean = mean.data(),
@@ -94,7 +93,7 @@ TEST(LayerNorm, FloatMatchesDouble) {
                                  .rstd = rstdf.data(),
                                  .N = N,
                                  .C = C,
-                                 .eps = kEps});
+                                 .eps = kLnEps});
   cpu::layernorm_backward<float>({.x = xf.data(),
                                   .w = wf.data(),
                                   .mean = meanf.data(),
@@ -117,7 +116,7 @@ TEST(LayerNorm, RowsHaveZeroMeanUnitVariance) {
   for (auto& v : x) v += 2.0;
   std::vector<double> y(N * C), mean(N), rstd(N);
   cpu::layernorm_forward<double>(
-      {.x = x.data(), .y = y.data(), .mean = mean.data(), .rstd = rstd.data(), .N = N, .C = C, .eps = kEps});
+      {.x = x.data(), .y = y.data(), .mean = mean.data(), .rstd = rstd.data(), .N = N, .C = C, .eps = kLnEps});
   for (int64_t n = 0; n < N; ++n) {
     double m = 0, v = 0;
     for (int64_t c = 0; c < C; ++c) m += y[n * C + c] / C;

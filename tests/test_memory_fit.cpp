@@ -48,7 +48,7 @@ TEST(MemoryFit, ARunOverItsLimitIsRefusedWithNumbersAndNoRunDirectory) {
   const int64_t immediate = need_of(o, OptimizerSchedule::immediate).total();
   ASSERT_LT(immediate, deferred);
   const CliResult fix =
-      run_cli(cat("train --steps 2 --frames 3 --height 16 --width 16 --offload stream ",
+      run_cli(cat("train --steps 2 --frames 3 --height 16 --width 16 --offload stream --no-final-samples ",
                   "--optimizer-schedule deferred --host-memory ", (immediate + deferred) / 2, " --out ", out));
   EXPECT_EQ(fix.code, 1) << fix.output;
   EXPECT_NE(fix.output.find(cat("--optimizer-schedule immediate needs ", format_bytes(double(immediate)), " and fits")),
@@ -67,6 +67,7 @@ TEST(MemoryFit, SamplesWhileTrainingAreCountedBeforeTheRunStarts) {
   const int64_t plain = need_of(o, OptimizerSchedule::deferred).total();
   o.samples.every = 1;
   o.samples.prompts = prompts;
+  o.samples.prompt_list = {"a red square moving right"};
   const TrainHostNeed with = need_of(o, OptimizerSchedule::deferred);
   EXPECT_GE(with.samples, 4 * ParamTable(preset_config("tiny")).total()) << "at least the f32 copy of the weights";
   TrainOptions never = o;
@@ -74,12 +75,13 @@ TEST(MemoryFit, SamplesWhileTrainingAreCountedBeforeTheRunStarts) {
   EXPECT_EQ(need_of(never, OptimizerSchedule::deferred).total(), plain) << "no sample falls due";
   EXPECT_NE(with.breakdown().find(cat("samples ", format_bytes(double(with.samples)))), std::string::npos)
       << with.breakdown();
-  const std::string run = cat("train --steps 1 --frames 3 --height 16 --width 16 --recompute always ",
+  const std::string run = cat("train --steps 1 --frames 3 --height 16 --width 16 --recompute always --no-final-samples ",
                               "--optimizer-schedule deferred --host-memory ", (plain + with.total()) / 2, " --out ");
   const CliResult refused = run_cli(cat(run, dir.file("sampled"), " --sample-every 1 --sample-prompts ", prompts));
   EXPECT_EQ(refused.code, 1) << refused.output;
-  for (const std::string& part : {cat("this run needs ", format_bytes(double(with.total()))),
-                                  cat("the run without --sample-every needs ", format_bytes(double(plain)))})
+  for (const std::string& part :
+       {cat("this run needs ", format_bytes(double(with.total()))),
+        cat("the run without --sample-every, with --no-final-samples, needs ", format_bytes(double(plain)))})
     EXPECT_NE(refused.output.find(part), std::string::npos) << part << "\n" << refused.output;
   EXPECT_FALSE(fs::exists(dir.file("sampled")));
   const CliResult fits = run_cli(run + dir.file("plain"));

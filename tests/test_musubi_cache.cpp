@@ -22,16 +22,16 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const fs::path kData = fs::path(MEGASLIDE_TEST_DATA) / "musubi";
+const fs::path kMusubiData = fs::path(MEGASLIDE_TEST_DATA) / "musubi";
 
 json expected() {
-  std::ifstream in(kData / "expected.json");
+  std::ifstream in(kMusubiData / "expected.json");
   return json::parse(in);
 }
 
 // A copy of the fixture cache in dir/cache and a TOML naming it.
 std::string copy_cache(const TempDir& dir, const std::string& extra_keys = "") {
-  fs::copy(kData / "cache", dir.file("cache"));
+  fs::copy(kMusubiData / "cache", dir.file("cache"));
   const std::string toml = dir.file("data.toml");
   std::ofstream(toml) << "[[datasets]]\ncache_directory = \"cache\"\n" << extra_keys;
   return toml;

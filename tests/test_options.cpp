@@ -9,6 +9,7 @@
 
 #include "cli_util.h"
 #include "core/check.h"
+#include "file_util.h"
 #include "train/option_table.h"
 
 namespace ms::test {
@@ -22,13 +23,6 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "no error";
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return nlohmann::json::parse(s.str());
 }
 
 // Every field away from its default, set by hand (not through the table).
@@ -51,7 +45,8 @@ TrainOptions unusual_options() {
   o.save_every_epochs = 2, o.keep_last = 3, o.caption_dropout = 0.1, o.empty_prompt = "/e/empty_wan_te.safetensors";
   o.t5 = "/t5.pth", o.tokenizer = "/spiece.model", o.t5_config = "/t5.json";
   o.save_format = SaveFormat::diffusers;
-  o.samples = {.every = 6, .prompts = "/p.txt", .steps = 9, .format = "mp4", .vae = "/v.pth", .vae_config = "/v.json"};
+  o.samples = {.every = 6, .no_final = true, .prompts = "/p.txt", .steps = 9, .format = "mp4", .vae = "/v.pth",
+               .vae_config = "/v.json", .prompt_list = {}};
   o.runtime.offload = Offload::stream, o.runtime.optimizer_schedule = ScheduleChoice::immediate, o.runtime.prefetch = 4;
   o.runtime.device_memory = 3 << 20, o.runtime.offload_activations = true, o.runtime.backend = BackendChoice::cpu,
   o.runtime.link_gbps = 12.5;

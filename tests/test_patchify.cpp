@@ -4,12 +4,12 @@
 namespace ms::test {
 
 // Odd extents everywhere; B=2, C=3, (F, H, W) = (4, 6, 9) with patch (2, 3, 3): (f, h, w) = (2, 2, 3).
-const PatchDims kDims{2, 3, 4, 6, 9, 2, 3, 3};
+const PatchDims kPatchDims{2, 3, 4, 6, 9, 2, 3, 3};
 
 static int64_t video_size(const PatchDims& d) { return d.B * d.C * d.F * d.H * d.W; }
 
 TEST(Patchify, GradientsMatchFiniteDifferences) {
-  const auto& d = kDims;
+  const auto& d = kPatchDims;
   const int64_t nv = video_size(d), nt = d.B * d.tokens() * d.patch();
   auto lat = randn(nv, 1), r = randn(nt, 2);
   auto loss = [&] {
@@ -48,7 +48,7 @@ TEST(Patchify, FloatMatchesDouble) {
 }
 
 TEST(Patchify, MatchesIndexFormulas) {
-  const auto& d = kDims;
+  const auto& d = kPatchDims;
   const int64_t nv = video_size(d), f_ = d.f(), h_ = d.h(), w_ = d.w(), L = d.tokens(), P = d.patch();
   auto lat = randn(nv, 6), tok = randn(nv, 7);
   std::vector<double> p(nv), v(nv);
@@ -71,7 +71,7 @@ TEST(Patchify, MatchesIndexFormulas) {
 }
 
 TEST(Patchify, InverseReordersRoundTrip) {
-  const auto& d = kDims;
+  const auto& d = kPatchDims;
   const int64_t nv = video_size(d);
   auto lat = randn(nv, 8);
   std::vector<double> p(nv), back(nv), v(nv), tok(nv);

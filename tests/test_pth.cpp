@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/text.h"
+#include "file_util.h"
 #include "io/pickle.h"
 #include "io/pth.h"
 #include "io/weight_files.h"
@@ -23,21 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const fs::path kData = fs::path(MEGASLIDE_TEST_DATA) / "pth";
-
-json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  return json::parse(in);
-}
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, std::string_view bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
-}
+const fs::path kPthData = fs::path(MEGASLIDE_TEST_DATA) / "pth";
 
 // Whether every byte of a message is printable ASCII or part of a well-formed UTF-8 character: escaping it changes
 // nothing but its backslashes, which it doubles.
@@ -48,11 +35,11 @@ bool clean_text(const std::string& m) {
 }
 
 TEST(Pth, ReadsWhatTorchSaveWrote) {
-  const json expected = read_json(kData / "expected.json");
+  const json expected = read_json(kPthData / "expected.json");
   ASSERT_GE(expected.size(), 11u);
   for (const auto& [file, want] : expected.items()) {
     SCOPED_TRACE(file);
-    const PthFile f = PthFile::open((kData / file).string());
+    const PthFile f = PthFile::open((kPthData / file).string());
     ASSERT_EQ(f.entries().size(), want["tensors"].size());
     for (const auto& [name, t] : want["tensors"].items()) {
       SCOPED_TRACE(name);
@@ -70,7 +57,7 @@ TEST(Pth, ReadsWhatTorchSaveWrote) {
 }
 
 TEST(Pth, ViewsShareOneStorageAndStridedViewsAreCopied) {
-  const PthFile f = PthFile::open((kData / "views.pth").string());
+  const PthFile f = PthFile::open((kPthData / "views.pth").string());
   const TensorEntry *base = f.find("base"), *t = f.find("t"), *s = f.find("s");
   ASSERT_TRUE(base && t && s);
   std::vector<float> b(24), tt(24), ss(9);
@@ -86,18 +73,18 @@ TEST(Pth, ViewsShareOneStorageAndStridedViewsAreCopied) {
 }
 
 TEST(Pth, WeightFilesOpensPthFilesAndDirectories) {
-  const WeightFiles w = WeightFiles::open((kData / "model_wrap.pth").string());
+  const WeightFiles w = WeightFiles::open((kPthData / "model_wrap.pth").string());
   EXPECT_EQ(w.names(), (std::vector<std::string>{"x.bias", "x.weight"}));
   TempDir dir;
-  fs::copy_file(kData / "f16.pth", dir.file("a.pth"));
-  fs::copy_file(kData / "f64_i64.pth", dir.file("b.pt"));
+  fs::copy_file(kPthData / "f16.pth", dir.file("a.pth"));
+  fs::copy_file(kPthData / "f64_i64.pth", dir.file("b.pt"));
   EXPECT_TRUE(WeightFiles::has_weights(dir.path.string()));
   EXPECT_EQ(WeightFiles::open(dir.path.string()).names(), (std::vector<std::string>{"d", "i", "w"}));
 }
 
 TEST(Pth, LegacyFormatAsksForResave) {
   try {
-    PthFile::open((kData / "legacy.pth").string());
+    PthFile::open((kPthData / "legacy.pth").string());
     FAIL() << "opened a legacy checkpoint";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("legacy"), std::string::npos) << e.what();
@@ -138,13 +125,13 @@ const std::map<std::string, std::vector<std::string>> kRefusals = {
 };
 
 TEST(Pth, RefusesHostileFilesClearly) {
-  const json hostile = read_json(kData / "hostile.json");
+  const json hostile = read_json(kPthData / "hostile.json");
   ASSERT_EQ(hostile.size(), kRefusals.size());
   for (const auto& [file, description] : hostile.items()) {
     SCOPED_TRACE(file + ": " + description.get<std::string>());
     ASSERT_TRUE(kRefusals.count(file));
     try {
-      PthFile::open((kData / file).string());
+      PthFile::open((kPthData / file).string());
       ADD_FAILURE() << "opened without error";
     } catch (const Error& e) {
       const std::string m = e.what();
@@ -161,7 +148,7 @@ TEST(Pth, EveryTruncationAndCorruptionIsAnErrorOrAValidFile) {
   TempDir dir;
   const std::string path = dir.file("cut.pth");
   for (const char* name : {"f32.pth", "zip64.pth", "parameter.pth"}) {
-    const std::string bytes = read_bytes(kData / name);
+    const std::string bytes = read_bytes(kPthData / name);
     for (size_t n = 0; n < bytes.size(); ++n) {  // every prefix is refused
       write_bytes(path, std::string_view(bytes).substr(0, n));
       EXPECT_THROW(PthFile::open(path), Error) << name << " cut to " << n << " bytes";
@@ -195,15 +182,18 @@ TEST(Pickle, LimitsAndMalformedStreams) {
       EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
     }
   };
-  refused("\x80\x02", "ends in the middle");                   // no STOP
-  refused("\x80\x02.", "malformed stack");                     // STOP on an empty stack
-  refused("\x80\x02h\x05.", "never stored");                   // GET of an unset memo entry
-  refused("\x80\x02(}.", "malformed stack");                   // a MARK left open
-  refused("\x80\x02}K\x01s.", "SETITEM on an empty stack");     // SETITEM with one item
-  refused("\x80\x02\x8a\x04\x01\x02", "ends in the middle");    // LONG1 of 4 bytes, truncated
+  refused("\x80\x02", "ends in the middle");                  // no STOP
+  refused("\x80\x02.", "malformed stack");                    // STOP on an empty stack
+  refused("\x80\x02h\x05.", "never stored");                  // GET of an unset memo entry
+  refused("\x80\x02(}.", "malformed stack");                  // a MARK left open
+  refused("\x80\x02}K\x01s.", "SETITEM on an empty stack");   // SETITEM with one item
+  refused("\x80\x02\x8a\x04\x01\x02", "ends in the middle");  // LONG1 of 4 bytes, truncated
   refused("\x80\x02\x8a\x09\x01\x02\x03\x04\x05\x06\x07\x08\x09.", "9 bytes");
   // A list placed in a dict, then appended to through the memo.
-  refused("\x80\x02}K\x01]q\x00sh\x00K\x02" "a."s, "changed after it was used");
+  refused(
+      "\x80\x02}K\x01]q\x00sh\x00K\x02"
+      "a."s,
+      "changed after it was used");
   // Negative LONG1 and BININT decode as Python does.
   const std::string ints = std::string("\x80\x02(\x8a\x01\xff", 6) + "J\xfe\xff\xff\xff" + "M\x34\x12t.";
   const pickle::ValuePtr v = pickle::load(reinterpret_cast<const uint8_t*>(ints.data()), ints.size(), "ints");

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/check.h"
+#include "file_util.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "io/weight_files.h"
@@ -18,15 +19,6 @@ namespace ms::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::string le64(uint64_t v) {
   std::string s(8, '\0');
@@ -52,7 +44,7 @@ std::string entry(const std::string& name, const std::string& dtype, const std::
 }
 
 // Expects SafetensorsFile::open(path) to throw ms::Error naming the file and containing phrase.
-void expect_rejected(const std::string& path, const std::string& phrase) {
+void expect_open_rejected(const std::string& path, const std::string& phrase) {
   try {
     SafetensorsFile::open(path);
     ADD_FAILURE() << "opened " << path << " without error; expected: " << phrase;
@@ -334,7 +326,7 @@ class Malformed : public ::testing::Test {
   void expect(const std::string& header, const std::string& data, const std::string& phrase,
               std::optional<uint64_t> length = {}) {
     write_raw(path, header, data, length);
-    expect_rejected(path, phrase);
+    expect_open_rejected(path, phrase);
   }
 };
 
@@ -342,11 +334,11 @@ const std::string k16(16, '\x01');
 
 TEST_F(Malformed, EmptyFile) {
   write_bytes(path, "");
-  expect_rejected(path, "shorter than the 8-byte header length field");
+  expect_open_rejected(path, "shorter than the 8-byte header length field");
 }
 TEST_F(Malformed, ShorterThanEightBytes) {
   write_bytes(path, std::string("\x02\0\0\0{}", 6));
-  expect_rejected(path, "shorter than the 8-byte header length field");
+  expect_open_rejected(path, "shorter than the 8-byte header length field");
 }
 TEST_F(Malformed, HeaderLengthOver100MB) { expect("{}", "", "exceeds the limit of 100000000 bytes", 100'000'001); }
 TEST_F(Malformed, HeaderLengthHuge) { expect("{}", "", "exceeds the limit", ~uint64_t(0)); }
@@ -461,8 +453,8 @@ TEST_F(Malformed, TooManyTensors) {
   for (int i = 0; i <= 1'000'001; ++i) header += cat(i ? "," : "", "\"", i, "\":0");
   expect(header + "}", "", "more than 1000000 tensors");
 }
-TEST_F(Malformed, NotARegularFile) { expect_rejected(dir.path.string(), "not a regular file"); }
-TEST_F(Malformed, MissingFile) { expect_rejected(dir.file("absent.safetensors"), "cannot open"); }
+TEST_F(Malformed, NotARegularFile) { expect_open_rejected(dir.path.string(), "not a regular file"); }
+TEST_F(Malformed, MissingFile) { expect_open_rejected(dir.file("absent.safetensors"), "cannot open"); }
 
 // Every proper prefix of a valid file is invalid, and reading it must fail cleanly.
 TEST(SafetensorsRobust, EveryTruncationIsRejected) {

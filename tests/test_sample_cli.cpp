@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include "cli_util.h"
 #include "io/atomic_file.h"
@@ -39,7 +40,7 @@ class SampleCli : public ::testing::Test {
 };
 std::unique_ptr<test::TempDir> SampleCli::dir_;
 
-void expect_error(const std::string& args, const std::string& message) {
+void expect_exit_1(const std::string& args, const std::string& message) {
   const auto r = test::run_cli(args);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find(message), std::string::npos) << "expected '" << message << "' in: " << r.output;
@@ -52,6 +53,34 @@ TEST_F(SampleCli, TrainingWritesSamplesEveryN) {
     EXPECT_EQ(info.height, 16);
     EXPECT_EQ(info.width, 16);
   }
+  // The contact sheet: two rows of three 16 px frames enlarged 5 times, under 6 px margins and 20 px captions.
+  const cv::Mat sheet = cv::imread(run() + "/samples/step-2.png");
+  EXPECT_EQ(sheet.rows, 6 + 2 * (20 + 5 * 16 + 6));
+  EXPECT_EQ(sheet.cols, 6 + 3 * (5 * 16 + 2) - 2 + 6);
+}
+
+// The built-in data's run samples its own captions when it ends (no option needed) and its last log line names
+// the files; the prompts file is read once, so a pipe (here /dev/stdin) gives every prompt.
+TEST_F(SampleCli, RunsEndWithSamplesNamedInTheLastLine) {
+  auto r = test::run_cli("train --steps 2 --frames 2 --height 8 --width 8 --sample-steps 2 --out " + file("default"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string last = r.output.substr(r.output.rfind('\n', r.output.size() - 2) + 1);
+  EXPECT_NE(last.find("samples of step 2: " + file("default") + "/samples/step-2.png (contact sheet), 4 clips"),
+            std::string::npos)
+      << r.output;
+  for (int k = 0; k < 4; ++k)
+    EXPECT_TRUE(fs::exists(file("default") + "/samples/step-2-" + std::to_string(k) + ".gif"));
+  r = test::run_cli_with_input(
+      "train --steps 1 --frames 2 --height 8 --width 8 --sample-steps 1 --sample-prompts "
+      "/dev/stdin --out " +
+          file("piped"),
+      "red circle moving left\ngreen square moving up\n\nblue circle moving down\n");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("3 samples"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(file("piped") + "/samples/step-1-2.gif"));
+  r = test::run_cli("train --steps 1 --frames 2 --height 8 --width 8 --no-final-samples --out " + file("none"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(file("none") + "/samples"));
 }
 
 TEST_F(SampleCli, GifAndMp4DecodeBackWithTheRightShape) {
@@ -75,7 +104,8 @@ TEST_F(SampleCli, GifAndMp4DecodeBackWithTheRightShape) {
 }
 
 TEST_F(SampleCli, SameSeedSameBytesOtherSeedOtherBytes) {
-  const std::string base = "sample --model " + run() + "/latest --prompt 'green triangle moving right' --steps 2 --frames 1 ";
+  const std::string base =
+      "sample --model " + run() + "/latest --prompt 'green triangle moving right' --steps 2 --frames 1 ";
   for (const char* out : {"s1.safetensors --seed 9", "s2.safetensors --seed 9", "s3.safetensors --seed 10"})
     ASSERT_EQ(test::run_cli(base + "--out " + file(out)).code, 0);
   EXPECT_EQ(read_file(file("s1.safetensors")), read_file(file("s2.safetensors")));
@@ -92,19 +122,21 @@ TEST_F(SampleCli, ContextFile) {
                          " --steps 1 --out " + file("c.gif"));
   ASSERT_EQ(r.code, 0) << r.output;
   write_safetensors(file("bad_ctx.safetensors"), {{"context", DType::f32, {8, 40}, ctx.data()}});
-  expect_error(
+  expect_exit_1(
       "sample --model " + run() + "/latest --context " + file("bad_ctx.safetensors") + " --out " + file("d.gif"),
       "this model needs [L, 64]");
 }
 
 TEST_F(SampleCli, BadInputsAreClearErrors) {
-  expect_error("sample --model " + file("nope") + " --prompt x --out " + file("e.gif"), "--model '" + file("nope"));
-  expect_error("sample --model " + run() + "/latest --prompt x --out " + file("e.png"), "has extension '.png'");
-  expect_error("sample --model " + run() + "/latest --out " + file("e.gif"), "--prompt TEXT or a text embedding");
-  expect_error("sample --model " + run() + "/latest --prompt x --steps 0 --out " + file("e.gif"),
-               "--steps must be positive");
-  expect_error("sample --model " + run() + "/latest --prompt x --height 15 --out " + file("e.gif"), "height 15");
-  expect_error("train --sample-every 2 --steps 1 --out " + file("r2"), "needs --sample-prompts");
+  expect_exit_1("sample --model " + file("nope") + " --prompt x --out " + file("e.gif"), "--model '" + file("nope"));
+  expect_exit_1("sample --model " + run() + "/latest --prompt x --out " + file("e.png"), "has extension '.png'");
+  expect_exit_1("sample --model " + run() + "/latest --out " + file("e.gif"), "--prompt TEXT or a text embedding");
+  expect_exit_1("sample --model " + run() + "/latest --prompt x --steps 0 --out " + file("e.gif"),
+                "--steps must be positive");
+  expect_exit_1("sample --model " + run() + "/latest --prompt x --height 15 --out " + file("e.gif"), "height 15");
+  expect_exit_1("train --data moving-mnist --sample-every 2 --steps 1 --out " + file("r2"), "needs --sample-prompts");
+  { std::ofstream(file("blank.txt")) << "\n  \n"; }
+  expect_exit_1("train --steps 1 --sample-prompts " + file("blank.txt") + " --out " + file("r3"), "holds no prompts");
 }
 
 TEST_F(SampleCli, LatentModelWritesLatents) {
@@ -124,8 +156,8 @@ TEST_F(SampleCli, PlotDrawsLossCurves) {
   const auto r = test::run_cli("plot " + run() + " " + run() + " --smooth 2 --out " + file("loss.png"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_GT(fs::file_size(file("loss.png")), 1000u);
-  expect_error("plot " + file("nowhere") + " --out " + file("x.png"), "metrics.jsonl");
-  expect_error("plot " + run() + " --metric nope --out " + file("x.png"), "no numeric 'nope'");
+  expect_exit_1("plot " + file("nowhere") + " --out " + file("x.png"), "metrics.jsonl");
+  expect_exit_1("plot " + run() + " --metric nope --out " + file("x.png"), "no numeric 'nope'");
 }
 
 }  // namespace

@@ -181,23 +181,51 @@ TEST(Sampler, OutputPathByModelSpace) {
   }
 }
 
+// A dataset with (own) or without captions of its own for samples.
+struct PromptData : OneShapeDataset {
+  std::vector<std::string> own;
+  DataShape shape() const override { return {3, 1, 8, 8}; }
+  DataSample get(int64_t) override { return {}; }
+  std::vector<std::string> sample_prompts() const override { return own; }
+};
+
 TEST(Sampler, PromptsFileAndOptions) {
   test::TempDir dir;
   { std::ofstream(dir.file("p.txt")) << "  red circle moving left \n\n\tblue square moving up\r\n"; }
   EXPECT_EQ(read_prompts(dir.file("p.txt")),
             (std::vector<std::string>{"red circle moving left", "blue square moving up"}));
   TrainSampleOptions o;
-  validate(o);  // off
-  o.every = 5;
-  EXPECT_THROW(validate(o), Error);  // no prompts
-  o.prompts = dir.file("p.txt");
   validate(o);
+  PromptData none, shapes;
+  shapes.own = {"red circle moving left"};
+  resolve_sample_prompts(o, none, false);
+  EXPECT_FALSE(o.draws()) << "data without captions of its own and no file: no samples";
+  resolve_sample_prompts(o, shapes, false);
+  EXPECT_EQ(o.prompt_list, shapes.own);
+  EXPECT_TRUE(o.due(3, 3));  // when the run ends
+  EXPECT_FALSE(o.due(2, 3));
+  o.every = 5;
+  EXPECT_THROW(resolve_sample_prompts(o, none, false), Error);  // --sample-every with no prompts anywhere
+  o.prompts = dir.file("p.txt");
+  resolve_sample_prompts(o, none, false);
+  EXPECT_EQ(o.prompt_list.size(), 2u);
+  EXPECT_TRUE(o.due(5, 7));
+  EXPECT_FALSE(o.due(6, 7));
+  EXPECT_TRUE(o.due(7, 7));
+  o.no_final = true;
+  EXPECT_FALSE(o.due(7, 7));
   o.format = "png";
   EXPECT_THROW(validate(o), Error);
   o.format = "mp4";
+  o.every = -1;
+  EXPECT_THROW(validate(o), Error);
   { std::ofstream(dir.file("empty.txt")) << "\n  \n"; }
   o.prompts = dir.file("empty.txt");
-  EXPECT_THROW(validate(o), Error);
+  EXPECT_THROW(resolve_sample_prompts(o, shapes, false), Error);
+  o.prompts = dir.file("gone.txt");
+  EXPECT_THROW(resolve_sample_prompts(o, shapes, false), Error);
+  resolve_sample_prompts(o, shapes, true);  // a resumed run whose prompts file is gone: warned, no samples
+  EXPECT_TRUE(o.prompt_list.empty());
 }
 
 }  // namespace

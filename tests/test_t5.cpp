@@ -9,6 +9,7 @@
 #include "backend/cpu/t5_encoder.h"
 #include "core/check.h"
 #include "core/rng.h"
+#include "file_util.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "t5/clean_text.h"
@@ -20,8 +21,6 @@
 
 namespace ms::test {
 namespace {
-
-const std::string kDir = std::string(MEGASLIDE_TEST_DATA) + "/t5/";
 
 std::vector<int64_t> read_ids(const SafetensorsFile& f, const std::string& name) {
   const TensorEntry* e = f.find(name);
@@ -43,7 +42,7 @@ double max_rel(const std::vector<float>& a, const std::vector<double>& b) {
 }  // namespace
 
 TEST(T5Text, CleaningIsPythonsHtmlUnescapeAndWhitespaceRules) {
-  const auto cases = nlohmann::json::parse(read_file(kDir + "clean.json"));
+  const auto cases = nlohmann::json::parse(read_file(kT5Data + "clean.json"));
   ASSERT_GT(cases.size(), 20u);
   for (const auto& c : cases) EXPECT_EQ(clean_prompt(c[0].get<std::string>()), c[1].get<std::string>()) << c[0].dump();
   EXPECT_EQ(html_unescape("&ampfoo &amp &#x41"), "&foo & A");  // the legacy names and refs without ';'
@@ -70,10 +69,10 @@ TEST(T5Text, RelativeBucketsAreT5s) {
 // The normaliser (NFKC charsmap, whitespace, zero-width and control characters) and the segmentation on raw text,
 // against Debian's spm_encode; the byte-fallback model's byte runs are one <unk> here.
 TEST(T5Tokenizer, SpmModelMatchesSpmEncodeOnRawText) {
-  const auto plain = SpmModel::load(kDir + "tiny.model"), bf = SpmModel::load(kDir + "tiny_bf.model");
+  const auto plain = SpmModel::load(kT5Data + "tiny.model"), bf = SpmModel::load(kT5Data + "tiny_bf.model");
   EXPECT_FALSE(plain.has_byte_pieces());
   EXPECT_TRUE(bf.has_byte_pieces());
-  const auto cases = nlohmann::json::parse(read_file(kDir + "spm_cases.json"));
+  const auto cases = nlohmann::json::parse(read_file(kT5Data + "spm_cases.json"));
   ASSERT_GE(cases.size(), 50u);
   int unk_runs = 0;
   for (const auto& c : cases) {
@@ -93,11 +92,11 @@ TEST(T5Tokenizer, SpmModelMatchesSpmEncodeOnRawText) {
 }
 
 TEST(T5Tokenizer, IdsAreSpmEncodesOfTheCleanedPromptWithEos) {
-  const auto tok = T5Tokenizer::load(kDir + "tiny.model");
+  const auto tok = T5Tokenizer::load(kT5Data + "tiny.model");
   EXPECT_FALSE(tok.byte_fallback());
-  const auto prompts = read_prompt_lines(kDir + "prompts.txt");
+  const auto prompts = read_prompt_lines(kT5Data + "prompts.txt");
   ASSERT_EQ(prompts.size(), 8u);
-  const auto want = SafetensorsFile::open(kDir + "expected.safetensors");
+  const auto want = SafetensorsFile::open(kT5Data + "expected.safetensors");
   bool truncated = false;
   for (size_t k = 0; k < prompts.size(); ++k) {
     const auto ids = tok.encode(prompts[k], 160);
@@ -113,10 +112,10 @@ TEST(T5Tokenizer, IdsAreSpmEncodesOfTheCleanedPromptWithEos) {
 // sentencepiece spells characters without a piece as byte pieces in a byte-fallback model; Wan's tokenizer has no
 // byte fallback and gives one <unk> (2) per run of them.
 TEST(T5Tokenizer, ByteFallbackRunsAreOneUnkAsInWansTokenizer) {
-  const auto tok = T5Tokenizer::load(kDir + "tiny_bf.model");
+  const auto tok = T5Tokenizer::load(kT5Data + "tiny_bf.model");
   EXPECT_TRUE(tok.byte_fallback());
-  const auto prompts = read_prompt_lines(kDir + "prompts.txt");
-  const auto want = SafetensorsFile::open(kDir + "expected.safetensors");
+  const auto prompts = read_prompt_lines(kT5Data + "prompts.txt");
+  const auto want = SafetensorsFile::open(kT5Data + "expected.safetensors");
   int runs = 0;
   for (size_t k = 0; k < prompts.size(); ++k) {
     const auto raw = read_ids(want, "bf_raw." + std::to_string(k));
@@ -135,9 +134,9 @@ TEST(T5Tokenizer, ByteFallbackRunsAreOneUnkAsInWansTokenizer) {
 }
 
 TEST(T5Tokenizer, SpecialTokensTypedInAPromptAreTheirIds) {
-  const auto tok = T5Tokenizer::load(kDir + "tiny.model");
-  const auto prompts = read_prompt_lines(kDir + "special_prompts.txt");
-  const auto want = SafetensorsFile::open(kDir + "expected.safetensors");
+  const auto tok = T5Tokenizer::load(kT5Data + "tiny.model");
+  const auto prompts = read_prompt_lines(kT5Data + "special_prompts.txt");
+  const auto want = SafetensorsFile::open(kT5Data + "expected.safetensors");
   for (size_t k = 0; k < prompts.size(); ++k)
     EXPECT_EQ(tok.encode(prompts[k], 160), read_ids(want, "special." + std::to_string(k))) << prompts[k];
 }
@@ -149,7 +148,7 @@ TEST(T5Tokenizer, BadFilesAreNamed) {
   std::ofstream(dir.file("text.model")) << "this is not a sentencepiece model\n";
   const std::string e = error_of([&] { T5Tokenizer::load(dir.file("text.model")); });
   EXPECT_NE(e.find("text.model' is not a sentencepiece model"), std::string::npos) << e;
-  const std::string e2 = error_of([&] { T5Tokenizer::load(kDir + "tiny_t5.pth"); });
+  const std::string e2 = error_of([&] { T5Tokenizer::load(kT5Data + "tiny_t5.pth"); });
   EXPECT_NE(e2.find("is not a sentencepiece model"), std::string::npos) << e2;
 }
 
@@ -171,9 +170,9 @@ TEST(T5Prompts, SplitOnNewlineOnlyAndEmptyFilesAreErrors) {
 
 // The whole pipeline on Wan's own float64 outputs (padded batch, trimmed): float32 agrees to ~1e-6.
 TEST(T5Encoder, MatchesWansT5EncoderOnTheFixture) {
-  const TextEncoder enc(kDir + "tiny_t5.pth", kDir + "tiny.model", kDir + "tiny_config.json");
-  const auto prompts = read_prompt_lines(kDir + "prompts.txt");
-  const auto want = SafetensorsFile::open(kDir + "expected.safetensors");
+  const TextEncoder enc(kT5Data + "tiny_t5.pth", kT5Data + "tiny.model", kT5Data + "tiny_config.json");
+  const auto prompts = read_prompt_lines(kT5Data + "prompts.txt");
+  const auto want = SafetensorsFile::open(kT5Data + "expected.safetensors");
   for (size_t k = 0; k < prompts.size(); ++k) {
     const auto e = enc.encode(prompts[k]);
     const auto ctx = tensor_values(want, "context." + std::to_string(k));
@@ -186,8 +185,8 @@ TEST(T5Encoder, MatchesWansT5EncoderOnTheFixture) {
 // hold the same values: the outputs are bit-identical.
 TEST(T5Encoder, EveryWeightLayoutGivesTheSameOutput) {
   TempDir dir;
-  const std::string cfg = kDir + "tiny_config.json";
-  const auto pth = T5Weights::load(kDir + "tiny_t5.pth", cfg);
+  const std::string cfg = kT5Data + "tiny_config.json";
+  const auto pth = T5Weights::load(kT5Data + "tiny_t5.pth", cfg);
   std::vector<std::vector<float>> values;
   std::vector<TensorRef> refs;
   for (const auto& [name, shape] : t5_param_shapes(pth.config())) {
@@ -200,7 +199,7 @@ TEST(T5Encoder, EveryWeightLayoutGivesTheSameOutput) {
   write_safetensors(dir.file("wan.safetensors"), refs);
   const std::vector<int64_t> ids{5, 17, 99, 3, 250, 1};
   const auto a = t5_encode(pth, ids);
-  EXPECT_EQ(t5_encode(T5Weights::load(kDir + "tiny_t5_hf.safetensors", cfg), ids), a);
+  EXPECT_EQ(t5_encode(T5Weights::load(kT5Data + "tiny_t5_hf.safetensors", cfg), ids), a);
   EXPECT_EQ(t5_encode(T5Weights::load(dir.file("wan.safetensors"), cfg), ids), a);
 }
 
@@ -237,7 +236,7 @@ TEST(T5Encoder, MatchesFloat64LoopsAndPaddingChangesNothing) {
 }
 
 TEST(T5Encoder, ConfigsThatDisagreeWithTheWeightsAreNamed) {
-  const std::string e = error_of([] { T5Weights::load(kDir + "tiny_t5.pth", ""); });
+  const std::string e = error_of([] { T5Weights::load(kT5Data + "tiny_t5.pth", ""); });
   EXPECT_NE(e.find("token_embedding.weight has shape [400, 64], expected [256384, 4096] for umT5-XXL; pass "
                    "--t5-config"),
             std::string::npos)
@@ -245,14 +244,15 @@ TEST(T5Encoder, ConfigsThatDisagreeWithTheWeightsAreNamed) {
   TempDir dir;
   write_file_atomic(dir.file("c.json"), R"({"vocab": 400, "dim": 64, "dim_attn": 48, "dim_ffn": 80, "num_heads": 4,
                                       "num_layers": 4, "text_len": 160})");
-  const std::string e2 = error_of([&] { T5Weights::load(kDir + "tiny_t5.pth", dir.file("c.json")); });
+  const std::string e2 = error_of([&] { T5Weights::load(kT5Data + "tiny_t5.pth", dir.file("c.json")); });
   EXPECT_NE(e2.find("text encoder tensors are missing, e.g. 'blocks.3.norm1.weight'"), std::string::npos) << e2;
   write_file_atomic(dir.file("d.json"), R"({"dim_attn": 50, "num_heads": 4})");
   EXPECT_NE(error_of([&] { read_t5_config(dir.file("d.json")); }).find("dim_attn 50 is not a multiple of num_heads 4"),
             std::string::npos);
   write_file_atomic(dir.file("v.json"), R"({"vocab": 200, "dim": 64, "dim_attn": 48, "dim_ffn": 80, "num_heads": 4,
                                       "num_layers": 3, "text_len": 160})");
-  const std::string e3 = error_of([&] { TextEncoder(kDir + "tiny_t5.pth", kDir + "tiny.model", dir.file("v.json")); });
+  const std::string e3 =
+      error_of([&] { TextEncoder(kT5Data + "tiny_t5.pth", kT5Data + "tiny.model", dir.file("v.json")); });
   EXPECT_NE(e3.find("token_embedding.weight has shape [400, 64], expected [200, 64]"), std::string::npos) << e3;
 }
 

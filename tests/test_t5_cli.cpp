@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cli_util.h"
+#include "file_util.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "registry/registry.h"
@@ -14,22 +15,21 @@
 namespace ms::test {
 namespace {
 
-const std::string kDir = std::string(MEGASLIDE_TEST_DATA) + "/t5/";
 // The CPU's float32 encoder, whose results the fixtures hold to 1e-5 (the GPU's runs bf16: tests/cuda/test_t5.cpp).
-const std::string kEncoder = "text-encode --t5 " + kDir + "tiny_t5.pth --tokenizer " + kDir +
-                             "tiny.model --t5-config " + kDir + "tiny_config.json";
+const std::string kEncoder = "text-encode --t5 " + kT5Data + "tiny_t5.pth --tokenizer " + kT5Data +
+                             "tiny.model --t5-config " + kT5Data + "tiny_config.json";
 const std::string kArgs = kEncoder + " --backend cpu";
 
 }  // namespace
 
 TEST(TextEncodeCli, WritesWansIdsAndContextPerPrompt) {
   TempDir dir;
-  auto r = run_cli(kArgs + " --prompts " + kDir + "prompts.txt --out " + dir.file("out.safetensors"));
+  auto r = run_cli(kArgs + " --prompts " + kT5Data + "prompts.txt --out " + dir.file("out.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("prompt 8 of 8: 21 tokens in"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("peak memory"), std::string::npos) << r.output;
   const auto got = SafetensorsFile::open(dir.file("out.safetensors"));
-  const auto want = SafetensorsFile::open(kDir + "expected.safetensors");
+  const auto want = SafetensorsFile::open(kT5Data + "expected.safetensors");
   EXPECT_EQ(got.entries().size(), 16u);
   for (int k = 0; k < 8; ++k) {
     const TensorEntry* ids = got.find("ids." + std::to_string(k));
@@ -63,17 +63,17 @@ TEST(TextEncodeCli, BadInputIsNamed) {
   auto r = run_cli(kArgs + " --prompts " + dir.file("empty.txt") + out);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("empty.txt' holds no prompt"), std::string::npos) << r.output;
-  r = run_cli(kArgs + " --prompt a --prompts " + kDir + "prompts.txt" + out);
+  r = run_cli(kArgs + " --prompt a --prompts " + kT5Data + "prompts.txt" + out);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("excludes"), std::string::npos) << r.output;
   r = run_cli(kArgs + out);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("needs --prompt TEXT or --prompts FILE"), std::string::npos) << r.output;
-  r = run_cli("text-encode --t5 " + kDir + "tiny_t5.pth --tokenizer " + kDir + "tiny_config.json --t5-config " + kDir +
-              "tiny_config.json --prompt a" + out);
+  r = run_cli("text-encode --t5 " + kT5Data + "tiny_t5.pth --tokenizer " + kT5Data + "tiny_config.json --t5-config " +
+              kT5Data + "tiny_config.json --prompt a" + out);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("tiny_config.json' is not a sentencepiece model"), std::string::npos) << r.output;
-  r = run_cli("text-encode --t5 " + kDir + "tiny_t5.pth --tokenizer " + kDir + "tiny.model --prompt a" + out);
+  r = run_cli("text-encode --t5 " + kT5Data + "tiny_t5.pth --tokenizer " + kT5Data + "tiny.model --prompt a" + out);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("pass --t5-config"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("o.safetensors")));
@@ -93,7 +93,7 @@ TEST(TextEncodeCli, BackendCudaWithoutAGpuIsAClearError) {
 // Truncated and bit-flipped tokenizer files load or fail with a message; none crashes the reader.
 TEST(TextEncodeCli, DamagedTokenizerFilesNeverCrash) {
   TempDir dir;
-  const std::string model = read_file(kDir + "tiny.model");
+  const std::string model = read_file(kT5Data + "tiny.model");
   int refused = 0;
   for (size_t cut = 1; cut < model.size(); cut += 4099) {
     std::string damaged = model.substr(0, cut);

@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "core/rng.h"
+#include "file_util.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/config.h"
@@ -22,8 +23,6 @@
 namespace ms::test {
 namespace {
 
-const std::string kDir = std::string(MEGASLIDE_TEST_DATA) + "/t5/";
-
 // The fixture encoder with text_len 16, the tiny preset's.
 std::string tiny16_config(const TempDir& dir) {
   write_file_atomic(dir.file("t5_16.json"), R"({"vocab": 400, "dim": 64, "dim_attn": 48, "dim_ffn": 80,
@@ -32,7 +31,7 @@ std::string tiny16_config(const TempDir& dir) {
 }
 
 std::string t5_args(const TempDir& dir) {
-  return " --t5 " + kDir + "tiny_t5.pth --tokenizer " + kDir + "tiny.model --t5-config " + tiny16_config(dir);
+  return " --t5 " + kT5Data + "tiny_t5.pth --tokenizer " + kT5Data + "tiny.model --t5-config " + tiny16_config(dir);
 }
 
 }  // namespace
@@ -40,7 +39,7 @@ std::string t5_args(const TempDir& dir) {
 TEST(T5Pipeline, PromptContextIsTheEncoderRowsZeroPadded) {
   TempDir dir;
   const ModelConfig c = preset_config("tiny");
-  const TextEncoder t5(kDir + "tiny_t5.pth", kDir + "tiny.model", tiny16_config(dir));
+  const TextEncoder t5(kT5Data + "tiny_t5.pth", kT5Data + "tiny.model", tiny16_config(dir));
   const std::string prompt = "A red cat walks slowly on the wooden table";
   const EncodedPrompt e = t5.encode(prompt);
   const std::vector<float> ctx = prompt_context(c, prompt, &t5);
@@ -54,7 +53,7 @@ TEST(T5Pipeline, PromptContextIsTheEncoderRowsZeroPadded) {
   EXPECT_NE(
       error_of([&] { check_text_encoder_fits(wide, t5); }).find("rows of width 64 but the model's text_dim is 48"),
       std::string::npos);
-  const TextEncoder long_t5(kDir + "tiny_t5.pth", kDir + "tiny.model", kDir + "tiny_config.json");
+  const TextEncoder long_t5(kT5Data + "tiny_t5.pth", kT5Data + "tiny.model", kT5Data + "tiny_config.json");
   EXPECT_NE(error_of([&] { check_text_encoder_fits(c, long_t5); }).find("keeps up to 160 tokens"), std::string::npos);
 }
 
@@ -110,11 +109,11 @@ TEST(T5Pipeline, TrainAndSampleWithTheTextEncoder) {
               " --guidance-scale 4 --steps 2 --out " + dir.file("c.mp4"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("needs --t5 and --tokenizer to encode the negative prompt"), std::string::npos) << r.output;
-  r = run_cli("sample --model " + dir.file("run") + " --prompt x --t5 " + kDir + "tiny_t5.pth --tokenizer " + kDir +
-              "tiny.model --t5-config " + kDir + "tiny_config.json --out " + dir.file("d.mp4"));
+  r = run_cli("sample --model " + dir.file("run") + " --prompt x --t5 " + kT5Data + "tiny_t5.pth --tokenizer " +
+              kT5Data + "tiny.model --t5-config " + kT5Data + "tiny_config.json --out " + dir.file("d.mp4"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("keeps up to 160 tokens but the model's text_len is 16"), std::string::npos) << r.output;
-  r = run_cli("train --steps 1 --t5 " + kDir + "tiny_t5.pth --out " + dir.file("run2"));
+  r = run_cli("train --steps 1 --t5 " + kT5Data + "tiny_t5.pth --out " + dir.file("run2"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("--t5 needs --tokenizer"), std::string::npos) << r.output;
 }
@@ -136,12 +135,12 @@ TEST(T5Pipeline, CacheWritesMusubisTextFiles) {
                     "frame_stride = 4\n");
   const std::string vae = " --vae " + std::string(MEGASLIDE_TEST_DATA) + "/vae/tiny_vae.pth --vae-config " +
                           std::string(MEGASLIDE_TEST_DATA) + "/vae/tiny_config.json";
-  const std::string t5 =
-      " --t5 " + kDir + "tiny_t5.pth --tokenizer " + kDir + "tiny.model --t5-config " + kDir + "tiny_config.json";
+  const std::string t5 = " --t5 " + kT5Data + "tiny_t5.pth --tokenizer " + kT5Data + "tiny.model --t5-config " +
+                         kT5Data + "tiny_config.json";
   auto r = run_cli("cache --backend cpu --data " + dir.file("data.toml") + vae + t5);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("text: cached 2 captions, 2 were cached already"), std::string::npos) << r.output;
-  const TextEncoder enc(kDir + "tiny_t5.pth", kDir + "tiny.model", kDir + "tiny_config.json");
+  const TextEncoder enc(kT5Data + "tiny_t5.pth", kT5Data + "tiny.model", kT5Data + "tiny_config.json");
   for (const auto& [name, caption] : captions) {
     const auto f = SafetensorsFile::open(dir.file("cache/" + name + "_wan_te.safetensors"));
     const TensorEntry* e = f.find("varlen_t5_bfloat16");

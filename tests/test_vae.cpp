@@ -22,7 +22,7 @@ VaeConfig tiny_config() {
 }
 
 // A random clip in [-1, 1], [3, F, H, W].
-Vid random_video(int64_t F, int64_t H, int64_t W, uint64_t seed) {
+Vid random_vid(int64_t F, int64_t H, int64_t W, uint64_t seed) {
   Vid v(3, F, H, W);
   v.v = randn(v.v.size(), seed, 0.5);
   for (double& x : v.v) x = std::clamp(x, -1.0, 1.0);
@@ -134,7 +134,7 @@ TEST(Vae, EncodeAndDecodeMatchTheWholeClipReference) {
   const VaeReference ref(w);
   const int64_t H = 16, W = 24;
   for (int64_t F : {1, 5, 9, 13}) {
-    const Vid video = random_video(F, H, W, uint64_t(20 + F));
+    const Vid video = random_vid(F, H, W, uint64_t(20 + F));
     const Vid want = ref.encode(video);
     ASSERT_EQ(want.t, 1 + (F - 1) / 4);
     ASSERT_EQ(want.h * 8, H);
@@ -165,7 +165,7 @@ TEST(Vae, AnotherConfigMatchesTheReference) {
   const VaeWeights w = VaeWeights::random(c, 12);
   const VaeReference ref(w);
   const int64_t F = 9, H = 12, W = 20;
-  const Vid video = random_video(F, H, W, 33);
+  const Vid video = random_vid(F, H, W, 33);
   const Vid want = ref.encode(video);
   ASSERT_EQ(want.t, 5);  // one temporal halving: 4 frames -> 2 latents
   const auto vf = to_f32(video.v);
@@ -184,7 +184,7 @@ TEST(Vae, AnotherConfigMatchesTheReference) {
 TEST(Vae, ChunkingIsAMemoryDeviceOnly) {
   const VaeWeights w = VaeWeights::random(tiny_config(), 13);
   const int64_t F = 13, H = 16, W = 8;
-  const auto video = to_f32(random_video(F, H, W, 44).v);
+  const auto video = to_f32(random_vid(F, H, W, 44).v);
   std::vector<float> a(size_t(16 * 4 * 2 * 1)), b(a.size());
   vae_encode(w, video.data(), F, H, W, a.data());
   vae_encode(w, video.data(), F, H, W, b.data(), {.encode_frames = 12});
@@ -241,7 +241,7 @@ namespace ms::test {
 TEST(Vae, TilesBlendTheirOwnResults) {
   const VaeWeights w = VaeWeights::random(tiny_config(), 15);
   const int64_t F = 5, H = 48, W = 64, h = 6, wd = 8, T = 2;
-  const auto video = to_f32(random_video(F, H, W, 55).v);
+  const auto video = to_f32(random_vid(F, H, W, 55).v);
   std::vector<float> whole(size_t(16 * T * h * wd)), same(whole.size()), tiled(whole.size());
   vae_encode(w, video.data(), F, H, W, whole.data());
   vae_encode(w, video.data(), F, H, W, same.data(), {.tile_h = 48, .tile_w = 64});

@@ -3,6 +3,7 @@
 
 #include "cli_util.h"
 #include "core/units.h"
+#include "file_util.h"
 #include "io/safetensors.h"
 #include "model/vae_config.h"
 #include "registry/registry.h"
@@ -13,9 +14,7 @@
 namespace ms::test {
 namespace {
 
-const std::string kDir = std::string(MEGASLIDE_TEST_DATA) + "/vae/";
-const std::string kVae = "--vae " + kDir + "tiny_vae.pth --vae-config " + kDir + "tiny_config.json";
-const std::string kWeights = kVae + " --backend cpu";  // the CPU's fp32 walk, which the fixtures hold to 1e-5
+const std::string kWeights = kVaeArgs + " --backend cpu";  // the CPU's fp32 walk, which the fixtures hold to 1e-5
 
 std::vector<float> read(const std::string& path, const std::string& name, Shape* shape = nullptr) {
   const auto f = SafetensorsFile::open(path);
@@ -23,7 +22,7 @@ std::vector<float> read(const std::string& path, const std::string& name, Shape*
   return tensor_values(f, name);
 }
 
-void write(const std::string& path, const std::string& name, const Shape& shape, const std::vector<float>& v) {
+void write_tensor(const std::string& path, const std::string& name, const Shape& shape, const std::vector<float>& v) {
   write_safetensors(path, {{name, DType::f32, shape, v.data()}});
 }
 
@@ -33,7 +32,7 @@ void write(const std::string& path, const std::string& name, const Shape& shape,
 TEST(VaeCli, BackendCudaWithoutAGpuIsAClearError) {
   if (backend_unavailable(BackendKind::cuda).empty()) GTEST_SKIP() << "a GPU is present: this checks a machine without";
   TempDir dir;
-  const auto r = run_cli("vae encode " + kVae + " --input " + kDir + "clip.safetensors --backend cuda --out " +
+  const auto r = run_cli("vae encode " + kVaeArgs + " --input " + kVaeData + "clip.safetensors --backend cuda --out " +
                          dir.file("lat.safetensors"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--backend cuda: " + backend_unavailable(BackendKind::cuda)), std::string::npos) << r.output;
@@ -43,12 +42,12 @@ TEST(VaeCli, BackendCudaWithoutAGpuIsAClearError) {
 // A batch of two clips (the fixture's clip, and its mirror image) through encode and decode: each is Wan's result.
 TEST(VaeCli, EncodesAndDecodesLikeWan) {
   TempDir dir;
-  const std::string clip = kDir + "clip.safetensors";
+  const std::string clip = kVaeData + "clip.safetensors";
   Shape shape;
   const auto video = read(clip, "video", &shape);  // [1, 3, 13, 16, 24]
   std::vector<float> two(video);
   two.insert(two.end(), video.begin(), video.end());
-  write(dir.file("in.safetensors"), "video", {2, 3, 13, 16, 24}, two);
+  write_tensor(dir.file("in.safetensors"), "video", {2, 3, 13, 16, 24}, two);
   auto r = run_cli("vae encode " + kWeights + " --input " + dir.file("in.safetensors") + " --out " +
                    dir.file("lat.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
@@ -61,7 +60,7 @@ TEST(VaeCli, EncodesAndDecodesLikeWan) {
   EXPECT_LT(rel_l2(std::vector<float>(lat.begin(), lat.begin() + 384), want), 1e-5);
   EXPECT_LT(rel_l2(std::vector<float>(lat.begin() + 384, lat.end()), want), 1e-5);
 
-  write(dir.file("want_lat.safetensors"), "latents", {1, 16, 4, 2, 3}, want);
+  write_tensor(dir.file("want_lat.safetensors"), "latents", {1, 16, 4, 2, 3}, want);
   r = run_cli("vae decode " + kWeights + " --input " + dir.file("want_lat.safetensors") + " --out " +
               dir.file("dec.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
@@ -75,7 +74,7 @@ TEST(VaeCli, BadInputIsNamed) {
   TempDir dir;
   auto fails = [&](const std::string& name, const Shape& shape, const std::string& verb, const std::string& part) {
     std::vector<float> v(size_t(numel(shape)), 0.25f);
-    write(dir.file("in.safetensors"), name, shape, v);
+    write_tensor(dir.file("in.safetensors"), name, shape, v);
     const auto r = run_cli("vae " + verb + " " + kWeights + " --input " + dir.file("in.safetensors") + " --out " +
                            dir.file("out.safetensors"));
     EXPECT_EQ(r.code, 1) << r.output;
@@ -95,7 +94,7 @@ TEST(VaeCli, BadInputIsNamed) {
 // What a clip needs is checked before it is encoded: over the limit, the error names the need, the limit and the
 // tiles that would fit; frames beyond a chunk cost nothing more (memory is bounded by the chunk, not the clip).
 TEST(VaeCli, AClipOverTheHostLimitIsRefusedNamingTilesThatFit) {
-  const VaeConfig c = read_vae_config(kDir + "tiny_config.json");
+  const VaeConfig c = read_vae_config(kVaeData + "tiny_config.json");
   EXPECT_EQ(vae_encode_bytes(c, 9, 64, 96), vae_encode_bytes(c, 81, 64, 96));
   EXPECT_EQ(vae_decode_bytes(c, 9, 64, 96), vae_decode_bytes(c, 81, 64, 96));
   EXPECT_GT(vae_encode_bytes(c, 5, 128, 96), vae_encode_bytes(c, 5, 64, 96));
@@ -106,7 +105,7 @@ TEST(VaeCli, AClipOverTheHostLimitIsRefusedNamingTilesThatFit) {
   TempDir dir;
   std::vector<float> video(size_t(3 * 5 * 512 * 576));
   for (size_t i = 0; i < video.size(); ++i) video[i] = float(int(i % 97) - 48) / 64.0f;
-  write(dir.file("in.safetensors"), "video", {1, 3, 5, 512, 576}, video);
+  write_tensor(dir.file("in.safetensors"), "video", {1, 3, 5, 512, 576}, video);
   const int64_t latents = 4 * 16 * 2 * 64 * 72;
   const int64_t whole = vae_encode_bytes(c, 5, 512, 576) + latents,
                 tiled = vae_encode_bytes(c, 5, 512, 576, tiles) + latents;

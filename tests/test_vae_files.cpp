@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "file_util.h"
 #include "io/safetensors.h"
 #include "model/vae_name_map.h"
 #include "temp_dir.h"
@@ -14,23 +15,8 @@
 namespace ms::test {
 namespace {
 
-const std::string kDir = std::string(MEGASLIDE_TEST_DATA) + "/vae/";
-
-std::vector<float> tensor(const SafetensorsFile& f, const std::string& name) {
-  const TensorEntry* e = f.find(name);
-  EXPECT_NE(e, nullptr) << name;
-  std::vector<float> v(size_t(numel(e->shape)));
-  read_as_f32(*e, v.data());
-  return v;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  return nlohmann::json::parse(f);
-}
-
 // Expects f to throw an ms::Error whose message holds `part`.
-void expect_error(const std::function<void()>& f, const std::string& part) {
+void expect_error_holds(const std::function<void()>& f, const std::string& part) {
   const std::string message = error_of(f);
   EXPECT_NE(message.find(part), std::string::npos) << message;
 }
@@ -39,14 +25,14 @@ void expect_error(const std::function<void()>& f, const std::string& part) {
 
 // Wan's streaming encode and decode (its module, float64) at 1, 5 and 13 frames of a 16x24 clip.
 TEST(VaeFiles, MatchesWansOwnModule) {
-  const VaeWeights w = VaeWeights::load(kDir + "tiny_vae.pth", kDir + "tiny_config.json");
-  const auto clip = SafetensorsFile::open(kDir + "clip.safetensors");
-  const auto video = tensor(clip, "video");  // [1, 3, 13, 16, 24]
+  const VaeWeights w = VaeWeights::load(kVaeData + "tiny_vae.pth", kVaeData + "tiny_config.json");
+  const auto clip = SafetensorsFile::open(kVaeData + "clip.safetensors");
+  const auto video = tensor_values(clip, "video");  // [1, 3, 13, 16, 24]
   const int64_t H = 16, W = 24, plane = H * W;
   for (auto [F, suffix] : {std::pair<int64_t, std::string>{1, "_f1"}, {5, "_f5"}, {13, ""}}) {
     std::vector<float> part(size_t(3 * F * plane));  // the first F frames of each channel
     for (int64_t c = 0; c < 3; ++c) std::copy_n(video.data() + c * 13 * plane, F * plane, part.data() + c * F * plane);
-    const auto want_lat = tensor(clip, "latents" + suffix), want_dec = tensor(clip, "decoded" + suffix);
+    const auto want_lat = tensor_values(clip, "latents" + suffix), want_dec = tensor_values(clip, "decoded" + suffix);
     std::vector<float> lat(want_lat.size()), dec(want_dec.size());
     vae_encode(w, part.data(), F, H, W, lat.data());
     EXPECT_LT(rel_l2(lat, want_lat), 1e-5) << F << " frames";
@@ -58,17 +44,17 @@ TEST(VaeFiles, MatchesWansOwnModule) {
 // The same tensors from torch.save's zip and from safetensors give bit-identical results; bf16 weights are the
 // f32 ones rounded to nearest even.
 TEST(VaeFiles, PthAndSafetensorsGiveIdenticalResults) {
-  const std::string config = kDir + "tiny_config.json";
-  const VaeWeights pth = VaeWeights::load(kDir + "tiny_vae.pth", config);
-  const VaeWeights st = VaeWeights::load(kDir + "tiny_vae.safetensors", config);
-  const VaeWeights bf = VaeWeights::load(kDir + "tiny_vae_bf16.safetensors", config);
+  const std::string config = kVaeData + "tiny_config.json";
+  const VaeWeights pth = VaeWeights::load(kVaeData + "tiny_vae.pth", config);
+  const VaeWeights st = VaeWeights::load(kVaeData + "tiny_vae.safetensors", config);
+  const VaeWeights bf = VaeWeights::load(kVaeData + "tiny_vae_bf16.safetensors", config);
   ASSERT_EQ(pth.count(), 61887);
   for (const auto& [name, shape] : vae_param_shapes(pth.config()))
     for (int64_t i = 0; i < numel(shape); ++i) {
       ASSERT_EQ(pth.get(name)[i], st.get(name)[i]) << name;
       ASSERT_EQ(bf.get(name)[i], bf16_to_f32(f32_to_bf16(pth.get(name)[i]))) << name;
     }
-  const auto video = tensor(SafetensorsFile::open(kDir + "clip.safetensors"), "video");
+  const auto video = tensor_values(SafetensorsFile::open(kVaeData + "clip.safetensors"), "video");
   std::vector<float> a(16 * 4 * 6), b(a.size());
   vae_encode(pth, video.data(), 13, 16, 24, a.data());
   vae_encode(st, video.data(), 13, 16, 24, b.data());
@@ -79,7 +65,7 @@ TEST(VaeFiles, PthAndSafetensorsGiveIdenticalResults) {
 // maps to the Wan name of the same shape, one to one.
 TEST(VaeFiles, DiffusersNamesMapOntoWans) {
   const VaeConfig wan21;
-  const auto rows = read_json(kDir + "diffusers_default_names.json");
+  const auto rows = read_json(kVaeData + "diffusers_default_names.json");
   ASSERT_EQ(rows.size(), 194u);
   const auto shapes = vae_param_shapes(wan21);
   ASSERT_EQ(shapes.size(), rows.size());
@@ -88,10 +74,11 @@ TEST(VaeFiles, DiffusersNamesMapOntoWans) {
     EXPECT_EQ(wan_vae_name(r[0], wan21), r[1].get<std::string>()) << r[0];
     EXPECT_EQ(wan.at(r[1]), r[2].get<Shape>()) << r[1];
   }
-  const VaeConfig tiny = read_vae_config(kDir + "tiny_config.json");
+  const VaeConfig tiny = read_vae_config(kVaeData + "tiny_config.json");
   const auto tiny_shapes = vae_param_shapes(tiny);
   std::map<std::string, Shape> want(tiny_shapes.begin(), tiny_shapes.end()), got;
-  for (const auto& r : read_json(kDir + "diffusers_tiny_names.json")) got[wan_vae_name(r[0], tiny)] = r[1].get<Shape>();
+  for (const auto& r : read_json(kVaeData + "diffusers_tiny_names.json"))
+    got[wan_vae_name(r[0], tiny)] = r[1].get<Shape>();
   EXPECT_EQ(got, want);
   EXPECT_EQ(wan_vae_name("encoder.conv1.weight", wan21), "");  // Wan's names stay
 }
@@ -99,8 +86,8 @@ TEST(VaeFiles, DiffusersNamesMapOntoWans) {
 // A diffusers vae/ folder (config.json in its keys, diffusers' names) loads to the same weights.
 TEST(VaeFiles, DiffusersFolderLoads) {
   TempDir dir;
-  const VaeWeights wan = VaeWeights::load(kDir + "tiny_vae.safetensors", kDir + "tiny_config.json");
-  auto cfg = read_json(kDir + "tiny_config.json");
+  const VaeWeights wan = VaeWeights::load(kVaeData + "tiny_vae.safetensors", kVaeData + "tiny_config.json");
+  auto cfg = read_json(kVaeData + "tiny_config.json");
   cfg["base_dim"] = cfg["dim"];
   cfg.erase("dim");
   cfg["_class_name"] = "AutoencoderKLWan";
@@ -108,7 +95,7 @@ TEST(VaeFiles, DiffusersFolderLoads) {
   std::ofstream(dir.file("config.json")) << cfg.dump();
   std::vector<TensorRef> refs;
   std::vector<std::vector<float>> keep;
-  for (const auto& r : read_json(kDir + "diffusers_tiny_names.json")) {
+  for (const auto& r : read_json(kVaeData + "diffusers_tiny_names.json")) {
     const Shape s = r[1].get<Shape>();
     const float* src = wan.get(wan_vae_name(r[0], wan.config()));
     keep.emplace_back(src, src + numel(s));
@@ -125,7 +112,7 @@ TEST(VaeFiles, DiffusersFolderLoads) {
 
 TEST(VaeFiles, BadWeightsAreNamed) {
   TempDir dir;
-  const VaeWeights wan = VaeWeights::load(kDir + "tiny_vae.safetensors", kDir + "tiny_config.json");
+  const VaeWeights wan = VaeWeights::load(kVaeData + "tiny_vae.safetensors", kVaeData + "tiny_config.json");
   const auto shapes = vae_param_shapes(wan.config());
   auto write_without = [&](const std::string& path, const std::string& skip, const std::string& reshape) {
     std::vector<TensorRef> refs;
@@ -138,17 +125,17 @@ TEST(VaeFiles, BadWeightsAreNamed) {
     write_safetensors(path, refs);
   };
   write_without(dir.file("missing.safetensors"), "decoder.middle.1.proj.bias", "");
-  expect_error([&] { VaeWeights::load(dir.file("missing.safetensors"), kDir + "tiny_config.json"); },
-               "the VAE tensor 'decoder.middle.1.proj.bias' is missing");
+  expect_error_holds([&] { VaeWeights::load(dir.file("missing.safetensors"), kVaeData + "tiny_config.json"); },
+                     "the VAE tensor 'decoder.middle.1.proj.bias' is missing");
   write_without(dir.file("shape.safetensors"), "", "encoder.head.2.weight");
-  expect_error([&] { VaeWeights::load(dir.file("shape.safetensors"), kDir + "tiny_config.json"); },
-               "encoder.head.2.weight has shape [6912], expected [32, 8, 3, 3, 3]");
+  expect_error_holds([&] { VaeWeights::load(dir.file("shape.safetensors"), kVaeData + "tiny_config.json"); },
+                     "encoder.head.2.weight has shape [6912], expected [32, 8, 3, 3, 3]");
   // The tiny weights read as Wan2.1's VAE: the first tensor's shape is wrong, and the message says what to pass.
-  expect_error([&] { VaeWeights::load(kDir + "tiny_vae.pth", ""); }, "pass --vae-config");
+  expect_error_holds([&] { VaeWeights::load(kVaeData + "tiny_vae.pth", ""); }, "pass --vae-config");
   std::ofstream(dir.file("bad.json")) << R"({"dim": 8, "attn_scales": [0.5]})";
-  expect_error([&] { read_vae_config(dir.file("bad.json")); }, "attn_scales must be []");
+  expect_error_holds([&] { read_vae_config(dir.file("bad.json")); }, "attn_scales must be []");
   std::ofstream(dir.file("wan22.json")) << R"({"_class_name": "AutoencoderKLWan", "is_residual": true})";
-  expect_error([&] { read_vae_config(dir.file("wan22.json")); }, "Wan2.2's VAE");
+  expect_error_holds([&] { read_vae_config(dir.file("wan22.json")); }, "Wan2.2's VAE");
 }
 
 }  // namespace ms::test

@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "data/dataset.h"
 #include "data/video_clips.h"
+#include "file_util.h"
 #include "io/safetensors.h"
 #include "io/video.h"
 #include "model/config.h"
@@ -26,9 +27,6 @@ namespace ms::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-const std::string kDir = std::string(MEGASLIDE_TEST_DATA) + "/vae/";
-const std::string kVae = " --vae " + kDir + "tiny_vae.pth --vae-config " + kDir + "tiny_config.json";
 
 // A latent model (16 channels, Wan's text width) in dir/config.json.
 ModelConfig latent_config() {
@@ -61,12 +59,12 @@ TEST(VaePipeline, CacheWritesMusubisLatentCache) {
   std::ofstream(dir.file("data.toml")) << "[[datasets]]\nvideo_directory = \"videos\"\ncache_directory = \"cache\"\n"
                                           "resolution = [32, 16]\ntarget_frames = [5]\nframe_extraction = \"slide\"\n"
                                           "frame_stride = 4\n";
-  auto r = run_cli("cache --backend cpu --data " + dir.file("data.toml") + kVae);
+  auto r = run_cli("cache --backend cpu --data " + dir.file("data.toml") + " " + kVaeArgs);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("c.mp4"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("cached 4 clips, 0 were cached already"), std::string::npos) << r.output;
 
-  const VaeWeights w = VaeWeights::load(kDir + "tiny_vae.pth", kDir + "tiny_config.json");
+  const VaeWeights w = VaeWeights::load(kVaeData + "tiny_vae.pth", kVaeData + "tiny_config.json");
   const DatasetFile file = read_dataset_toml(dir.file("data.toml"));
   DataOptions o;
   VideoClips clips(file, file.datasets, o);
@@ -91,7 +89,7 @@ TEST(VaePipeline, CacheWritesMusubisLatentCache) {
     EXPECT_LT(rel_l2(got, want), 1e-2) << name;  // bf16
   }
   const auto before = fs::last_write_time(dir.file("cache/a_00000-005_0036x0020_wan.safetensors"));
-  r = run_cli("cache --backend cpu --data " + dir.file("data.toml") + kVae);
+  r = run_cli("cache --backend cpu --data " + dir.file("data.toml") + " " + kVaeArgs);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("cached 0 clips, 4 were cached already"), std::string::npos) << r.output;
   EXPECT_EQ(fs::last_write_time(dir.file("cache/a_00000-005_0036x0020_wan.safetensors")), before);
@@ -118,15 +116,15 @@ TEST(VaePipeline, CacheRefusesWhatItCannotEncode) {
   std::ofstream(dir.file("videos/a.txt")) << "a";
   std::ofstream(dir.file("six.toml")) << "[[datasets]]\nvideo_directory = \"videos\"\ncache_directory = \"cache\"\n"
                                          "resolution = [16, 16]\ntarget_frames = [6]\n";
-  auto r = run_cli("cache --backend cpu --data " + dir.file("six.toml") + kVae);
+  auto r = run_cli("cache --backend cpu --data " + dir.file("six.toml") + " " + kVaeArgs);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("6 frames; the VAE takes 1 + 4k frames (e.g. 5 or 9)"), std::string::npos) << r.output;
   std::ofstream(dir.file("nodir.toml")) << "[[datasets]]\nvideo_directory = \"videos\"\nresolution = [16, 16]\n"
                                            "target_frames = [5]\n";
-  r = run_cli("cache --backend cpu --data " + dir.file("nodir.toml") + kVae);
+  r = run_cli("cache --backend cpu --data " + dir.file("nodir.toml") + " " + kVaeArgs);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("has no cache_directory; add cache_directory"), std::string::npos) << r.output;
-  r = run_cli("cache --backend cpu --data " + dir.file("nodir.toml") + kVae + " --out " + dir.file("out"));
+  r = run_cli("cache --backend cpu --data " + dir.file("nodir.toml") + " " + kVaeArgs + " --out " + dir.file("out"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(dir.file("out/a_00000-005_0016x0016_wan.safetensors"))) << r.output;
 }
@@ -135,7 +133,7 @@ TEST(VaePipeline, CacheRefusesWhatItCannotEncode) {
 TEST(VaePipeline, SampleDecodesLatentsIntoAVideo) {
   TempDir dir;
   latent_model(dir);
-  const std::string common = "sample --model " + dir.file("") + " --prompt 'a test' --steps 2" + kVae;
+  const std::string common = "sample --model " + dir.file("") + " --prompt 'a test' --steps 2" + " " + kVaeArgs;
   auto r = run_cli(common + " --frames 5 --height 16 --width 32 --out " + dir.file("s.gif"));
   ASSERT_EQ(r.code, 0) << r.output;
   const VideoInfo info = probe_video(dir.file("s.gif"));
@@ -156,7 +154,7 @@ TEST(VaePipeline, TrainingSamplesAreDecoded) {
   std::ofstream(dir.file("prompts.txt")) << "a prompt\n";
   const auto r = run_cli("train --model tiny --config " + dir.file("config.json") + " --data " + dir.file("data.toml") +
                          " --steps 1 --sample-every 1 --sample-steps 1 --sample-prompts " + dir.file("prompts.txt") +
-                         kVae + " --out " + dir.file("run"));
+                         " " + kVaeArgs + " --out " + dir.file("run"));
   ASSERT_EQ(r.code, 0) << r.output;
   const VideoInfo info = probe_video(dir.file("run/samples/step-1-0.gif"));
   EXPECT_EQ(info.frames, 9);  // the largest bucket: 3 x 6 x 8 latents
@@ -171,9 +169,10 @@ TEST(VaePipeline, TrainingSamplesCountTheVaeInTheMemoryCheck) {
   const StepShapes shapes(ModelDims::make(c, 2, 3, 6, 8, c.text_len));
   TrainOptions o;
   o.samples.every = 1;
+  o.samples.prompt_list = {"a prompt"};
   const int64_t without = train_host_need(o, RunSetup{}, c, shapes).samples;
-  o.samples.vae = kDir + "tiny_vae.pth";
-  o.samples.vae_config = kDir + "tiny_config.json";
+  o.samples.vae = kVaeData + "tiny_vae.pth";
+  o.samples.vae_config = kVaeData + "tiny_config.json";
   const int64_t with = train_host_need(o, RunSetup{}, c, shapes).samples;
   const VaeWeights w = VaeWeights::load(o.samples.vae, o.samples.vae_config);
   EXPECT_GE(with - without, 4 * w.count()) << "the VAE's f32 weights";

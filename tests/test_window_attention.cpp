@@ -14,7 +14,7 @@ struct WindowCase {
 };
 
 // Divisible and not (padding), shifted and not, even windows, a window longer than the video on one axis.
-const WindowCase kCases[] = {
+const WindowCase kWindowCases[] = {
     {{2, 4, 4, 6, 2, 6}, {2, 2, 3}, false}, {{2, 4, 4, 6, 2, 6}, {2, 2, 3}, true},
     {{1, 5, 6, 7, 3, 4}, {2, 4, 3}, false}, {{1, 5, 6, 7, 3, 4}, {2, 4, 3}, true},
     {{1, 3, 7, 5, 2, 4}, {4, 3, 2}, true},
@@ -55,7 +55,7 @@ struct WindowInputs {
 
 TEST(WindowAttention, ForwardMatchesBruteForceSwinMask) {
   uint64_t seed = 10;
-  for (const auto& cs : kCases) {
+  for (const auto& cs : kWindowCases) {
     WindowInputs in(cs, seed += 10);
     const auto& d = cs.dims;
     Vec ref = ref_window_attention(in.q, in.k, in.v, d.B, d.T, d.H, d.W, d.nh, d.d, cs.window, cs.shifted);
@@ -65,7 +65,7 @@ TEST(WindowAttention, ForwardMatchesBruteForceSwinMask) {
 
 // The shift changes the result (it is not silently ignored), and a window covering the video is dense attention.
 TEST(WindowAttention, ShiftMattersAndFullWindowIsDense) {
-  WindowInputs a(kCases[0], 50), b(kCases[1], 50);
+  WindowInputs a(kWindowCases[0], 50), b(kWindowCases[1], 50);
   EXPECT_GT(rel_l2(a.forward(), b.forward()), 1e-3);
   WindowInputs full({{1, 3, 4, 5, 2, 6}, {3, 5, 5}, true}, 60);
   const auto& d = full.c.dims;
@@ -74,7 +74,7 @@ TEST(WindowAttention, ShiftMattersAndFullWindowIsDense) {
 
 TEST(WindowAttention, GradientsMatchFiniteDifferences) {
   uint64_t seed = 100;
-  for (const auto& cs : {kCases[1], kCases[3], kCases[4]}) {
+  for (const auto& cs : {kWindowCases[1], kWindowCases[3], kWindowCases[4]}) {
     WindowInputs in(cs, seed += 10);
     const size_t n = in.q.size();
     const Vec g = in.grads<double>();

@@ -13,7 +13,8 @@ struct QuietLogs {
   ~QuietLogs() { set_log_level(LogLevel::info); }
 };
 
-// The tiny preset on `frames` frames of size x size synthetic video, batch 2, checkpoints every 2 steps.
+// The tiny preset on `frames` frames of size x size synthetic video, batch 2, checkpoints every 2 steps, no samples
+// when it ends.
 inline TrainOptions small_run(const std::string& out, int64_t steps, int64_t frames = 1, int64_t size = 8,
                               uint64_t seed = 3) {
   TrainOptions o;
@@ -25,6 +26,7 @@ inline TrainOptions small_run(const std::string& out, int64_t steps, int64_t fra
   o.save_every = 2;
   o.out = out;
   o.seed = seed;
+  o.samples.no_final = true;
   return o;
 }
 

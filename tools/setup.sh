@@ -15,6 +15,7 @@ packages=(
   libgtest-dev             # tests
   libopenmpi-dev openmpi-bin  # distributed training: the MPI plugin and mpirun (docs/distributed.md)
   libbenchmark-dev         # micro-benchmarks
+  python3-protobuf python3-crcmod  # the TensorBoard test: an independent reader of the event files
 )
 
 # --sanitizers: what the asan / tsan / fuzz presets need as well (clang, libFuzzer, clang's OpenMP).

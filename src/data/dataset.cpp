@@ -19,6 +19,7 @@ class Synthetic : public OneShapeDataset {
     VideoSample v = data_.get(index);
     return {std::move(v.video), std::move(v.caption), {}};
   }
+  std::vector<std::string> sample_prompts() const override { return SyntheticShapes::sample_captions(); }
 
  private:
   SyntheticShapesConfig cfg_;

@@ -42,6 +42,8 @@ class Dataset {
   virtual int64_t epoch_size() const { return 0; }
   // Whether samples carry cached text embeddings (context) rather than captions.
   virtual bool cached_text() const { return false; }
+  // Captions of the data to sample when the run is given no prompts (none: the run samples nothing by itself).
+  virtual std::vector<std::string> sample_prompts() const { return {}; }
 };
 
 // A dataset whose samples all have one shape and come `batch` at a time: the generated sources.
@@ -67,8 +69,8 @@ struct EnumNames<BadDataPolicy> {
 struct DataOptions {
   std::string source = "synthetic";  // synthetic | moving-mnist | path to a dataset .toml
   int64_t batch_size = 0;            // clips per batch; 0: a TOML entry's batch_size (else 1, as musubi-tuner), else 2
-  int64_t ranks = 1;                 // a distributed run's ranks: batches are `ranks` times batch_size (the global batch)
-  std::string mnist_dir;             // moving-mnist: the IDX files ("": $MEGASLIDE_DATA or ~/.cache/megaslide)
+  int64_t ranks = 1;      // a distributed run's ranks: batches are `ranks` times batch_size (the global batch)
+  std::string mnist_dir;  // moving-mnist: the IDX files ("": $MEGASLIDE_DATA or ~/.cache/megaslide)
   BadDataPolicy on_bad_data = BadDataPolicy::skip;  // an unreadable, corrupt or too-short file
   uint64_t seed = 0;
   int64_t frames = 0, height = 0, width = 0;            // requested clip size (0: the data's own)

@@ -62,6 +62,14 @@ SyntheticShapes::SyntheticShapes(SyntheticShapesConfig cfg) : cfg_(cfg) {
 
 int64_t SyntheticShapes::num_classes() { return int64_t(kColours.size() * kShapeNames.size() * kMotions.size()); }
 
+std::vector<std::string> SyntheticShapes::sample_captions() {
+  std::vector<std::string> captions;
+  for (size_t i = 0; i < 4; ++i)
+    captions.push_back(std::string(kColours[i].name) + " " + kShapeNames[i % kShapeNames.size()] + " moving " +
+                       kMotions[i].name);
+  return captions;
+}
+
 VideoSample SyntheticShapes::get(int64_t index) const {
   MS_CHECK(index >= 0, "synthetic shapes: index must be >= 0, got ", index);
   const int64_t F = cfg_.frames, H = cfg_.height, W = cfg_.width;

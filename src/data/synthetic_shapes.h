@@ -31,6 +31,9 @@ class SyntheticShapes {
 
   // Number of distinct captions: colours x shapes x motions.
   static int64_t num_classes();
+  // Four captions of the data for samples, each colour, shape and motion different from the last: "red circle
+  // moving left", "green square moving right", "blue triangle moving up", "yellow circle moving down".
+  static std::vector<std::string> sample_captions();
 
  private:
   SyntheticShapesConfig cfg_;

@@ -166,4 +166,39 @@ void plot_bars(const std::string& path, const std::vector<std::string>& items, c
   write_png(path, img);
 }
 
+ImageSize plot_contact_sheet(const std::string& path, const std::vector<RgbVideo>& clips,
+                             const std::vector<std::string>& captions) {
+  MS_CHECK(!clips.empty() && clips.size() == captions.size(), "a contact sheet needs one caption per clip, got ",
+           clips.size(), " clips and ", captions.size(), " captions");
+  constexpr int kMinFrame = 72, kGap = 2, kPad = 6, kCaption = 20;
+  auto zoom = [](const RgbVideo& v) { return int(std::max<int64_t>(1, (kMinFrame + v.height - 1) / v.height)); };
+  int width = 0, height = kPad;
+  for (size_t i = 0; i < clips.size(); ++i) {
+    const RgbVideo& v = clips[i];
+    MS_CHECK(v.frames > 0 && v.height > 0 && v.width > 0, "an empty clip cannot go on a contact sheet");
+    int base = 0;
+    const int text_width = cv::getTextSize(captions[i], kFont, 0.45, 1, &base).width;
+    width = std::max({width, int(v.frames) * (int(v.width) * zoom(v) + kGap) - kGap, text_width});
+    height += kCaption + int(v.height) * zoom(v) + kPad;
+  }
+  cv::Mat sheet(height, width + 2 * kPad, CV_8UC3, kWhite);
+  int y = kPad;
+  for (size_t i = 0; i < clips.size(); ++i) {
+    const RgbVideo& v = clips[i];
+    const int z = zoom(v);
+    text(sheet, captions[i], {kPad, y + kCaption - 6});
+    y += kCaption;
+    for (int64_t f = 0; f < v.frames; ++f) {
+      // The frame's RGB bytes as an OpenCV image (BGR order), enlarged in place on the sheet.
+      cv::Mat rgb(int(v.height), int(v.width), CV_8UC3, const_cast<uint8_t*>(v.frame(f))), bgr;
+      cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+      const cv::Rect at(kPad + int(f) * (int(v.width) * z + kGap), y, int(v.width) * z, int(v.height) * z);
+      cv::resize(bgr, sheet(at), at.size(), 0, 0, cv::INTER_NEAREST);
+    }
+    y += int(v.height) * z + kPad;
+  }
+  write_png(path, sheet);
+  return {sheet.cols, sheet.rows};
+}
+
 }  // namespace ms

@@ -1,8 +1,11 @@
 // Small PNG charts drawn with OpenCV (imgproc lines and Hershey text, imgcodecs to write): loss
-// curves for `megaslide plot`, metric bars for `megaslide eval --plot`.
+// curves for `megaslide plot`, metric bars for `megaslide eval --plot`, the samples' contact sheets.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "io/video.h"
 
 namespace ms {
 
@@ -24,5 +27,15 @@ struct BarPanel {
 // One small chart per panel (each with its own y scale), one bar per item in the item's colour with
 // its value printed above, and a legend of items below.
 void plot_bars(const std::string& path, const std::vector<std::string>& items, const std::vector<BarPanel>& panels);
+
+struct ImageSize {
+  int64_t width = 0, height = 0;
+};
+
+// A contact sheet: one row per clip, its caption above it and its frames left to right, each frame enlarged by
+// the integer factor that makes it at least 72 pixels tall (nearest neighbour: the pixels stay sharp). Clips may
+// differ in size. Returns the sheet's size; throws ms::Error when there is no clip or the PNG cannot be written.
+ImageSize plot_contact_sheet(const std::string& path, const std::vector<RgbVideo>& clips,
+                             const std::vector<std::string>& captions);
 
 }  // namespace ms

@@ -72,7 +72,11 @@ void write_clip(const std::string& path, const float* x, const DataShape& shape,
     write_safetensors(path, {{"latents", DType::f32, {1, shape.channels, shape.frames, shape.height, shape.width}, x}});
     return;
   }
-  if (shape.channels == 3) return encode_video(path, clip_to_rgb(x, shape, fps));
+  encode_video(path, clip_video(x, shape, fps, vae, chunking));
+}
+
+RgbVideo clip_video(const float* x, const DataShape& shape, double fps, VaeOps* vae, const VaeChunking& chunking) {
+  if (shape.channels == 3) return clip_to_rgb(x, shape, fps);
   MS_CHECK(vae, "a ", shape.channels, "-channel clip needs a VAE to become a video (use clip_output_path)");
   const VaeConfig& c = vae->weights().config();
   check_vae_decodes(c, shape.channels, "the VAE");
@@ -80,7 +84,7 @@ void write_clip(const std::string& path, const float* x, const DataShape& shape,
                         shape.width * c.space_stride()};
   std::vector<float> pixels(size_t(3 * video.frames * video.height * video.width));  // [3, F, H, W]
   vae_decode(*vae, x, shape.frames, shape.height, shape.width, pixels.data(), chunking);
-  encode_video(path, clip_to_rgb(pixels.data(), video, fps));
+  return clip_to_rgb(pixels.data(), video, fps);
 }
 
 }  // namespace ms

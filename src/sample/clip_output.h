@@ -22,6 +22,11 @@ void check_vae_decodes(const VaeConfig& vae, int64_t in_dim, const std::string& 
 // x [3, F, H, W] in [-1, 1] (shape.channels 3) -> 8-bit RGB frames: round((x + 1) * 127.5), clamped to [0, 255].
 RgbVideo clip_to_rgb(const float* x, const DataShape& shape, double fps);
 
+// x [C, F, H, W] (shape) as 8-bit RGB frames: a pixel clip (C = 3) as it is, latents decoded by vae (required then).
+// chunking: how the VAE runs (its spatial tiles).
+RgbVideo clip_video(const float* x, const DataShape& shape, double fps, VaeOps* vae = nullptr,
+                    const VaeChunking& chunking = {});
+
 // Writes x [C, F, H, W] (shape) to a path from clip_output_path: a video (C = 3, or latents decoded by vae when
 // given), or a safetensors file with `latents` [1, C, F, H, W] f32 (the latents, even with a vae).
 // chunking: how the VAE runs (its spatial tiles).

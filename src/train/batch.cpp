@@ -90,7 +90,7 @@ std::unique_ptr<TextEncoder> load_text_encoder(const TrainOptions& opts, const D
     if (!opts.t5_config.empty()) MS_FAIL("--t5-config needs --t5");
     return nullptr;
   }
-  if (data.cached_text() && opts.samples.every == 0)
+  if (data.cached_text() && !opts.samples.draws())
     log_warn("--t5 is not used: the data holds cached text embeddings and no samples are drawn");
   auto t5 = std::make_unique<TextEncoder>(opts.t5, opts.tokenizer, opts.t5_config);
   check_text_encoder_fits(cfg, *t5);

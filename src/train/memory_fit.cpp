@@ -62,12 +62,12 @@ TrainHostNeed train_host_need(const TrainOptions& o, const RunSetup& r, const Mo
   const int64_t out = shapes.most([&](const ModelDims& d) { return d.B * c.out_dim * d.F * d.H * d.W; });
   const int64_t B = shapes.most([](const ModelDims& d) { return d.B; });
   need.batches = 4 * (2 * (3 * in + B * c.text_len * c.text_dim + B) + in + 2 * out);
-  if (o.samples.every > 0) {
+  if (o.samples.draws()) {
     // Counted on every rank, though only rank 0 samples: every rank must resolve the auto options alike (resolve_run).
     const bool decoded = !o.samples.vae.empty() && c.in_dim != 3;  // load_sample_vae loads the VAE at start
     const VaeConfig vc = decoded ? VaeWeights::config_for(o.samples.vae, o.samples.vae_config) : VaeConfig();
     if (decoded) need.samples += 4 * VaeWeights::count_for(vc);  // its f32 weights, held from the start
-    if (o.samples.every <= o.steps) {                            // a sample falls due
+    if (!o.samples.no_final || o.samples.every <= o.steps) {     // a sample falls due
       // Rank 0 draws it after a step, its buffers still held: an f32 copy of every weight and a forward workspace at
       // the largest clip (write_train_samples), and in a distributed run every rank's bf16 weights gathered first.
       const ModelDims* largest = &shapes.all.front();
@@ -149,9 +149,11 @@ void fit_host_memory(const TrainOptions& o, RunSetup& r, const ModelConfig& c, c
                     : "--optimizer-schedule immediate";
       tries.push_back(v);
     }
-    if (o.samples.every > 0) {
-      Try w{"the run without --sample-every", o, r};
+    if (o.samples.draws()) {
+      Try w{o.samples.every > 0 ? "the run without --sample-every, with --no-final-samples," : "--no-final-samples", o,
+            r};
       w.o.samples.every = 0;
+      w.o.samples.no_final = true;
       tries.push_back(w);
     }
     if (ro.offload == Offload::none) {

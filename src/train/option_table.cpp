@@ -251,10 +251,14 @@ std::vector<TrainOption> make_table() {
                          "megaslide: model.safetensors; wan: also diffusion_pytorch_model.safetensors (Wan, ComfyUI); "
                          "diffusers: also transformer/ (diffusers' WanTransformer3DModel)",
                          FIELD(save_format)),
-      renamed(option<int64_t>("--sample-every", "Write sample videos to OUT/samples/ every N steps (0: never)",
+      renamed(option<int64_t>("--sample-every",
+                              "Also write samples to OUT/samples/ every N steps (0: only when the run ends)",
                               FIELD(samples.every)),
               "samples/every"),
-      renamed(option<std::string>("--sample-prompts", "Prompts for --sample-every: a text file, one a line",
+      option<bool>("--no-final-samples", "End the run without sampling its prompts", FIELD(samples.no_final)),
+      renamed(option<std::string>("--sample-prompts",
+                                  "Prompts to sample when the run ends and every --sample-every steps: a text file, "
+                                  "one a line, read once (default: the built-in data's captions; other data: none)",
                                   FIELD(samples.prompts)),
               "samples/prompts"),
       renamed(option<int64_t>("--sample-steps", "Euler steps per sample", FIELD(samples.steps)), "samples/steps"),

@@ -1,11 +1,13 @@
 // A training run's directory (--out): created if needed, cleared of the temporaries a killed run left, its
 // summary.json written, and metrics.jsonl kept to the steps of the checkpoint the run starts from, then appended
-// one line per step. Checkpoints themselves: train/checkpoint.h.
+// one line per step; TensorBoard's event file beside it. Checkpoints themselves: train/checkpoint.h.
 #pragma once
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+
+#include "io/tfevents.h"
 
 namespace ms {
 
@@ -16,12 +18,16 @@ class RunDirectory {
   RunDirectory(const std::string& out, int64_t step);
 
   void write_summary(const nlohmann::json& summary) const;
-  // One line of metrics.jsonl, flushed.
+  // One line of metrics.jsonl, flushed, and its loss, lr, grad_norm and tokens_per_second as TensorBoard scalars
+  // (train/...).
   void append_metrics(const nlohmann::json& line);
+  // The samples' contact sheet of `step` (a PNG file of width x height pixels) as TensorBoard's image "samples".
+  void add_sample_sheet(int64_t step, const std::string& png, int64_t width, int64_t height);
 
  private:
   std::string out_;
   std::ofstream metrics_;
+  TfEventsWriter events_;
 };
 
 }  // namespace ms

@@ -119,7 +119,8 @@ class Run {
     const Batch* prepared = nullptr;   // the next step's batch, when made during the previous step's device work
     std::exception_ptr prepare_error;  // what making it threw: raised once the step it overlapped has finished
     const int ranks = comm_.size();
-    bool stop = false;  // interrupted: on every rank at the same step boundary
+    bool stop = false;     // interrupted: on every rank at the same step boundary
+    TrainSamples samples;  // the last ones drawn (rank 0)
     while (state.step < opts_.steps && !stop) {
       const auto t0 = std::chrono::steady_clock::now();
       const int64_t t = state.step + 1, n = opts_.grad_accum;
@@ -216,13 +217,16 @@ class Run {
         save(state);
         saved_step = t;
       }
-      if (sample_due(opts_.samples, t)) {
+      if (opts_.samples.due(t, opts_.steps)) {
         step_.apply_pending();
         std::vector<uint16_t> gathered;
         const uint16_t* weights = working_weights(gathered);
-        if (lead)
-          write_train_samples(opts_.samples, opts_.out, cfg_, weights, t, sample_shape_, opts_.seed, sample_vae_.get(),
-                              text_encoder_.get());
+        if (lead) {
+          samples = write_train_samples(opts_.samples, opts_.out, cfg_, weights, t, sample_shape_, opts_.seed,
+                                        sample_vae_.get(), text_encoder_.get());
+          if (!samples.sheet.empty())
+            dir->add_sample_sheet(t, samples.sheet, samples.sheet_width, samples.sheet_height);
+        }
       }
     }
     if (lead) progress.finish();
@@ -247,6 +251,10 @@ class Run {
       log_info("done: ", state.step, " steps; loss ", sum.first_loss, " -> ", sum.last_loss, " (first/last 10% mean); ",
                int64_t(sum.tokens_per_second), " tokens/s; checkpoint ", opts_.out, "/latest");
     }
+    if (lead && !samples.clips.empty() && !stop)
+      log_info("samples of step ", state.step, ": ", samples.sheet.empty() ? "" : samples.sheet + " (contact sheet), ",
+               samples.clips.size(), " clips ", fs::path(samples.clips.front()).parent_path().string(), "/step-",
+               state.step, "-*", fs::path(samples.clips.front()).extension().string());
     return sum;
   }
 
@@ -351,6 +359,7 @@ TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks, Communicat
   TrainOptions resolved = opts;
   resolved.make_paths_absolute();
   std::unique_ptr<Dataset> data = open_training_data(resolved, src.config, ranks.size());
+  resolve_sample_prompts(resolved.samples, *data, false);
   Run run(resolved, hooks, src.config, std::move(data), false, ranks);
   log_resident("allocating the pools");
   run.load_model(src, opts.seed);
@@ -375,6 +384,7 @@ TrainSummary resume(const std::string& run_dir, int64_t steps, const TrainHooks&
              ": its optimizer state is re-sharded, and the global batch is now ", ranks.size(),
              " times the per-rank --batch-size");
   std::unique_ptr<Dataset> data = open_training_data(opts, info.config, ranks.size());
+  resolve_sample_prompts(opts.samples, *data, true);
   Run run(opts, hooks, info.config, std::move(data), true, ranks);
   log_resident("allocating the pools");
   load_optimizer_state(info.dir, run.table(), run.shards(), run.host());
