@@ -10,10 +10,12 @@
 
 #include "cli_util.h"
 #include "core/rng.h"
+#include "data/synthetic_shapes.h"
 #include "eval/dynamic_degree.h"
 #include "eval/motion_direction.h"
 #include "eval/optical_flow.h"
 #include "eval/plot.h"
+#include "eval/shape_scores.h"
 #include "eval/ssim.h"
 #include "eval/subject_consistency.h"
 #include "eval/temporal_flickering.h"
@@ -301,6 +303,59 @@ TEST(Eval, PlotsWritePng) {
   EXPECT_TRUE(is_png(dir.file("bars.png")));
   EXPECT_THROW(plot_lines(dir.file("none.png"), "t", "x", "y", {{"a", {1}, {NAN}}}), Error);
   EXPECT_THROW(plot_lines(dir.file("no/such/dir.png"), "t", "x", "y", {{"a", {1}, {2}}}), Error);
+}
+
+// The built-in shapes' own clips, at odd sizes, score 1 on both: the generator knows their colour and draws one shape.
+// Frames with two shapes, speckles, a black frame or another colour score 0 where they should.
+TEST(Eval, ShapeScoresOnTheShapesAndOnWhatIsNotOne) {
+  for (const auto& [h, w] : {std::pair<int64_t, int64_t>{24, 24}, {17, 29}}) {
+    SyntheticShapes data({.frames = 4, .height = h, .width = w, .seed = 5});
+    for (int64_t i = 0; i < 20; ++i) {
+      const VideoSample s = data.get(i);
+      const std::optional<int> colour = shape_colour_from_caption(s.caption);
+      ASSERT_TRUE(colour) << s.caption;
+      ShapeScores ok(colour), wrong((*colour + 1) % 7);
+      const int64_t plane = h * w;
+      std::vector<uint8_t> rgb(size_t(plane * 3));  // [H, W, 3]
+      for (int64_t f = 0; f < 4; ++f) {
+        for (int64_t p = 0; p < plane; ++p)
+          for (int64_t c = 0; c < 3; ++c)
+            rgb[size_t(p * 3 + c)] = uint8_t(std::lround((s.video[size_t((c * 4 + f) * plane + p)] + 1) * 127.5));
+        ok.add_frame(rgb.data(), h, w);
+        wrong.add_frame(rgb.data(), h, w);
+      }
+      EXPECT_EQ(ok.colour_accuracy(), 1.0) << s.caption;
+      EXPECT_EQ(ok.one_shape(), 1.0) << s.caption;
+      EXPECT_EQ(wrong.colour_accuracy(), 0.0) << s.caption;
+    }
+  }
+  const int64_t h = 20, w = 30;
+  auto frame = [&](auto&& lit) {  // red wherever lit(y, x)
+    std::vector<uint8_t> rgb(size_t(h * w * 3), 0);
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x)
+        if (lit(y, x)) rgb[size_t((y * w + x) * 3)] = 255;
+    return rgb;
+  };
+  Rng r(9);
+  const std::vector<std::vector<uint8_t>> not_one{
+      frame([](int64_t y, int64_t x) { return y >= 4 && y < 9 && ((x >= 2 && x < 7) || (x >= 20 && x < 25)); }),
+      frame([&](int64_t, int64_t) { return r.below(10) == 0; }),          // speckles
+      frame([](int64_t, int64_t) { return false; }),                      // black
+      frame([](int64_t y, int64_t x) { return y < 15 && x < 25; }),       // fills more than a quarter
+      frame([](int64_t y, int64_t x) { return y == x || y == x - 1; })};  // a thin diagonal: sparse in its box
+  for (const auto& f : not_one) {
+    ShapeScores s(0);
+    s.add_frame(f.data(), h, w);
+    EXPECT_EQ(s.one_shape(), 0.0);
+  }
+  ShapeScores one(0);
+  one.add_frame(frame([](int64_t y, int64_t x) { return y >= 4 && y < 9 && x >= 2 && x < 7; }).data(), h, w);
+  EXPECT_EQ(one.one_shape(), 1.0);
+  EXPECT_EQ(one.colour_accuracy(), 1.0);
+  EXPECT_EQ(parse_shape_colour("Magenta"), 5);
+  EXPECT_EQ(shape_colour_from_caption("a cyan circle moving up"), 4);
+  EXPECT_EQ(shape_colour_from_caption("a circle moving up"), std::nullopt);
 }
 
 // Read back with OpenCV, each frame of each clip lies on the sheet at the place and zoom the layout promises (72 px

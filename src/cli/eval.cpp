@@ -25,7 +25,7 @@ namespace {
 struct EvalArgs {
   std::vector<std::string> videos;
   bool json = false;
-  std::string direction, plot;
+  std::string direction, colour, plot;
 };
 
 struct VideoResult {
@@ -34,18 +34,30 @@ struct VideoResult {
   std::vector<Metric> metrics;
 };
 
-// --expect-direction, or "moving <direction>" in the caption file beside the video (clip.txt for clip.mp4).
-std::optional<Direction> expected_direction(const EvalArgs& a, const std::string& video) {
-  if (!a.direction.empty()) {
-    auto d = parse_direction(a.direction);
-    if (!d) MS_FAIL("--expect-direction ", quote_text(a.direction), " is unknown; use left, right, up or down");
-    return d;
-  }
+// The caption file beside the video (clip.txt for clip.mp4); "" when there is none.
+std::string caption_of(const std::string& video) {
   std::ifstream caption(fs::path(video).replace_extension(".txt"));
-  if (!caption) return std::nullopt;
   std::stringstream s;
-  s << caption.rdbuf();
-  return direction_from_caption(s.str());
+  if (caption) s << caption.rdbuf();
+  return s.str();
+}
+
+// --expect-direction, or "moving <direction>" in the video's caption file.
+std::optional<Direction> expected_direction(const EvalArgs& a, const std::string& caption) {
+  if (a.direction.empty()) return direction_from_caption(caption);
+  auto d = parse_direction(a.direction);
+  if (!d) MS_FAIL("--expect-direction ", quote_text(a.direction), " is unknown; use left, right, up or down");
+  return d;
+}
+
+// --expect-colour, or the first of the synthetic shapes' colour words in the video's caption file.
+std::optional<int> expected_colour(const EvalArgs& a, const std::string& caption) {
+  if (a.colour.empty()) return shape_colour_from_caption(caption);
+  auto c = parse_shape_colour(a.colour);
+  if (!c)
+    MS_FAIL("--expect-colour ", quote_text(a.colour),
+            " is unknown; use red, green, blue, yellow, cyan, magenta or white");
+  return c;
 }
 
 std::string value_str(double v) {
@@ -96,7 +108,8 @@ void print_table(const std::vector<VideoResult>& results) {
 void run_eval(const EvalArgs& a) {
   std::vector<VideoResult> results;
   for (const auto& path : a.videos) {
-    VideoMetrics metrics(expected_direction(a, path));
+    const std::string caption = caption_of(path);
+    VideoMetrics metrics(expected_direction(a, caption), expected_colour(a, caption));
     VideoResult r{path,
                   stream_video(path,
                                [&](const uint8_t* rgb, int64_t height, int64_t width) {
@@ -135,12 +148,15 @@ void add_eval_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "eval",
       "Video metrics: temporal flickering, SSIM subject consistency, flow warping error, dynamic degree, "
-      "motion direction");
+      "motion direction; for clips of the built-in shapes, colour accuracy and one compact shape");
   cmd->add_option("videos", a->videos, "Video files (any container FFmpeg decodes)")->required();
   cmd->add_flag("--json", a->json, "One JSON object per video (a line each), keyed by metric name");
   cmd->add_option("--expect-direction", a->direction,
                   "left|right|up|down: score motion_direction_accuracy against it (default: 'moving <direction>' in "
                   "the caption file beside each video, clip.txt for clip.mp4)");
+  cmd->add_option("--expect-colour", a->colour,
+                  "red|green|blue|yellow|cyan|magenta|white: the clip is of the built-in shapes; score "
+                  "colour_accuracy against it and one_shape (default: a colour word in the caption file)");
   cmd->add_option("--plot", a->plot, "Also draw the metrics as bar charts into this PNG");
   cmd->callback([a] { run_eval(*a); });
 }

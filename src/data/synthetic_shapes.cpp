@@ -10,17 +10,13 @@
 namespace ms {
 namespace {
 
-struct Colour {
-  const char* name;
-  std::array<float, 3> rgb;  // [3] in [0, 1]
-};
-constexpr std::array<Colour, 7> kColours = {{{"red", {1, 0, 0}},
-                                             {"green", {0, 1, 0}},
-                                             {"blue", {0, 0, 1}},
-                                             {"yellow", {1, 1, 0}},
-                                             {"cyan", {0, 1, 1}},
-                                             {"magenta", {1, 0, 1}},
-                                             {"white", {1, 1, 1}}}};
+constexpr std::array<ShapeColour, 7> kColours = {{{"red", {1, 0, 0}},
+                                                  {"green", {0, 1, 0}},
+                                                  {"blue", {0, 0, 1}},
+                                                  {"yellow", {1, 1, 0}},
+                                                  {"cyan", {0, 1, 1}},
+                                                  {"magenta", {1, 0, 1}},
+                                                  {"white", {1, 1, 1}}}};
 
 enum class ShapeKind { circle, square, triangle };
 constexpr std::array<const char*, 3> kShapeNames = {"circle", "square", "triangle"};
@@ -60,6 +56,8 @@ SyntheticShapes::SyntheticShapes(SyntheticShapesConfig cfg) : cfg_(cfg) {
   if (cfg_.width < 8) MS_FAIL("synthetic shapes: width must be >= 8 pixels, got ", cfg_.width);
 }
 
+const std::array<ShapeColour, 7>& shape_colours() { return kColours; }
+
 int64_t SyntheticShapes::num_classes() { return int64_t(kColours.size() * kShapeNames.size() * kMotions.size()); }
 
 std::vector<std::string> SyntheticShapes::sample_captions() {
@@ -74,7 +72,7 @@ VideoSample SyntheticShapes::get(int64_t index) const {
   MS_CHECK(index >= 0, "synthetic shapes: index must be >= 0, got ", index);
   const int64_t F = cfg_.frames, H = cfg_.height, W = cfg_.width;
   Rng rng = clip_rng(cfg_.seed, index);
-  const Colour& colour = kColours[rng.below(int64_t(kColours.size()))];
+  const ShapeColour& colour = kColours[rng.below(int64_t(kColours.size()))];
   const auto kind = ShapeKind(rng.below(int64_t(kShapeNames.size())));
   const Motion& motion = kMotions[rng.below(int64_t(kMotions.size()))];
 

@@ -1,6 +1,7 @@
 // Built-in synthetic video dataset: one coloured shape moving across a black frame, with a caption.
 // Needs no files, so `megaslide train` runs anywhere; small enough that loss falls within minutes.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,6 +12,13 @@ struct SyntheticShapesConfig {
   int64_t frames = 8, height = 32, width = 32;  // frames >= 1, height and width >= 8
   uint64_t seed = 0;
 };
+
+struct ShapeColour {
+  const char* name;
+  std::array<float, 3> rgb;  // [3] in [0, 1]
+};
+// The shapes' colours: red, green, blue, yellow, cyan, magenta, white.
+const std::array<ShapeColour, 7>& shape_colours();
 
 struct VideoSample {
   std::vector<float> video;  // [3, frames, height, width] RGB in [-1, 1]; background exactly -1 (black)

@@ -8,12 +8,14 @@
 
 namespace ms {
 
-VideoMetrics::VideoMetrics(std::optional<Direction> expected) {
+VideoMetrics::VideoMetrics(std::optional<Direction> expected, std::optional<int> colour) {
   if (expected) direction_.emplace(*expected);
+  if (colour) shapes_.emplace(colour);
 }
 
 void VideoMetrics::add_frame(const uint8_t* rgb, int64_t height, int64_t width) {
   const size_t bytes = size_t(height * width * 3);
+  if (shapes_) shapes_->add_frame(rgb, height, width);
   if (frames_ == 0) {
     height_ = height, width_ = width;
     ssim_ = height >= kSsimWindow && width >= kSsimWindow;
@@ -45,6 +47,10 @@ std::vector<Metric> VideoMetrics::finish() const {
       {"dynamic_degree", dyn.dynamic ? 1.0 : 0.0},
       {"dynamic_degree_score", dyn.score}};
   if (direction_) m.push_back({"motion_direction_accuracy", direction_->accuracy()});
+  if (shapes_) {
+    m.push_back({"colour_accuracy", shapes_->colour_accuracy()});
+    m.push_back({"one_shape", shapes_->one_shape()});
+  }
   return m;
 }
 

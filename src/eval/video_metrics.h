@@ -8,6 +8,7 @@
 
 #include "eval/dynamic_degree.h"
 #include "eval/motion_direction.h"
+#include "eval/shape_scores.h"
 #include "eval/subject_consistency.h"
 #include "eval/temporal_flickering.h"
 #include "eval/warping_error.h"
@@ -20,11 +21,12 @@ struct Metric {
 };
 
 // temporal_flickering, subject_consistency_ssim, warping_error, dynamic_degree (1 dynamic, 0 static: averaged
-// over videos it is VBench's fraction of dynamic videos), dynamic_degree_score (pixels per frame) and, when
-// `expected` is given, motion_direction_accuracy. Optical flow is computed once per pair.
+// over videos it is VBench's fraction of dynamic videos), dynamic_degree_score (pixels per frame), with an expected
+// direction motion_direction_accuracy, and with an expected shape colour (the clip is of the built-in shapes)
+// colour_accuracy and one_shape (eval/shape_scores.h). Optical flow is computed once per pair.
 class VideoMetrics {
  public:
-  explicit VideoMetrics(std::optional<Direction> expected);
+  explicit VideoMetrics(std::optional<Direction> expected, std::optional<int> colour = std::nullopt);
   // The next frame [height, width, 3]; every frame of a video has the first one's size.
   void add_frame(const uint8_t* rgb, int64_t height, int64_t width);
   int64_t frames() const { return frames_; }
@@ -40,6 +42,7 @@ class VideoMetrics {
   WarpingError warping_;
   DynamicDegreeCounter dynamic_;
   std::optional<MotionDirection> direction_;
+  std::optional<ShapeScores> shapes_;
 };
 
 }  // namespace ms
