@@ -145,7 +145,8 @@ TEST(CliErrors, UnknownConfigKeysWarnButLoad) {
 TEST(CliErrors, UnwritableOutputDirectory) {
   TempDir d;
   std::ofstream(d.file("file")) << "x";
-  expect_cli_error(run_cli("train --steps 1 --frames 1 --height 8 --width 8 --out " + d.file("file") + "/run"), "run");
+  expect_cli_error(
+      run_cli("train --model tiny --steps 1 --frames 1 --height 8 --width 8 --out " + d.file("file") + "/run"), "run");
 }
 
 TEST(CliErrors, CudaBackendWithoutCuda) { expect_cli_error(run_cli("train --backend cuda --steps 1"), "cuda"); }

@@ -35,8 +35,21 @@ using Clock = std::chrono::steady_clock;
 
 // `megaslide train` on the tiny preset with 1x8x8 clips and a checkpoint after every step.
 std::vector<std::string> train_args(const std::string& out, int64_t steps) {
-  return {"train",        "--frames", "1",     "--height", "8", "--width", "8", "--steps", std::to_string(steps),
-          "--save-every", "1",        "--out", out};
+  return {"train",
+          "--model",
+          "tiny",
+          "--frames",
+          "1",
+          "--height",
+          "8",
+          "--width",
+          "8",
+          "--steps",
+          std::to_string(steps),
+          "--save-every",
+          "1",
+          "--out",
+          out};
 }
 
 std::vector<std::string> resume_args(const std::string& out, int64_t steps) {

@@ -39,14 +39,17 @@ std::string make_dataset(const TempDir& dir) {
 TEST(DataTrain, VideoFolderTrainsAndResumesBitIdentically) {
   TempDir dir;
   const std::string toml = make_dataset(dir);
-  const std::string common = " --data " + toml + " --save-every 2 --warmup 1";
+  const std::string common =
+      " --model tiny --data " + toml + " --save-every 2 --warmup 1 --lr-scheduler constant_with_warmup";
   const CliResult full = run_cli("train" + common + " --steps 4 --out " + dir.file("a"));
   ASSERT_EQ(full.code, 0) << full.output;
   EXPECT_NE(full.output.find("skipping bad data: cannot open video '" + dir.file("videos/d.mp4")), std::string::npos)
       << full.output;
   // Relative paths, then a resume from another directory: the run stored them made absolute.
-  const CliResult half =
-      run_cli("train --data data.toml --save-every 2 --warmup 1 --steps 2 --out b", dir.path.string());
+  const CliResult half = run_cli(
+      "train --model tiny --data data.toml --save-every 2 --warmup 1 --lr-scheduler constant_with_warmup --steps 2 "
+      "--out b",
+      dir.path.string());
   ASSERT_EQ(half.code, 0) << half.output;
   const CliResult resumed = run_cli("train --resume " + dir.file("b") + " --steps 4", "/");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
@@ -95,8 +98,9 @@ void musubi_setup(const TempDir& dir, const std::string& general) {
 TEST(DataTrain, MusubiCacheTrainsAndResumesBitIdentically) {
   TempDir dir;
   musubi_setup(dir, "batch_size = 2\n");
-  const std::string common = " --model tiny --config " + dir.file("config.json") + " --data " + dir.file("data.toml") +
-                             " --frames 3 --height 6 --width 8 --save-every 2 --warmup 1";
+  const std::string common =
+      " --model tiny --config " + dir.file("config.json") + " --data " + dir.file("data.toml") +
+      " --frames 3 --height 6 --width 8 --save-every 2 --warmup 1 --lr-scheduler constant_with_warmup";
   const CliResult full = run_cli("train" + common + " --steps 4 --out " + dir.file("a"));
   ASSERT_EQ(full.code, 0) << full.output;
   EXPECT_NE(full.output.find("orphan_wan_te.safetensors"), std::string::npos) << full.output;
@@ -115,7 +119,7 @@ TEST(DataTrain, BucketsStreamAsResidentAndResumeBitIdentically) {
   TempDir dir;
   musubi_setup(dir, "batch_size = 2\n");
   auto options = [&](const std::string& out, int64_t steps) {
-    TrainOptions o;
+    TrainOptions o = baseline_job();
     o.model = "tiny";
     o.config = dir.file("config.json");
     o.data = dir.file("data.toml");
@@ -158,7 +162,7 @@ TEST(DataTrain, EpochCheckpointsAndKeepLast) {
   QuietLogs quiet;
   TempDir dir;
   musubi_setup(dir, "batch_size = 2\n");
-  TrainOptions o;
+  TrainOptions o = baseline_job();
   o.model = "tiny", o.config = dir.file("config.json"), o.data = dir.file("data.toml");
   o.frames = o.height = o.width = o.batch_size = 0;
   o.steps = 9, o.save_every = 0, o.save_every_epochs = 1, o.out = dir.file("epochs");

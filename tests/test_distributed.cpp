@@ -33,7 +33,7 @@ struct Launch {
 };
 
 // The small run every test trains: the tiny preset on synthetic clips, streamed through the CPU backend.
-const std::string kRun = "-q train --frames 2 --height 16 --width 16 --offload stream ";
+const std::string kRun = "-q train --model tiny --frames 2 --height 16 --width 16 --offload stream ";
 
 Launch shell(const std::string& cmd) {
   Launch r;
@@ -143,7 +143,8 @@ TEST(Distributed, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
 TEST(Distributed, ThreeRanksResidentImmediateMatchOneProcess) {
   SKIP_WITHOUT_MPI();
   TempDir dir;
-  const std::string common = "-q train --frames 2 --height 16 --width 16 --steps 8 --optimizer-schedule immediate ";
+  const std::string common =
+      "-q train --model tiny --frames 2 --height 16 --width 16 --steps 8 --optimizer-schedule immediate ";
   const Launch a = megaslide(0, common + "--batch-size 3 --out " + dir.file("one"));
   ASSERT_EQ(a.code, 0) << a.output;
   const Launch b = megaslide(3, common + "--batch-size 1 --out " + dir.file("three"));

@@ -77,7 +77,8 @@ std::vector<NonFinite> random_faults(std::mt19937_64& rng) {
 
 // `megaslide train` on 1x8x8 clips for 4 steps with a checkpoint after every step.
 CliResult train_4_steps(const std::string& out, const std::string& flags) {
-  return run_cli("train --frames 1 --height 8 --width 8 --steps 4 --save-every 1 --out " + out + " " + flags);
+  return run_cli("train --model tiny --batch-size 2 --frames 1 --height 8 --width 8 --steps 4 --save-every 1 --out " +
+                 out + " " + flags);
 }
 
 std::string checkpoint_file(const std::string& out, int64_t step, const char* name) {
@@ -156,8 +157,8 @@ TEST(Faults, SigintCheckpointsTheLastStepAndExits130) {
   if (pid == 0) {
     const int null = ::open("/dev/null", O_WRONLY);
     dup2(null, 2);
-    execl(MEGASLIDE_BINARY, "megaslide", "train", "--steps", "100000", "--frames", "1", "--height", "8", "--width", "8",
-          "--save-every", "0", "--out", out.c_str(), static_cast<char*>(nullptr));
+    execl(MEGASLIDE_BINARY, "megaslide", "train", "--model", "tiny", "--steps", "100000", "--frames", "1", "--height",
+          "8", "--width", "8", "--save-every", "0", "--out", out.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   const std::string metrics = out + "/metrics.jsonl";

@@ -48,7 +48,8 @@ TEST(MemoryFit, ARunOverItsLimitIsRefusedWithNumbersAndNoRunDirectory) {
   const int64_t immediate = need_of(o, OptimizerSchedule::immediate).total();
   ASSERT_LT(immediate, deferred);
   const CliResult fix =
-      run_cli(cat("train --steps 2 --frames 3 --height 16 --width 16 --offload stream --no-final-samples ",
+      run_cli(cat("train --model tiny --batch-size 2 --steps 2 --frames 3 --height 16 --width 16 --offload stream "
+                  "--no-final-samples ",
                   "--optimizer-schedule deferred --host-memory ", (immediate + deferred) / 2, " --out ", out));
   EXPECT_EQ(fix.code, 1) << fix.output;
   EXPECT_NE(fix.output.find(cat("--optimizer-schedule immediate needs ", format_bytes(double(immediate)), " and fits")),
@@ -75,8 +76,10 @@ TEST(MemoryFit, SamplesWhileTrainingAreCountedBeforeTheRunStarts) {
   EXPECT_EQ(need_of(never, OptimizerSchedule::deferred).total(), plain) << "no sample falls due";
   EXPECT_NE(with.breakdown().find(cat("samples ", format_bytes(double(with.samples)))), std::string::npos)
       << with.breakdown();
-  const std::string run = cat("train --steps 1 --frames 3 --height 16 --width 16 --recompute always --no-final-samples ",
-                              "--optimizer-schedule deferred --host-memory ", (plain + with.total()) / 2, " --out ");
+  const std::string run =
+      cat("train --model tiny --batch-size 2 --steps 1 --frames 3 --height 16 --width 16 --recompute always "
+          "--no-final-samples ",
+          "--optimizer-schedule deferred --host-memory ", (plain + with.total()) / 2, " --out ");
   const CliResult refused = run_cli(cat(run, dir.file("sampled"), " --sample-every 1 --sample-prompts ", prompts));
   EXPECT_EQ(refused.code, 1) << refused.output;
   for (const std::string& part :

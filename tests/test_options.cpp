@@ -34,7 +34,7 @@ TrainOptions unusual_options() {
   o.lr = 3.5e-4, o.grad_clip = 0.25, o.warmup = 7;
   o.lr_scheduler = LrScheduler::cosine_with_restarts, o.lr_cycles = 3;
   o.adamw = {.beta1 = 0.85, .beta2 = 0.995, .eps = 1e-6, .weight_decay = 0.125};
-  o.flow = {.sampling = TimestepSampling::logit_normal,
+  o.flow = {.sampling = TimestepSampling::sigmoid,
             .shift = 5.0,
             .sigmoid_scale = 1.25,
             .logit_mean = -0.5,
@@ -45,8 +45,14 @@ TrainOptions unusual_options() {
   o.save_every_epochs = 2, o.keep_last = 3, o.caption_dropout = 0.1, o.empty_prompt = "/e/empty_wan_te.safetensors";
   o.t5 = "/t5.pth", o.tokenizer = "/spiece.model", o.t5_config = "/t5.json";
   o.save_format = SaveFormat::diffusers;
-  o.samples = {.every = 6, .no_final = true, .prompts = "/p.txt", .steps = 9, .format = "mp4", .vae = "/v.pth",
-               .vae_config = "/v.json", .prompt_list = {}};
+  o.samples = {.every = 6,
+               .no_final = true,
+               .prompts = "/p.txt",
+               .steps = 9,
+               .format = "mp4",
+               .vae = "/v.pth",
+               .vae_config = "/v.json",
+               .prompt_list = {}};
   o.runtime.offload = Offload::stream, o.runtime.optimizer_schedule = ScheduleChoice::immediate, o.runtime.prefetch = 4;
   o.runtime.device_memory = 3 << 20, o.runtime.offload_activations = true, o.runtime.backend = BackendChoice::cpu,
   o.runtime.link_gbps = 12.5;
@@ -113,6 +119,10 @@ TEST(TrainOptions, RunsSavedBeforeTheTableResume) {
   // The testing aid the old run saved is not carried on: aids are never part of a run.
   EXPECT_FALSE(options_to_json(o).contains("inject_nan_grad"));
   EXPECT_EQ(o.adamw.weight_decay, 0.02);
+  // No lr_scheduler key: the constant rate after the warm-up it ran with, not today's default.
+  ASSERT_FALSE(v1.contains("lr_scheduler"));
+  EXPECT_EQ(o.lr_scheduler, LrScheduler::constant_with_warmup);
+  EXPECT_NE(TrainOptions{}.lr_scheduler, LrScheduler::constant_with_warmup);
 }
 
 TEST(TrainOptions, DamagedTrainerJsonNamesTheKey) {

@@ -235,8 +235,8 @@ TEST(Plan, MatchesTheTrainersMeasuredPeak) {
   for (const std::string recompute : {"always", "never"}) {
     SCOPED_TRACE(recompute);
     TempDir dir;
-    const CliResult t = run_cli("-q train --steps 1 --save-every 0 --recompute " + recompute + " " + shape + " --out " +
-                                dir.file("run"));
+    const CliResult t = run_cli("-q train --model tiny --steps 1 --save-every 0 --recompute " + recompute + " " +
+                                shape + " --out " + dir.file("run"));
     ASSERT_EQ(t.code, 0) << t.output;
     std::ifstream metrics(dir.file("run/metrics.jsonl"));
     std::string line;

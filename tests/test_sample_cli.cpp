@@ -27,7 +27,7 @@ class SampleCli : public ::testing::Test {
     dir_ = std::make_unique<test::TempDir>();
     { std::ofstream(dir_->file("prompts.txt")) << "red circle moving left\nblue square moving up\n"; }
     const auto r = test::run_cli(
-        "train --steps 2 --save-every 2 --frames 3 --height 16 --width 16 --batch-size 1 "
+        "train --model tiny --steps 2 --save-every 2 --frames 3 --height 16 --width 16 --batch-size 1 "
         "--sample-every 2 --sample-steps 2 --sample-prompts " +
         dir_->file("prompts.txt") + " --out " + run());
     ASSERT_EQ(r.code, 0) << r.output;
@@ -62,7 +62,8 @@ TEST_F(SampleCli, TrainingWritesSamplesEveryN) {
 // The built-in data's run samples its own captions when it ends (no option needed) and its last log line names
 // the files; the prompts file is read once, so a pipe (here /dev/stdin) gives every prompt.
 TEST_F(SampleCli, RunsEndWithSamplesNamedInTheLastLine) {
-  auto r = test::run_cli("train --steps 2 --frames 2 --height 8 --width 8 --sample-steps 2 --out " + file("default"));
+  auto r = test::run_cli("train --model tiny --steps 2 --frames 2 --height 8 --width 8 --sample-steps 2 --out " +
+                         file("default"));
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string last = r.output.substr(r.output.rfind('\n', r.output.size() - 2) + 1);
   EXPECT_NE(last.find("samples of step 2: " + file("default") + "/samples/step-2.png (contact sheet), 4 clips"),
@@ -71,14 +72,15 @@ TEST_F(SampleCli, RunsEndWithSamplesNamedInTheLastLine) {
   for (int k = 0; k < 4; ++k)
     EXPECT_TRUE(fs::exists(file("default") + "/samples/step-2-" + std::to_string(k) + ".gif"));
   r = test::run_cli_with_input(
-      "train --steps 1 --frames 2 --height 8 --width 8 --sample-steps 1 --sample-prompts "
+      "train --model tiny --steps 1 --frames 2 --height 8 --width 8 --sample-steps 1 --sample-prompts "
       "/dev/stdin --out " +
           file("piped"),
       "red circle moving left\ngreen square moving up\n\nblue circle moving down\n");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("3 samples"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(file("piped") + "/samples/step-1-2.gif"));
-  r = test::run_cli("train --steps 1 --frames 2 --height 8 --width 8 --no-final-samples --out " + file("none"));
+  r = test::run_cli("train --model tiny --steps 1 --frames 2 --height 8 --width 8 --no-final-samples --out " +
+                    file("none"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_FALSE(fs::exists(file("none") + "/samples"));
 }

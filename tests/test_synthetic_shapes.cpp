@@ -126,6 +126,39 @@ TEST(SyntheticShapes, CentroidMovesInTheCaptionedDirection) {
   }
 }
 
+TEST(SyntheticShapes, RadiusAndSpeedAreTheConfigured) {
+  // Closed forms (to the 4 x 4 supersampling): a circle's mass is 2 pi r^2 per lit channel (values -1 -> 1), a square's
+  // 2 (2 x 0.886 r)^2; each frame moves the centroid by speed x min(H, W) along the captioned axis.
+  for (const auto& [radius, speed] : {std::pair{0.25, 3.0 / 32.0}, std::pair{0.15, 0.05}}) {
+    const SyntheticShapesConfig cfg{
+        .frames = 3, .height = 40, .width = 46, .seed = 11, .radius = radius, .speed = speed};
+    const SyntheticShapes data(cfg);
+    const double r = radius * 40, step = speed * 40;
+    int64_t checked = 0;
+    for (int64_t i = 0; i < 40; ++i) {
+      const VideoSample s = data.get(i);
+      const Caption c = parse(s.caption);
+      const int64_t lit = c.colour == "white"                                              ? 3
+                          : c.colour == "red" || c.colour == "green" || c.colour == "blue" ? 1
+                                                                                           : 2;
+      double m = 0;
+      for (double v : frame_mass(s, cfg, 1)) m += v;
+      const double area = c.shape == "circle" ? M_PI * r * r : c.shape == "square" ? std::pow(2 * 0.886 * r, 2) : 0;
+      if (area > 0) {
+        EXPECT_NEAR(m, lit * 2 * area, 0.04 * m) << s.caption;  // edges resolved to 1/4 pixel
+        ++checked;
+      }
+      const auto [x0, y0] = centroid(frame_mass(s, cfg, 0), cfg.height, cfg.width);
+      const auto [x1, y1] = centroid(frame_mass(s, cfg, 1), cfg.height, cfg.width);
+      EXPECT_NEAR(std::hypot(x1 - x0, y1 - y0), step, 0.05) << s.caption;
+    }
+    EXPECT_GT(checked, 10);
+  }
+  EXPECT_THROW(SyntheticShapes(SyntheticShapesConfig{.radius = 0.5}), ms::Error);
+  EXPECT_THROW(SyntheticShapes(SyntheticShapesConfig{.radius = 0}), ms::Error);
+  EXPECT_THROW(SyntheticShapes(SyntheticShapesConfig{.speed = -0.1}), ms::Error);
+}
+
 TEST(SyntheticShapes, StaysInFrame) {
   // A long clip (speed capped so the path fits): mass per frame stays constant while the shape is
   // fully inside; 4x4 supersampling of a ~30-pixel shape varies it by ~1%, leaving the frame by far more.

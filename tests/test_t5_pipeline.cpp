@@ -88,7 +88,7 @@ TEST(T5Pipeline, TrainAndSampleWithTheTextEncoder) {
   TempDir dir;
   write_file_atomic(dir.file("prompts.txt"), "red circle moving left\n");
   auto r = run_cli(
-      "train --steps 2 --save-every 2 --frames 3 --height 16 --width 16 --batch-size 1 --sample-every 2 "
+      "train --model tiny --steps 2 --save-every 2 --frames 3 --height 16 --width 16 --batch-size 1 --sample-every 2 "
       "--sample-steps 2 --sample-format mp4 --sample-prompts " +
       dir.file("prompts.txt") + t5_args(dir) + " --out " + dir.file("run"));
   ASSERT_EQ(r.code, 0) << r.output;

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
@@ -32,7 +32,8 @@ namespace fs = std::filesystem;
 
 // An fp8 code's value from the format's definition: (-1)^s 2^(e - bias) (1 + m / 2^mbits), subnormal at e = 0.
 long double fp8_reference(uint8_t b, int exp_bits, int man_bits) {
-  const int bias = (1 << (exp_bits - 1)) - 1, e = (b >> man_bits) & ((1 << exp_bits) - 1), m = b & ((1 << man_bits) - 1);
+  const int bias = (1 << (exp_bits - 1)) - 1, e = (b >> man_bits) & ((1 << exp_bits) - 1),
+            m = b & ((1 << man_bits) - 1);
   const long double sign = b & 0x80 ? -1.0L : 1.0L, frac = (long double)m / (1 << man_bits);
   if (e == 0) return sign * std::ldexp(frac, 1 - bias);
   return sign * std::ldexp(1.0L + frac, e - bias);
@@ -47,10 +48,10 @@ TEST(Fp8, EveryE4M3CodeMatchesTheDefinition) {
     }
     EXPECT_EQ((long double)got, fp8_reference(uint8_t(b), 4, 3)) << b;
   }
-  EXPECT_EQ(f8_e4m3_to_f32(0x7e), 448.0f);                  // the largest finite value
-  EXPECT_EQ(f8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));    // the smallest subnormal
+  EXPECT_EQ(f8_e4m3_to_f32(0x7e), 448.0f);                // the largest finite value
+  EXPECT_EQ(f8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
   EXPECT_EQ(f8_e4m3_to_f32(0xb8), -1.0f);
-  EXPECT_TRUE(std::signbit(f8_e4m3_to_f32(0x80)));          // -0
+  EXPECT_TRUE(std::signbit(f8_e4m3_to_f32(0x80)));  // -0
 }
 
 TEST(Fp8, EveryE5M2CodeMatchesTheDefinition) {
@@ -73,8 +74,9 @@ TEST(Fp8, EveryE5M2CodeMatchesTheDefinition) {
 std::vector<uint8_t> fp8_codes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<uint8_t> v(n);
-  for (auto& c : v)
-    do c = uint8_t(rng()); while ((c & 0x7f) >= 0x7c);
+  for (auto& c : v) do
+      c = uint8_t(rng());
+    while ((c & 0x7f) >= 0x7c);
   return v;
 }
 
@@ -174,8 +176,8 @@ TEST(NameMap, DiffusersConfigRoundTripsAndReadsDiffusersOwn) {
 void write_shapes_only(const std::string& path, int64_t dim, int64_t ffn, int64_t layers, bool i2v = false) {
   std::vector<std::string> names;
   std::vector<Shape> shapes = {{dim, 16, 1, 2, 2}, {64, dim}, {ffn, dim}, {dim, 4096}, {dim, 256}};
-  for (const char* n : {"patch_embedding.weight", "head.head.weight", "blocks.0.ffn.0.weight", "text_embedding.0.weight",
-                        "time_embedding.0.weight"})
+  for (const char* n : {"patch_embedding.weight", "head.head.weight", "blocks.0.ffn.0.weight",
+                        "text_embedding.0.weight", "time_embedding.0.weight"})
     names.push_back(n);
   for (int64_t i = 0; i < layers; ++i) {
     names.push_back(cat("blocks.", i, ".modulation"));
@@ -231,7 +233,7 @@ TEST(Safetensors, HeaderBytesAreEscapedInMessages) {
   }
   EXPECT_EQ(escape_text("ok ü \xff\x01\\"), "ok ü \\xff\\x01\\\\");
   EXPECT_EQ(escape_text("abcdef", 3), "abc...");
-  EXPECT_EQ(quote_text("\xc0\xaf"), "'\\xc0\\xaf'");  // an overlong '/', not a character
+  EXPECT_EQ(quote_text("\xc0\xaf"), "'\\xc0\\xaf'");                             // an overlong '/', not a character
   EXPECT_EQ(escape_text("a\u202eb\u2066"), "a\\xe2\\x80\\xaeb\\xe2\\x81\\xa6");  // bidirectional controls
 }
 
@@ -318,13 +320,16 @@ TEST(Convert, RoundTripsThroughWanAndDiffusersAreBitExact) {
 TEST(Convert, TrainSavesWanAndDiffusersFilesBesideItsCheckpoint) {
   TempDir dir;
   const std::string out = dir.file("run");
-  CliResult r = run_cli("train --steps 1 --frames 1 --height 8 --width 8 --batch-size 1 --save-format wan --out " + out);
+  CliResult r = run_cli(
+      "train --model tiny --steps 1 --frames 1 --height 8 --width 8 --batch-size 1 --save-format wan --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   const fs::path step = fs::path(out) / "latest";
   EXPECT_TRUE(fs::exists(step / "diffusion_pytorch_model.safetensors"));
   EXPECT_TRUE(fs::equivalent(step / "diffusion_pytorch_model.safetensors", step / "model.safetensors"));  // a hard link
   const std::string out2 = dir.file("run2");
-  r = run_cli("train --steps 1 --frames 1 --height 8 --width 8 --batch-size 1 --save-format diffusers --out " + out2);
+  r = run_cli(
+      "train --model tiny --steps 1 --frames 1 --height 8 --width 8 --batch-size 1 --save-format diffusers --out " +
+      out2);
   ASSERT_EQ(r.code, 0) << r.output;
   const fs::path step2 = fs::path(out2) / "latest";
   EXPECT_EQ(tensor_bytes((step2 / "transformer").string()), tensor_bytes((step2 / "model.safetensors").string()));

@@ -13,11 +13,11 @@ struct QuietLogs {
   ~QuietLogs() { set_log_level(LogLevel::info); }
 };
 
-// The tiny preset on `frames` frames of size x size synthetic video, batch 2, checkpoints every 2 steps, no samples
-// when it ends.
+// The baseline job (the tiny preset) on `frames` frames of size x size synthetic video, batch 2, checkpoints every 2
+// steps, no samples when it ends.
 inline TrainOptions small_run(const std::string& out, int64_t steps, int64_t frames = 1, int64_t size = 8,
                               uint64_t seed = 3) {
-  TrainOptions o;
+  TrainOptions o = baseline_job();
   o.frames = frames;
   o.height = size;
   o.width = size;

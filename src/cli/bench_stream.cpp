@@ -131,7 +131,7 @@ Traffic link_bytes(const ModelConfig& c, int prefetch) {
 void bench_stream(const BenchStreamArgs& a) {
   const std::unique_ptr<Communicator> comm = connect_ranks(1800);
   set_log_level(LogLevel::warn);
-  TrainOptions base;
+  TrainOptions base = baseline_job();
   base.steps = std::max<int64_t>(a.steps, 3);
   base.runtime.offload = Offload::stream;
   base.runtime.backend =

@@ -44,8 +44,8 @@ std::unique_ptr<Dataset> open_dataset(const DataOptions& o) {
   if (o.source == "synthetic" || o.source == "moving-mnist") {
     std::unique_ptr<OneShapeDataset> g;
     if (o.source == "synthetic")
-      g = std::make_unique<Synthetic>(SyntheticShapesConfig{o.frames > 0 ? o.frames : 6, o.height > 0 ? o.height : 24,
-                                                            o.width > 0 ? o.width : 24, o.seed});
+      g = std::make_unique<Synthetic>(SyntheticShapesConfig{o.frames > 0 ? o.frames : 4, o.height > 0 ? o.height : 16,
+                                                            o.width > 0 ? o.width : 16, o.seed});
     else
       g = std::make_unique<MovingMnist>(read_mnist(mnist_dir(o.mnist_dir)), o.frames, o.height, o.width, o.seed);
     g->set_batch((o.batch_size > 0 ? o.batch_size : 2) * o.ranks);

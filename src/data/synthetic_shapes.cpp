@@ -54,6 +54,9 @@ SyntheticShapes::SyntheticShapes(SyntheticShapesConfig cfg) : cfg_(cfg) {
   if (cfg_.frames < 1) MS_FAIL("synthetic shapes: frames must be >= 1, got ", cfg_.frames);
   if (cfg_.height < 8) MS_FAIL("synthetic shapes: height must be >= 8 pixels, got ", cfg_.height);
   if (cfg_.width < 8) MS_FAIL("synthetic shapes: width must be >= 8 pixels, got ", cfg_.width);
+  if (!(cfg_.radius > 0 && cfg_.radius < 0.5))
+    MS_FAIL("synthetic shapes: radius must be in (0, 0.5) of the frame's smaller side, got ", cfg_.radius);
+  if (!(cfg_.speed >= 0)) MS_FAIL("synthetic shapes: speed must be >= 0, got ", cfg_.speed);
 }
 
 const std::array<ShapeColour, 7>& shape_colours() { return kColours; }
@@ -77,10 +80,10 @@ VideoSample SyntheticShapes::get(int64_t index) const {
   const Motion& motion = kMotions[rng.below(int64_t(kMotions.size()))];
 
   // Geometry in pixel units; pixel (y, x) covers [y, y+1) x [x, x+1).
-  const double r = double(std::min(H, W)) / 8.0;
+  const double side = double(std::min(H, W)), r = cfg_.radius * side;
   const double along_extent = motion.dx != 0 ? double(W) : double(H);
   const double room = along_extent - 2.0 * r;  // distance the centre can travel while fully in frame
-  const double speed = F > 1 ? std::min(double(std::min(H, W)) / 32.0, room / double(F - 1)) : 0.0;
+  const double speed = F > 1 ? std::min(cfg_.speed * side, room / double(F - 1)) : 0.0;
   const double travel = speed * double(F - 1);
   // Start so that the whole path stays in [r, extent - r] on both axes.
   double x0 = rng.uniform(r, double(W) - r), y0 = rng.uniform(r, double(H) - r);

@@ -11,6 +11,8 @@ namespace ms {
 struct SyntheticShapesConfig {
   int64_t frames = 8, height = 32, width = 32;  // frames >= 1, height and width >= 8
   uint64_t seed = 0;
+  // In units of min(height, width): the shape's half-extent (in (0, 0.5)) and its speed per frame (>= 0).
+  double radius = 0.25, speed = 3.0 / 32.0;
 };
 
 struct ShapeColour {
@@ -26,9 +28,9 @@ struct VideoSample {
 };
 
 // Clip contents: one shape (circle, square, triangle) of one colour (red, green, blue, yellow,
-// cyan, magenta, white), half-extent min(height, width) / 8, moving left, right, up or down at
-// min(height, width) / 32 pixels per frame (1 pixel per frame at 32x32; slower when the clip is
-// too long to stay in frame), from a random sub-pixel start such that it stays fully in frame.
+// cyan, magenta, white), half-extent radius x min(height, width), moving left, right, up or down at
+// speed x min(height, width) pixels per frame (1.5 pixels per frame at 16x16 by default; slower when
+// the clip is too long to stay in frame), from a random sub-pixel start such that it stays fully in frame.
 // Edges are anti-aliased by 4x4 supersampling: pixel = background + coverage * (colour - background).
 class SyntheticShapes {
  public:

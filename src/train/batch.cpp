@@ -50,8 +50,11 @@ StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg, int ranks) {
       dims.push_back(ModelDims::make(cfg, std::max<int64_t>(1, rank_clips(b.clips, 0, ranks)), b.shape.frames,
                                      b.shape.height, b.shape.width, cfg.text_len));
     } catch (const Error& e) {
+      // The default job's model spans 4 frames a token; the tiny preset takes any frame count.
+      const bool pixel_patch_in_time = cfg.in_dim == 3 && cfg.patch_size[0] > 1;
       MS_FAIL("the data holds clips of ", b.shape.frames, "x", b.shape.height, "x", b.shape.width,
-              " (F x H x W) that the model cannot take: ", e.what());
+              " (F x H x W) that the model cannot take: ", e.what(),
+              pixel_patch_in_time ? "; --model tiny takes any number of frames" : "");
     }
   }
   return StepShapes(std::move(dims));

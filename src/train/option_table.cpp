@@ -343,6 +343,8 @@ nlohmann::json options_to_json(const TrainOptions& o) {
 TrainOptions options_from_json(const nlohmann::json& j) {
   if (!j.is_object()) MS_FAIL("trainer.json: 'options' must be an object");
   TrainOptions o;
+  // A run saved before --lr-scheduler existed ran the constant rate after its warm-up (the default until session 28).
+  o.lr_scheduler = LrScheduler::constant_with_warmup;
   // A run saved before megaslide's shift followed musubi-tuner's (sigmoid_scale came with it) keeps its formula.
   const bool before_sigmoid_scale = !j.contains("sigmoid_scale");
   for (const TrainOption& option : train_option_table()) {

@@ -37,6 +37,17 @@ void TrainOptions::validate() const {
   ms::validate(flow);
 }
 
+TrainOptions baseline_job() {
+  TrainOptions o;
+  o.model = "tiny";
+  o.frames = 6, o.height = 24, o.width = 24;
+  o.steps = 150, o.batch_size = 2;
+  o.lr_scheduler = LrScheduler::constant_with_warmup;
+  o.flow.sampling = TimestepSampling::uniform;
+  o.save_every = 100, o.log_every = 10;
+  return o;
+}
+
 // diffusers' lambdas at the 1-based step t (diffusers evaluates its step k at k - 1; megaslide's warm-up reaches lr at
 // step `warmup`, so that saved runs resume on the same rates).
 double TrainOptions::lr_at(int64_t t) const {

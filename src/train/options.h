@@ -38,25 +38,25 @@ struct EnumNames<LrScheduler> {
 };
 
 struct TrainOptions {
-  std::string model = "tiny";      // preset | model directory | weights file (with config)
+  std::string model = "tiny-t4";   // preset | model directory | weights file (with config)
   std::string config;              // config.json (with a weights file, or to override)
   std::string data = "synthetic";  // synthetic | moving-mnist | dataset .toml (docs/data.md)
   std::string mnist_dir;           // moving-mnist: IDX files ("": $MEGASLIDE_DATA or ~/.cache/megaslide)
   BadDataPolicy on_bad_data = BadDataPolicy::skip;
   // Pixels (pixel-space models) or latents; 0: the data's own (a TOML's target_frames / resolution,
-  // a latent cache's shape, Moving-MNIST 20x64x64, synthetic 6x24x24). Resolved before the run starts.
-  int64_t frames = 6, height = 24, width = 24;
-  int64_t steps = 150, batch_size = 2;  // batch_size 0: a TOML entry's batch_size, else 2
-  int64_t grad_accum = 1;               // batches per optimizer step (their gradients averaged)
+  // a latent cache's shape, Moving-MNIST 20x64x64, synthetic 4x16x16). Resolved before the run starts.
+  int64_t frames = 4, height = 16, width = 16;
+  int64_t steps = 6000, batch_size = 8;  // batch_size 0: a TOML entry's batch_size, else 2
+  int64_t grad_accum = 1;                // batches per optimizer step (their gradients averaged)
   double lr = 2e-3, grad_clip = 1.0;
   int64_t warmup = 20;
-  LrScheduler lr_scheduler = LrScheduler::constant_with_warmup;
+  LrScheduler lr_scheduler = LrScheduler::cosine;
   int64_t lr_cycles = 1;  // cosine_with_restarts: hard restarts over the decay
   AdamWConfig adamw;
-  FlowConfig flow;
+  FlowConfig flow{.sampling = TimestepSampling::logit_normal};
   uint64_t seed = 0;
   std::string out = "runs/default";
-  int64_t save_every = 100, log_every = 10;
+  int64_t save_every = 1000, log_every = 100;
   int64_t save_every_epochs = 0;         // also checkpoint at the end of every N-th epoch of the data (0: never)
   int64_t keep_last = 0;                 // keep only the N newest checkpoints (0: all)
   double caption_dropout = 0;            // probability of training a clip on the empty prompt
@@ -78,6 +78,11 @@ struct TrainOptions {
   // Learning rate at 1-based step t of `steps`: lr times the --lr-scheduler's factor (docs/training.md).
   double lr_at(int64_t t) const;
 };
+
+// The default job until session 28, which the tests and `bench train` / `bench stream` run (their baselines in
+// docs/benchmarks.md): the tiny preset, 150 steps of 2 clips of 6 x 24 x 24, uniform timesteps, a constant learning
+// rate after the warm-up, checkpoints every 100 steps.
+TrainOptions baseline_job();
 
 // Aids for tests and benchmarks: they change what a run does but are never saved with it, so a resumed run has none.
 struct TrainHooks {
