@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -78,7 +79,7 @@ TEST(SyntheticShapes, ShapeRangeAndCaptionVocabulary) {
     captions.insert(s.caption);
   }
   // 400 draws over num_classes() equally likely captions cover nearly all of them.
-  EXPECT_GT(int64_t(captions.size()), SyntheticShapes::num_classes() * 9 / 10);
+  EXPECT_GT(int64_t(captions.size()), data.num_classes() * 9 / 10);
 }
 
 TEST(SyntheticShapes, CaptionColourIsTheDominantColour) {
@@ -101,6 +102,33 @@ TEST(SyntheticShapes, CaptionColourIsTheDominantColour) {
     ASSERT_GT(top, 0.0) << s.caption;
     for (size_t c = 0; c < 3; ++c) EXPECT_EQ(energy[c] > 0.5 * top, lit.at(colour)[c]) << s.caption << " channel " << c;
   }
+}
+
+TEST(SyntheticShapes, NewColoursAreOnlyTheThreeTheDefaultDataNeverShows) {
+  // Fully covered pixels hold the caption colour's RGB exactly (in [-1, 1]: 2 rgb - 1); edge pixels blend to black.
+  const SyntheticShapesConfig cfg{.frames = 2, .height = 20, .width = 24, .seed = 8, .new_colours = true};
+  const SyntheticShapes data(cfg);
+  EXPECT_EQ(data.num_classes(), 3 * 3 * 4);
+  std::set<std::string> seen;
+  const int64_t n = cfg.frames * cfg.height * cfg.width;
+  for (int64_t i = 0; i < 60; ++i) {
+    const VideoSample s = data.get(i);
+    const std::string colour = parse(s.caption).colour;
+    seen.insert(colour);
+    const auto it = std::find_if(shape_colours().begin(), shape_colours().end(),
+                                 [&](const ShapeColour& c) { return colour == c.name; });
+    ASSERT_NE(it, shape_colours().end()) << s.caption;
+    int64_t full = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const float r = s.video[size_t(k)], g = s.video[size_t(n + k)], b = s.video[size_t(2 * n + k)];
+      if (std::fabs(r - (2 * it->rgb[0] - 1)) < 1e-6f && std::fabs(g - (2 * it->rgb[1] - 1)) < 1e-6f &&
+          std::fabs(b - (2 * it->rgb[2] - 1)) < 1e-6f)
+        ++full;
+    }
+    EXPECT_GT(full, 10) << s.caption;
+  }
+  EXPECT_EQ(seen, std::set<std::string>({"orange", "purple", "pink"}));
+  for (const std::string& caption : data.sample_captions()) EXPECT_TRUE(seen.count(parse(caption).colour)) << caption;
 }
 
 TEST(SyntheticShapes, CentroidMovesInTheCaptionedDirection) {

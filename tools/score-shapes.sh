@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Scores a model trained on the built-in synthetic shapes (docs/results.md): samples N captions of the data (colour,
 # shape and direction cycling, seed 100 + i), scores each GIF with `megaslide eval` and prints the fraction of clips
-# whose colour, direction and one-shape scores are above one half.
+# whose colour, direction and one-shape scores are above one half. COLOURS="orange purple pink" scores the captions
+# of --data synthetic-new-colours.
 #   tools/score-shapes.sh MODEL_DIR OUT_DIR [N] [sample options...]
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n 2,5p "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n 2,6p "$0"; exit 2; }
 model=$1 out=$2 n=${3:-16}
 shift $(($# < 3 ? $# : 3))
 bin=${MEGASLIDE:-$(dirname "$0")/../build/megaslide}
-colours=(red green blue yellow cyan magenta white) shapes=(circle square triangle) dirs=(left right up down)
+read -ra colours <<< "${COLOURS:-red green blue yellow cyan magenta white}"
+shapes=(circle square triangle) dirs=(left right up down)
 mkdir -p "$out"
 for ((i = 0; i < n; i++)); do
-  caption="${colours[i % 7]} ${shapes[i % 3]} moving ${dirs[i % 4]}"
+  caption="${colours[i % ${#colours[@]}]} ${shapes[i % 3]} moving ${dirs[i % 4]}"
   echo "$caption" > "$out/clip$i.txt"
   "$bin" sample --model "$model" --prompt "$caption" --seed $((100 + i)) --out "$out/clip$i.gif" "$@" 2> "$out/sample.log" ||
     { tail -3 "$out/sample.log"; exit 1; }

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/log.h"
 #include "core/parallel.h"
+#include "data/dataset.h"
 #include "dist/mpi.h"
 #include "train/option_table.h"
 #include "train/trainer.h"
@@ -73,7 +74,7 @@ void add_train_command(CLI::App& app) {
         MS_FAIL("--resume continues a run with the options saved in its trainer.json; only --steps and ",
                 "--host-memory may be given, not ", given, ". Start a new run (--out) to change them");
     }
-    if (opts->data != "synthetic") {  // sizes not given come from the data (TrainOptions: 0)
+    if (!is_synthetic_shapes(opts->data)) {  // sizes not given come from the data (TrainOptions: 0)
       for (auto [flag, value] : {std::pair{"--frames", &opts->frames},
                                  {"--height", &opts->height},
                                  {"--width", &opts->width},

@@ -19,7 +19,7 @@ class Synthetic : public OneShapeDataset {
     VideoSample v = data_.get(index);
     return {std::move(v.video), std::move(v.caption), {}};
   }
-  std::vector<std::string> sample_prompts() const override { return SyntheticShapes::sample_captions(); }
+  std::vector<std::string> sample_prompts() const override { return data_.sample_captions(); }
 
  private:
   SyntheticShapesConfig cfg_;
@@ -39,13 +39,22 @@ std::unique_ptr<Dataset> open_toml(const DataOptions& o) {
 
 }  // namespace
 
+bool is_synthetic_shapes(const std::string& source) {
+  return source == "synthetic" || source == "synthetic-new-colours";
+}
+
+bool is_generated_data(const std::string& source) { return is_synthetic_shapes(source) || source == "moving-mnist"; }
+
 std::unique_ptr<Dataset> open_dataset(const DataOptions& o) {
   std::unique_ptr<Dataset> d;
-  if (o.source == "synthetic" || o.source == "moving-mnist") {
+  if (is_generated_data(o.source)) {
     std::unique_ptr<OneShapeDataset> g;
-    if (o.source == "synthetic")
-      g = std::make_unique<Synthetic>(SyntheticShapesConfig{o.frames > 0 ? o.frames : 4, o.height > 0 ? o.height : 16,
-                                                            o.width > 0 ? o.width : 16, o.seed});
+    if (is_synthetic_shapes(o.source))
+      g = std::make_unique<Synthetic>(SyntheticShapesConfig{.frames = o.frames > 0 ? o.frames : 4,
+                                                            .height = o.height > 0 ? o.height : 16,
+                                                            .width = o.width > 0 ? o.width : 16,
+                                                            .seed = o.seed,
+                                                            .new_colours = o.source == "synthetic-new-colours"});
     else
       g = std::make_unique<MovingMnist>(read_mnist(mnist_dir(o.mnist_dir)), o.frames, o.height, o.width, o.seed);
     g->set_batch((o.batch_size > 0 ? o.batch_size : 2) * o.ranks);
@@ -53,7 +62,8 @@ std::unique_ptr<Dataset> open_dataset(const DataOptions& o) {
   } else if (o.source.size() > 5 && o.source.ends_with(".toml")) {
     d = open_toml(o);
   } else {
-    MS_FAIL("--data '", o.source, "' is unknown; use synthetic, moving-mnist or a dataset .toml file (docs/data.md)");
+    MS_FAIL("--data '", o.source,
+            "' is unknown; use synthetic, synthetic-new-colours, moving-mnist or a dataset .toml file (docs/data.md)");
   }
   const DataShape s = d->batch_shapes().front().shape;
   if (s.channels != o.in_dim)

@@ -67,7 +67,7 @@ struct EnumNames<BadDataPolicy> {
 };
 
 struct DataOptions {
-  std::string source = "synthetic";  // synthetic | moving-mnist | path to a dataset .toml
+  std::string source = "synthetic";  // synthetic | synthetic-new-colours | moving-mnist | path to a dataset .toml
   int64_t batch_size = 0;            // clips per batch; 0: a TOML entry's batch_size (else 1, as musubi-tuner), else 2
   int64_t ranks = 1;      // a distributed run's ranks: batches are `ranks` times batch_size (the global batch)
   std::string mnist_dir;  // moving-mnist: the IDX files ("": $MEGASLIDE_DATA or ~/.cache/megaslide)
@@ -76,6 +76,11 @@ struct DataOptions {
   int64_t frames = 0, height = 0, width = 0;            // requested clip size (0: the data's own)
   int64_t in_dim = 3, text_len = 512, text_dim = 4096;  // the model's
 };
+
+// Whether --data names the built-in shapes (synthetic, synthetic-new-colours) or any generated source (they and
+// moving-mnist): no file behind them.
+bool is_synthetic_shapes(const std::string& source);
+bool is_generated_data(const std::string& source);
 
 // Opens --data. A requested nonzero size selects among the shapes the data holds (a TOML's target_frames /
 // resolution, a latent cache's shapes) and must agree with at least one; Moving-MNIST and synthetic take any

@@ -10,13 +10,17 @@
 namespace ms {
 namespace {
 
-constexpr std::array<ShapeColour, 7> kColours = {{{"red", {1, 0, 0}},
-                                                  {"green", {0, 1, 0}},
-                                                  {"blue", {0, 0, 1}},
-                                                  {"yellow", {1, 1, 0}},
-                                                  {"cyan", {0, 1, 1}},
-                                                  {"magenta", {1, 0, 1}},
-                                                  {"white", {1, 1, 1}}}};
+constexpr std::array<ShapeColour, 10> kColours = {{{"red", {1, 0, 0}},
+                                                   {"green", {0, 1, 0}},
+                                                   {"blue", {0, 0, 1}},
+                                                   {"yellow", {1, 1, 0}},
+                                                   {"cyan", {0, 1, 1}},
+                                                   {"magenta", {1, 0, 1}},
+                                                   {"white", {1, 1, 1}},
+                                                   {"orange", {1, 0.5f, 0}},
+                                                   {"purple", {0.6f, 0, 1}},
+                                                   {"pink", {1, 0.4f, 0.7f}}}};
+constexpr size_t kDefaultColours = 7;  // the default data's; the rest are the new colours
 
 enum class ShapeKind { circle, square, triangle };
 constexpr std::array<const char*, 3> kShapeNames = {"circle", "square", "triangle"};
@@ -50,7 +54,10 @@ Rng clip_rng(uint64_t seed, int64_t index) {
 
 }  // namespace
 
-SyntheticShapes::SyntheticShapes(SyntheticShapesConfig cfg) : cfg_(cfg) {
+SyntheticShapes::SyntheticShapes(SyntheticShapesConfig cfg)
+    : cfg_(cfg),
+      colours_(cfg.new_colours ? std::span<const ShapeColour>(kColours).subspan(kDefaultColours)
+                               : std::span<const ShapeColour>(kColours).first(kDefaultColours)) {
   if (cfg_.frames < 1) MS_FAIL("synthetic shapes: frames must be >= 1, got ", cfg_.frames);
   if (cfg_.height < 8) MS_FAIL("synthetic shapes: height must be >= 8 pixels, got ", cfg_.height);
   if (cfg_.width < 8) MS_FAIL("synthetic shapes: width must be >= 8 pixels, got ", cfg_.width);
@@ -59,15 +66,15 @@ SyntheticShapes::SyntheticShapes(SyntheticShapesConfig cfg) : cfg_(cfg) {
   if (!(cfg_.speed >= 0)) MS_FAIL("synthetic shapes: speed must be >= 0, got ", cfg_.speed);
 }
 
-const std::array<ShapeColour, 7>& shape_colours() { return kColours; }
+const std::array<ShapeColour, 10>& shape_colours() { return kColours; }
 
-int64_t SyntheticShapes::num_classes() { return int64_t(kColours.size() * kShapeNames.size() * kMotions.size()); }
+int64_t SyntheticShapes::num_classes() const { return int64_t(colours_.size() * kShapeNames.size() * kMotions.size()); }
 
-std::vector<std::string> SyntheticShapes::sample_captions() {
+std::vector<std::string> SyntheticShapes::sample_captions() const {
   std::vector<std::string> captions;
   for (size_t i = 0; i < 4; ++i)
-    captions.push_back(std::string(kColours[i].name) + " " + kShapeNames[i % kShapeNames.size()] + " moving " +
-                       kMotions[i].name);
+    captions.push_back(std::string(colours_[i % colours_.size()].name) + " " + kShapeNames[i % kShapeNames.size()] +
+                       " moving " + kMotions[i].name);
   return captions;
 }
 
@@ -75,7 +82,7 @@ VideoSample SyntheticShapes::get(int64_t index) const {
   MS_CHECK(index >= 0, "synthetic shapes: index must be >= 0, got ", index);
   const int64_t F = cfg_.frames, H = cfg_.height, W = cfg_.width;
   Rng rng = clip_rng(cfg_.seed, index);
-  const ShapeColour& colour = kColours[rng.below(int64_t(kColours.size()))];
+  const ShapeColour& colour = colours_[size_t(rng.below(int64_t(colours_.size())))];
   const auto kind = ShapeKind(rng.below(int64_t(kShapeNames.size())));
   const Motion& motion = kMotions[rng.below(int64_t(kMotions.size()))];
 

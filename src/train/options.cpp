@@ -15,7 +15,7 @@ void TrainOptions::make_paths_absolute() {
   auto absolute = [](std::string& p) {
     if (!p.empty()) p = std::filesystem::absolute(p).lexically_normal().string();
   };
-  if (data != "synthetic" && data != "moving-mnist") absolute(data);
+  if (!is_generated_data(data)) absolute(data);
   for (std::string* p : {&mnist_dir, &trace, &samples.prompts, &out, &empty_prompt}) absolute(*p);
 }
 

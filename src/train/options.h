@@ -40,7 +40,7 @@ struct EnumNames<LrScheduler> {
 struct TrainOptions {
   std::string model = "tiny-t4";   // preset | model directory | weights file (with config)
   std::string config;              // config.json (with a weights file, or to override)
-  std::string data = "synthetic";  // synthetic | moving-mnist | dataset .toml (docs/data.md)
+  std::string data = "synthetic";  // synthetic | synthetic-new-colours | moving-mnist | dataset .toml (docs/data.md)
   std::string mnist_dir;           // moving-mnist: IDX files ("": $MEGASLIDE_DATA or ~/.cache/megaslide)
   BadDataPolicy on_bad_data = BadDataPolicy::skip;
   // Pixels (pixel-space models) or latents; 0: the data's own (a TOML's target_frames / resolution,
