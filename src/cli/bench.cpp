@@ -68,7 +68,7 @@ void bench_train(const BenchTrainArgs& a) {
     return;
   }
   std::printf("bench train: %s (%s, %s attention, %lld tokens/step, %d threads, %lld steps)\n",
-              o.config.empty() ? "default job" : o.config.c_str(), o.model.c_str(), name_of(c.attention.type),
+              o.config.empty() ? "baseline job" : o.config.c_str(), o.model.c_str(), name_of(c.attention.type),
               static_cast<long long>(d.N()), num_threads(), static_cast<long long>(s.steps_run));
   std::printf("  tokens/s            %10.0f\n", s.tokens_per_second);
   std::printf("  achieved GFLOP/s    %10.2f  (%.2f GFLOP/step executed, %.0f%% attention; blocks %s)\n", achieved / 1e9,
