@@ -155,8 +155,8 @@ TEST(SyntheticShapes, CentroidMovesInTheCaptionedDirection) {
 }
 
 TEST(SyntheticShapes, RadiusAndSpeedAreTheConfigured) {
-  // Closed forms (to the 4 x 4 supersampling): a circle's mass is 2 pi r^2 per lit channel (values -1 -> 1), a square's
-  // 2 (2 x 0.886 r)^2; each frame moves the centroid by speed x min(H, W) along the captioned axis.
+  // Closed forms (to the 4 x 4 supersampling): a circle's mass is 2 pi r^2 per unit of channel value (-1 -> 1), a
+  // square's 2 (2 x 0.886 r)^2; each frame moves the centroid by speed x min(H, W) along the captioned axis.
   for (const auto& [radius, speed] : {std::pair{0.25, 3.0 / 32.0}, std::pair{0.15, 0.05}}) {
     const SyntheticShapesConfig cfg{
         .frames = 3, .height = 40, .width = 46, .seed = 11, .radius = radius, .speed = speed};
@@ -166,9 +166,10 @@ TEST(SyntheticShapes, RadiusAndSpeedAreTheConfigured) {
     for (int64_t i = 0; i < 40; ++i) {
       const VideoSample s = data.get(i);
       const Caption c = parse(s.caption);
-      const int64_t lit = c.colour == "white"                                              ? 3
-                          : c.colour == "red" || c.colour == "green" || c.colour == "blue" ? 1
-                                                                                           : 2;
+      const auto it = std::find_if(shape_colours().begin(), shape_colours().end(),
+                                   [&](const ShapeColour& k) { return c.colour == k.name; });
+      ASSERT_NE(it, shape_colours().end()) << s.caption;
+      const double lit = double(it->rgb[0]) + it->rgb[1] + it->rgb[2];  // each channel's mass scales with its value
       double m = 0;
       for (double v : frame_mass(s, cfg, 1)) m += v;
       const double area = c.shape == "circle" ? M_PI * r * r : c.shape == "square" ? std::pow(2 * 0.886 * r, 2) : 0;
