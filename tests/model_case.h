@@ -18,9 +18,16 @@ struct ModelCase {
   Weights weights;
 
   // B = 2 samples, latents [2, in_dim, F, H, W], context [2, Lc, text_dim]; parameters N(0, 0.4^2), norm
-  // weights near 1 like trained models.
-  ModelCase(const ModelConfig& c, int64_t F, int64_t H, int64_t W, int64_t Lc)
-      : cfg(c), dims(ModelDims::make(c, 2, F, H, W, Lc)), table(c), t{137.0, 861.5} {
+  // weights near 1 like trained models. t: one per sample, or `time_rows` per sample (one of them 0, as TI2V's
+  // conditioning frame has it).
+  ModelCase(const ModelConfig& c, int64_t F, int64_t H, int64_t W, int64_t Lc, int64_t time_rows = 1)
+      : cfg(c), dims(ModelDims::make(c, 2, F, H, W, Lc, time_rows)), table(c), t{137.0, 861.5} {
+    if (time_rows > 1) {
+      Rng r(15);
+      t.resize(size_t(dims.Bt()));
+      for (double& v : t) v = r.uniform(0.0, 1000.0);
+      t[0] = 0.0;
+    }
     params = randn(size_t(table.total()), 11, 0.4);
     for (const auto& p : table.params()) {
       if (p.name.find("norm") != std::string::npos && p.name.find(".weight") != std::string::npos)
@@ -32,8 +39,14 @@ struct ModelCase {
       weights[p.name] = Vec(params.begin() + p.offset, params.begin() + p.offset + p.numel);
   }
   int64_t out_numel() const { return dims.B * cfg.out_dim * dims.F * dims.H * dims.W; }
+  // The reference takes t per token ([B, L], Wan2.2's form) when there are several per sample.
   Vec reference() const {
-    return ref_forward(cfg, weights, latents, t, context, dims.B, dims.F, dims.H, dims.W, dims.Lc);
+    Vec tt = t;
+    if (dims.time_rows > 1) {
+      tt.resize(size_t(dims.N()));
+      for (int64_t n = 0; n < dims.N(); ++n) tt[size_t(n)] = t[size_t(n / dims.Lr())];
+    }
+    return ref_forward(cfg, weights, latents, tt, context, dims.B, dims.F, dims.H, dims.W, dims.Lc);
   }
 };
 

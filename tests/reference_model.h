@@ -235,7 +235,8 @@ inline void ref_rope(Vec& x, int64_t B, int64_t f, int64_t h, int64_t w, int64_t
     }
 }
 
-// latents [B, C, F, H, W], t [B], ctx [B, Lc, text_dim] -> velocity [B, out_dim, F, H, W].
+// latents [B, C, F, H, W], t [B] or [B, L] (Wan2.2's per-token timesteps: e [B, L, D], e0 [B, L, 6, D]),
+// ctx [B, Lc, text_dim] -> velocity [B, out_dim, F, H, W].
 inline Vec ref_forward(const ModelConfig& cfg, const Weights& W, const Vec& lat, const Vec& tstep, const Vec& context,
                        int64_t B, int64_t F, int64_t H, int64_t Wd, int64_t Lc) {
   const int64_t D = cfg.dim, C = cfg.in_dim, pt = cfg.patch_size[0], ph = cfg.patch_size[1], pw = cfg.patch_size[2];
@@ -257,21 +258,22 @@ inline Vec ref_forward(const ModelConfig& cfg, const Weights& W, const Vec& lat,
                      lat[(((b * C + c) * F + tf * pt + a) * H + th * ph + e) * Wd + tw * pw + g];
         x[(b * L + l) * D + o] = s;
       }
-  // time
-  const int64_t half = cfg.freq_dim / 2;
-  Vec sinus(size_t(B * cfg.freq_dim));
-  for (int64_t b = 0; b < B; ++b)
+  // time, one embedding per token (t [B] expanded to [B, L] as Wan2.2's model.py does)
+  const int64_t half = cfg.freq_dim / 2, N = B * L;
+  const bool per_token = int64_t(tstep.size()) == N;
+  Vec sinus(size_t(N * cfg.freq_dim));
+  for (int64_t n = 0; n < N; ++n)
     for (int64_t i = 0; i < half; ++i) {
-      double a = tstep[b] * std::pow(10000.0, -double(i) / double(half));
-      sinus[b * cfg.freq_dim + i] = std::cos(a);
-      sinus[b * cfg.freq_dim + half + i] = std::sin(a);
+      double a = tstep[size_t(per_token ? n : n / L)] * std::pow(10000.0, -double(i) / double(half));
+      sinus[n * cfg.freq_dim + i] = std::cos(a);
+      sinus[n * cfg.freq_dim + half + i] = std::sin(a);
     }
-  Vec e = ref_linear(W, "time_embedding.0", sinus, B, cfg.freq_dim, D);
+  Vec e = ref_linear(W, "time_embedding.0", sinus, N, cfg.freq_dim, D);
   for (auto& z : e) z = ref_silu(z);
-  e = ref_linear(W, "time_embedding.2", e, B, D, D);
+  e = ref_linear(W, "time_embedding.2", e, N, D, D);
   Vec es = e;
   for (auto& z : es) z = ref_silu(z);
-  Vec e0 = ref_linear(W, "time_projection.1", es, B, D, 6 * D);
+  Vec e0 = ref_linear(W, "time_projection.1", es, N, D, 6 * D);  // [B, L, 6, D]
   // text
   Vec ctx(size_t(B * Lt * cfg.text_dim), 0.0);
   for (int64_t b = 0; b < B; ++b)
@@ -282,14 +284,13 @@ inline Vec ref_forward(const ModelConfig& cfg, const Weights& W, const Vec& lat,
   for (int64_t blk = 0; blk < cfg.num_layers; ++blk) {
     const std::string p = "blocks." + std::to_string(blk) + ".";
     const Vec& mod = W.at(p + "modulation");
-    auto m = [&](int64_t b, int64_t i, int64_t k) { return mod[i * D + k] + e0[(b * 6 + i) * D + k]; };
-    const int64_t N = B * L;
+    auto m = [&](int64_t b, int64_t l, int64_t i, int64_t k) { return mod[i * D + k] + e0[((b * L + l) * 6 + i) * D + k]; };
     Vec xn = ref_layernorm(x, N, D, eps);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t l = 0; l < L; ++l)
         for (int64_t k = 0; k < D; ++k) {
           double& z = xn[(b * L + l) * D + k];
-          z = z * (1 + m(b, 1, k)) + m(b, 0, k);
+          z = z * (1 + m(b, l, 1, k)) + m(b, l, 0, k);
         }
     Vec q = ref_rms(ref_linear(W, p + "self_attn.q", xn, N, D, D), W.at(p + "self_attn.norm_q.weight"), N, D, eps);
     Vec k = ref_rms(ref_linear(W, p + "self_attn.k", xn, N, D, D), W.at(p + "self_attn.norm_k.weight"), N, D, eps);
@@ -310,7 +311,7 @@ inline Vec ref_forward(const ModelConfig& cfg, const Weights& W, const Vec& lat,
     Vec y = ref_linear(W, p + "self_attn.o", att, N, D, D);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t l = 0; l < L; ++l)
-        for (int64_t kk = 0; kk < D; ++kk) x[(b * L + l) * D + kk] += y[(b * L + l) * D + kk] * m(b, 2, kk);
+        for (int64_t kk = 0; kk < D; ++kk) x[(b * L + l) * D + kk] += y[(b * L + l) * D + kk] * m(b, l, 2, kk);
     Vec xc = ref_layernorm(x, N, D, eps, &W.at(p + "norm3.weight"), &W.at(p + "norm3.bias"));
     Vec qc = ref_rms(ref_linear(W, p + "cross_attn.q", xc, N, D, D), W.at(p + "cross_attn.norm_q.weight"), N, D, eps);
     Vec kc = ref_rms(ref_linear(W, p + "cross_attn.k", ctx, B * Lt, D, D), W.at(p + "cross_attn.norm_k.weight"), B * Lt,
@@ -323,14 +324,14 @@ inline Vec ref_forward(const ModelConfig& cfg, const Weights& W, const Vec& lat,
       for (int64_t l = 0; l < L; ++l)
         for (int64_t kk = 0; kk < D; ++kk) {
           double& z = xf[(b * L + l) * D + kk];
-          z = z * (1 + m(b, 4, kk)) + m(b, 3, kk);
+          z = z * (1 + m(b, l, 4, kk)) + m(b, l, 3, kk);
         }
     Vec hdn = ref_linear(W, p + "ffn.0", xf, N, D, cfg.ffn_dim);
     for (auto& z : hdn) z = ref_gelu(z);
     Vec fo = ref_linear(W, p + "ffn.2", hdn, N, cfg.ffn_dim, D);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t l = 0; l < L; ++l)
-        for (int64_t kk = 0; kk < D; ++kk) x[(b * L + l) * D + kk] += fo[(b * L + l) * D + kk] * m(b, 5, kk);
+        for (int64_t kk = 0; kk < D; ++kk) x[(b * L + l) * D + kk] += fo[(b * L + l) * D + kk] * m(b, l, 5, kk);
   }
   // head
   const Vec& hm = W.at("head.modulation");
@@ -339,7 +340,7 @@ inline Vec ref_forward(const ModelConfig& cfg, const Weights& W, const Vec& lat,
     for (int64_t l = 0; l < L; ++l)
       for (int64_t k = 0; k < D; ++k) {
         double& z = xh[(b * L + l) * D + k];
-        z = z * (1 + hm[D + k] + e[b * D + k]) + hm[k] + e[b * D + k];
+        z = z * (1 + hm[D + k] + e[(b * L + l) * D + k]) + hm[k] + e[(b * L + l) * D + k];
       }
   const int64_t Co = cfg.out_dim;
   Vec tok = ref_linear(W, "head.head", xh, B * L, D, Co * pt * ph * pw);

@@ -227,6 +227,26 @@ TEST(Plan, CliJsonHasTheIssueKeys) {
   EXPECT_FALSE(j["reason"].get<std::string>().empty());
 }
 
+// A preset's own video size and VAE stride unless told otherwise (Wan's configs); the old names are aliases.
+TEST(Plan, TakesThePresetsVideoDefaults) {
+  auto video = [](const std::string& args) {
+    const CliResult r = run_cli("plan " + args + " --json");
+    EXPECT_EQ(r.code, 0) << args << ": " << r.output;
+    return r.code ? nlohmann::json() : nlohmann::json::parse(r.output)["video"];
+  };
+  const auto ti2v = video("--preset wan2.2-ti2v-5b");  // 121 frames at 704 x 1280, stride 4, 16, 16
+  EXPECT_EQ(ti2v["frames"], 121);
+  EXPECT_EQ(ti2v["latent"], nlohmann::json({31, 44, 80}));
+  EXPECT_EQ(ti2v["token_grid"], nlohmann::json({31, 22, 40}));
+  const auto a14b = video("--preset wan2.2-t2v-a14b");  // 81 frames at 720 x 1280, stride 4, 8, 8
+  EXPECT_EQ(a14b["latent"], nlohmann::json({21, 90, 160}));
+  const auto wan21 = video("--preset wan2.1-14b");  // 81 frames at 480 x 832
+  EXPECT_EQ(wan21["latent"], nlohmann::json({21, 60, 104}));
+  EXPECT_EQ(video("--preset wan2.1-t2v-14b"), wan21);
+  const auto told = video("--preset wan2.2-ti2v-5b --frames 41 --height 480 --width 832 --vae-stride 4,8,8");
+  EXPECT_EQ(told["latent"], nlohmann::json({11, 60, 104}));
+}
+
 // End to end: the plan of the default training job's shape against the device_peak_bytes its run reports.
 // plan's resident arena against the trainer's measured one: recomputing each block (one block's activations), and
 // keeping every block's (--recompute never: num_layers - 1 more), both given explicitly to both.

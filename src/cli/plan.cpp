@@ -24,8 +24,9 @@ const std::vector<std::string> kSharedFlags = {"--offload",       "--optimizer-s
 
 struct PlanArgs {
   std::string preset, model;
-  int64_t frames = 81, height = 480, width = 832, batch = 1;
-  std::string vae_stride = "4,8,8";
+  std::optional<int64_t> frames, height, width;  // absent: the preset's (PresetDefaults)
+  int64_t batch = 1;
+  std::string vae_stride;
   std::string attention, window;
   std::optional<int64_t> offset_groups;
   std::string hbm;
@@ -50,7 +51,9 @@ PlanInputs plan_inputs(const PlanArgs& a) {
   if (!a.attention.empty()) in.model.attention.type = parse_name<AttentionType>(a.attention, "--attention");
   if (!a.window.empty()) in.model.attention.window = parse_triple(a.window, "--window");
   if (a.offset_groups) in.model.attention.offset_groups = *a.offset_groups;
-  in.video = {a.batch, a.frames, a.height, a.width, parse_triple(a.vae_stride, "--vae-stride")};
+  const PresetDefaults v = a.preset.empty() ? PresetDefaults{} : preset_defaults(a.preset);
+  in.video = {a.batch, a.frames.value_or(v.frames), a.height.value_or(v.height), a.width.value_or(v.width),
+              a.vae_stride.empty() ? v.vae_stride : parse_triple(a.vae_stride, "--vae-stride")};
   in.hw = hardware_profile(a.gpu);
   if (!a.hbm.empty()) in.hw.device_bytes = parse_bytes(a.hbm, "--hbm");
   if (a.tflops && !(*a.tflops > 0)) MS_FAIL("--tflops must be positive, got ", *a.tflops);
@@ -92,14 +95,18 @@ void add_plan_command(CLI::App& app) {
         return s;
       }());
   cmd->add_option("--model", a->model, "config.json, or a model directory holding one");
-  cmd->add_option("--frames", a->frames, "Video frames (pixels; 4n+1 with a temporal VAE stride of 4)")
-      ->capture_default_str();
-  cmd->add_option("--height", a->height, "Frame height in pixels (padded up to VAE stride x patch)")
-      ->capture_default_str();
-  cmd->add_option("--width", a->width, "Frame width in pixels (padded up to VAE stride x patch)")
-      ->capture_default_str();
-  cmd->add_option("--vae-stride", a->vae_stride, "VAE compression t,h,w (Wan: 4,8,8; per-frame latents: 1,8,8)")
-      ->capture_default_str();
+  cmd->add_option("--frames", a->frames,
+                  "Video frames (pixels; 4n+1 with a temporal VAE stride of 4; default: the preset's, 81 for Wan2.1 "
+                  "and a --model, 121 for wan2.2-ti2v-5b)");
+  cmd->add_option("--height", a->height,
+                  "Frame height in pixels (padded up to VAE stride x patch; default: the preset's, 480 for Wan2.1 "
+                  "and a --model)");
+  cmd->add_option("--width", a->width,
+                  "Frame width in pixels (padded up to VAE stride x patch; default: the preset's, 832 for Wan2.1 "
+                  "and a --model)");
+  cmd->add_option("--vae-stride", a->vae_stride,
+                  "VAE compression t,h,w (default: the preset's; Wan2.1's VAE 4,8,8, Wan2.2's 4,16,16; per-frame "
+                  "latents: 1,8,8)");
   cmd->add_option("--batch-size", a->batch, "Clips per step")->capture_default_str();
   cmd->add_option("--attention", a->attention,
                   "Self-attention: dense, window, dsa or dsa_fixed (default: the config's)");

@@ -19,7 +19,7 @@ namespace ms {
 // modulation (Ops::kFusedNormModulate).
 template <class A, class S = A>
 struct BlockActs {
-  S* mod;                  // [B, 6, D] modulation + e0: shift1, scale1, gate1, shift2, scale2, gate2
+  S* mod;                  // [Bt, 6, D] modulation + e0: shift1, scale1, gate1, shift2, scale2, gate2
   S *ln1_mean, *ln1_rstd;  // [N], [N]
   A* ln1;                  // [N, D] normalised input
   A* xn;                   // [N, D] modulated: input of q, k, v
@@ -56,7 +56,7 @@ struct BlockGrads {
   A *a, *b, *c, *d, *e;  // [N, D]
   A *f1, *f2;            // [N, Fd]
   A *kc, *vc, *kl;       // [B*Lt, D]
-  S* mod;                // [B, 6, D]
+  S* mod;                // [Bt, 6, D]
   A* off;                // dsa: [N, M] offset gradients
 };
 
@@ -65,7 +65,7 @@ template <class A, class S, class F>
 void visit_block_acts(const ModelConfig& c, const ModelDims& d, BlockActs<A, S>& a, F&& f, bool fused = false) {
   const int64_t N = d.N(), D = c.dim, Nc = d.B * d.Lt, H = d.B * c.num_heads * d.L;
   const int64_t No = c.attention.has_offsets() ? N : 0, M = c.groups() * c.attention.slots() * 3;
-  f(d.B * 6 * D, a.mod);
+  f(d.Bt() * 6 * D, a.mod);
   for (S** p :
        {&a.ln1_mean, &a.ln1_rstd, &a.q_rstd, &a.k_rstd, &a.ln3_mean, &a.ln3_rstd, &a.qc_rstd, &a.ln2_mean, &a.ln2_rstd})
     f(N, *p);
@@ -87,7 +87,7 @@ void visit_block_grads(const ModelConfig& c, const ModelDims& d, BlockGrads<A, S
   for (A** p : {&g.a, &g.b, &g.c, &g.d, &g.e}) f(d.N() * c.dim, *p);
   for (A** p : {&g.f1, &g.f2}) f(d.N() * c.ffn_dim, *p);
   for (A** p : {&g.kc, &g.vc, &g.kl}) f(d.B * d.Lt * c.dim, *p);
-  f(d.B * 6 * c.dim, g.mod);
+  f(d.Bt() * 6 * c.dim, g.mod);
   f(c.attention.has_offsets() ? d.N() * c.groups() * c.attention.slots() * 3 : 0, g.off);
 }
 

@@ -127,13 +127,15 @@ void self_attention_backward(Ops& ops, const ModelConfig& c, const ModelDims& d,
       a.offsets, doff);
 }
 
-// Block `index` (its parity decides the window shift): x [B, L, D], e0 [B, 6, D], ctx [B, Lt, D] -> out [B, L, D];
-// fills acts.
+// Block `index` (its parity decides the window shift): x [B, L, D], e0 [Bt, 6, D], ctx [B, Lt, D] -> out [B, L, D];
+// fills acts. The modulation ops see Bt = B * time_rows samples of Lr tokens: each run of tokens sharing a timestep
+// is its own row of e0.
 template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat>
 void block_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Weights<Ops>& w, const A* x,
                    const S* e0, const A* ctx, const Acts<Ops>& a, A* out) {
   const int64_t B = d.B, L = d.L, N = d.N(), D = c.dim, Nc = d.B * d.Lt, S6 = 6 * D;
-  ops.modulation_forward({.param = w.modulation, .e = e0, .mod = a.mod, .B = B, .K = 6, .C = D, .per_chunk = true});
+  const int64_t Bt = d.Bt(), Lr = d.Lr();  // the modulation's rows and tokens per row
+  ops.modulation_forward({.param = w.modulation, .e = e0, .mod = a.mod, .B = Bt, .K = 6, .C = D, .per_chunk = true});
   // self-attention
   ops.norm_modulate_forward({.x = x,
                              .shift = a.mod,
@@ -142,8 +144,8 @@ void block_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t i
                              .y = a.xn,
                              .mean = a.ln1_mean,
                              .rstd = a.ln1_rstd,
-                             .B = B,
-                             .L = L,
+                             .B = Bt,
+                             .L = Lr,
                              .C = D,
                              .stride = S6,
                              .eps = c.eps});
@@ -156,7 +158,7 @@ void block_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t i
   self_attention_forward(ops, c, d, index, w, a);
   ops.linear_forward({.x = a.attn, .w = w.self_attn.o.w, .b = w.self_attn.o.b, .y = a.o, .N = N, .in = D, .out = D});
   ops.gate_residual_forward(
-      {.x = x, .y = a.o, .gate = a.mod + 2 * D, .out = a.x1, .B = B, .L = L, .C = D, .stride = S6});
+      {.x = x, .y = a.o, .gate = a.mod + 2 * D, .out = a.x1, .B = Bt, .L = Lr, .C = D, .stride = S6});
   // cross-attention (no gate)
   ops.layernorm_forward({.x = a.x1,
                          .w = w.norm3_w,
@@ -173,7 +175,7 @@ void block_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t i
   ops.attention_forward(
       AttentionParams<A, S>{{.q = a.qc, .k = a.kc, .v = a.vc, .out = a.yc, .lse = a.yc_lse}, {B, L, d.Lt, nh, hd}});
   ops.linear_forward({.x = a.yc, .w = w.cross_attn.o.w, .b = w.cross_attn.o.b, .y = a.x2, .N = N, .in = D, .out = D});
-  ops.gate_residual_forward({.x = a.x1, .y = a.x2, .out = a.x2, .B = B, .L = L, .C = D, .stride = S6});
+  ops.gate_residual_forward({.x = a.x1, .y = a.x2, .out = a.x2, .B = Bt, .L = Lr, .C = D, .stride = S6});
   // feed-forward
   ops.norm_modulate_forward({.x = a.x2,
                              .shift = a.mod + 3 * D,
@@ -182,8 +184,8 @@ void block_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t i
                              .y = a.xf,
                              .mean = a.ln2_mean,
                              .rstd = a.ln2_rstd,
-                             .B = B,
-                             .L = L,
+                             .B = Bt,
+                             .L = Lr,
                              .C = D,
                              .stride = S6,
                              .eps = c.eps});
@@ -191,23 +193,24 @@ void block_forward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t i
   ops.gelu_tanh_forward({.x = a.ffn_h, .y = a.ffn_g, .n = N * c.ffn_dim});
   ops.linear_forward({.x = a.ffn_g, .w = w.ffn2.w, .b = w.ffn2.b, .y = a.ffn_out, .N = N, .in = c.ffn_dim, .out = D});
   ops.gate_residual_forward(
-      {.x = a.x2, .y = a.ffn_out, .gate = a.mod + 5 * D, .out = out, .B = B, .L = L, .C = D, .stride = S6});
+      {.x = a.x2, .y = a.ffn_out, .gate = a.mod + 5 * D, .out = out, .B = Bt, .L = Lr, .C = D, .stride = S6});
 }
 
 // Inverts block_forward: recomputes it from x into acts (unless !recompute: acts then hold this block's forward),
-// then from dout [B, L, D] writes dx [B, L, D] (overwritten; may alias dout) and accumulates de0 [B, 6, D],
+// then from dout [B, L, D] writes dx [B, L, D] (overwritten; may alias dout) and accumulates de0 [Bt, 6, D],
 // dctx [B, Lt, D] and the parameter grads gw.
 template <class Ops, class A = typename Ops::Act, class S = typename Ops::Stat>
 void block_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t index, const Weights<Ops>& w,
                     const A* x, const S* e0, const A* ctx, const Acts<Ops>& a, const Grads<Ops>& g, const A* dout,
                     A* dx, S* de0, A* dctx, const WeightGrads<Ops>& gw, bool recompute = true) {
   const int64_t B = d.B, L = d.L, N = d.N(), D = c.dim, Fd = c.ffn_dim, Nc = d.B * d.Lt, S6 = 6 * D;
+  const int64_t Bt = d.Bt(), Lr = d.Lr();
   const int64_t nh = c.num_heads, hd = c.head_dim();
   A* x3 = g.e;  // the recomputed output is not needed; g.e is free until the self-attention part
   if (recompute) block_forward(ops, c, d, index, w, x, e0, ctx, a, x3);
   if (dx != dout) ops.copy(dx, dout, N * D);
   A* dres = dx;  // gradient flowing along the residual stream
-  ops.zero(g.mod, B * S6);
+  ops.zero(g.mod, Bt * S6);
   // feed-forward: out = x2 + ffn_out * gate2
   ops.zero(g.a, N * D);
   ops.gate_residual_backward({.y = a.ffn_out,
@@ -215,8 +218,8 @@ void block_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t 
                               .dout = dres,
                               .dy = g.a,
                               .dgate = g.mod + 5 * D,
-                              .B = B,
-                              .L = L,
+                              .B = Bt,
+                              .L = Lr,
                               .C = D,
                               .stride = S6});
   ops.zero(g.f1, N * Fd);
@@ -244,8 +247,8 @@ void block_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t 
                               .dx = dres,
                               .dshift = g.mod + 3 * D,
                               .dscale = g.mod + 4 * D,
-                              .B = B,
-                              .L = L,
+                              .B = Bt,
+                              .L = Lr,
                               .C = D,
                               .stride = S6});
   // cross-attention: x2 = x1 + o(attn(q(norm3(x1)), k(ctx), v(ctx)))
@@ -296,8 +299,8 @@ void block_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t 
                               .dout = dres,
                               .dy = g.a,
                               .dgate = g.mod + 2 * D,
-                              .B = B,
-                              .L = L,
+                              .B = Bt,
+                              .L = Lr,
                               .C = D,
                               .stride = S6});
   ops.zero(g.b, N * D);
@@ -343,13 +346,13 @@ void block_backward(Ops& ops, const ModelConfig& c, const ModelDims& d, int64_t 
                               .dx = dres,
                               .dshift = g.mod,
                               .dscale = g.mod + D,
-                              .B = B,
-                              .L = L,
+                              .B = Bt,
+                              .L = Lr,
                               .C = D,
                               .stride = S6});
   // modulation + e0: the parameter is shared by the batch
   ops.modulation_backward(
-      {.dmod = g.mod, .dparam = gw.modulation, .de = de0, .B = B, .K = 6, .C = D, .per_chunk = true});
+      {.dmod = g.mod, .dparam = gw.modulation, .de = de0, .B = Bt, .K = 6, .C = D, .per_chunk = true});
 }
 
 }  // namespace ms::block_impl

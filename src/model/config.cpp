@@ -12,9 +12,10 @@
 namespace ms {
 
 void ModelConfig::validate() const {
-  if (model_type != "t2v")
+  if (model_type != "t2v" && model_type != "ti2v")
     MS_FAIL("model_type ", quote_text(model_type),
-            " is not supported: megaslide trains Wan2.1 text-to-video (t2v) models only");
+            " is not supported: megaslide trains text-to-video models (t2v: Wan2.1 T2V and Wan2.2 T2V-A14B; ti2v: "
+            "Wan2.2 TI2V-5B)");
   auto positive = [](const char* name, int64_t v) {
     if (v <= 0) MS_FAIL("config: ", name, " must be positive, got ", v);
   };
@@ -126,24 +127,45 @@ nlohmann::json config_to_json(const ModelConfig& c) {
 namespace {
 struct Preset {
   const char* name;
+  const char* alias;  // the name it had before the third wave, or null
   int64_t dim, ffn_dim, heads, layers, in_dim, text_len, text_dim, freq_dim;
   AttentionType attention = AttentionType::dense;
   int64_t offset_groups = 0;  // dsa: G (0: one per head)
   std::array<int64_t, 3> patch = {1, 2, 2};
+  const char* model_type = "t2v";
+  PresetDefaults video = {};
 };
+// Wan's own configs (Wan2.1 and Wan2.2: wan/configs/*.py). Wan2.2's T2V-A14B is two experts of Wan2.1-T2V-14B's
+// shape; its TI2V-5B has 48 latent channels in and out (the Wan2.2 VAE's) and generates 121 frames at 704 x 1280.
 constexpr Preset kPresets[] = {
-    {"tiny", 96, 256, 3, 3, 3, 16, 64, 64},
+    {"tiny", nullptr, 96, 256, 3, 3, 3, 16, 64, 64},
     // The default job's model (docs/results.md): a token holds its 2 x 2 pixels through 4 frames, so that the
     // captioned motion is a pattern within a token, which this small a model learns in minutes.
-    {"tiny-t4", 96, 256, 3, 3, 3, 16, 64, 64, AttentionType::dense, 0, {4, 2, 2}},
-    {"wan2.1-1.3b", 1536, 8960, 12, 30, 16, 512, 4096, 256},
-    {"wan2.1-14b", 5120, 13824, 40, 40, 16, 512, 4096, 256},
+    {"tiny-t4", nullptr, 96, 256, 3, 3, 3, 16, 64, 64, AttentionType::dense, 0, {4, 2, 2}},
+    {"wan2.1-t2v-1.3b", "wan2.1-1.3b", 1536, 8960, 12, 30, 16, 512, 4096, 256},
+    {"wan2.1-t2v-14b", "wan2.1-14b", 5120, 13824, 40, 40, 16, 512, 4096, 256},
+    {"wan2.2-t2v-a14b", nullptr, 5120, 13824, 40, 40, 16, 512, 4096, 256, AttentionType::dense, 0, {1, 2, 2}, "t2v",
+     {81, 720, 1280, {4, 8, 8}}},
+    {"wan2.2-ti2v-5b", nullptr, 3072, 14336, 24, 30, 48, 512, 4096, 256, AttentionType::dense, 0, {1, 2, 2}, "ti2v",
+     {121, 704, 1280, {4, 16, 16}}},
     // The paper's scale points, Wan-shaped (head dim 128, ffn ~2.7 dim): 28.34 B, 33.26 B parameters; the 105 B
     // model with its DSA offset networks, two offset groups (104.88 B + 0.14 B: 14 B/param is the paper's 1.47 TB).
-    {"megaslide-28b", 5120, 13824, 40, 80, 16, 512, 4096, 256},
-    {"megaslide-33b", 6144, 16640, 48, 65, 16, 512, 4096, 256},
-    {"megaslide-105b", 10240, 27648, 80, 74, 16, 512, 4096, 256, AttentionType::dsa, 2},
+    {"megaslide-28b", nullptr, 5120, 13824, 40, 80, 16, 512, 4096, 256},
+    {"megaslide-33b", nullptr, 6144, 16640, 48, 65, 16, 512, 4096, 256},
+    {"megaslide-105b", nullptr, 10240, 27648, 80, 74, 16, 512, 4096, 256, AttentionType::dsa, 2},
 };
+
+const Preset* find_preset(const std::string& name) {
+  for (const auto& p : kPresets)
+    if (name == p.name || (p.alias && name == p.alias)) return &p;
+  return nullptr;
+}
+
+[[noreturn]] void unknown_preset(const std::string& name) {
+  std::string all;
+  for (const auto& n : preset_names()) all += " " + n;
+  MS_FAIL("unknown model preset '", name, "'; presets:", all);
+}
 }  // namespace
 
 std::vector<std::string> preset_names() {
@@ -152,33 +174,32 @@ std::vector<std::string> preset_names() {
   return v;
 }
 
-bool is_preset(const std::string& name) {
-  for (const auto& p : kPresets)
-    if (name == p.name) return true;
-  return false;
-}
+bool is_preset(const std::string& name) { return find_preset(name) != nullptr; }
 
 ModelConfig preset_config(const std::string& name) {
-  for (const auto& p : kPresets) {
-    if (name != p.name) continue;
-    ModelConfig c;
-    c.dim = p.dim;
-    c.ffn_dim = p.ffn_dim;
-    c.num_heads = p.heads;
-    c.num_layers = p.layers;
-    c.in_dim = c.out_dim = p.in_dim;
-    c.text_len = p.text_len;
-    c.text_dim = p.text_dim;
-    c.freq_dim = p.freq_dim;
-    c.attention.type = p.attention;
-    c.attention.offset_groups = p.offset_groups;
-    c.patch_size = p.patch;
-    c.validate();
-    return c;
-  }
-  std::string all;
-  for (const auto& n : preset_names()) all += " " + n;
-  MS_FAIL("unknown model preset '", name, "'; presets:", all);
+  const Preset* p = find_preset(name);
+  if (!p) unknown_preset(name);
+  ModelConfig c;
+  c.model_type = p->model_type;
+  c.dim = p->dim;
+  c.ffn_dim = p->ffn_dim;
+  c.num_heads = p->heads;
+  c.num_layers = p->layers;
+  c.in_dim = c.out_dim = p->in_dim;
+  c.text_len = p->text_len;
+  c.text_dim = p->text_dim;
+  c.freq_dim = p->freq_dim;
+  c.attention.type = p->attention;
+  c.attention.offset_groups = p->offset_groups;
+  c.patch_size = p->patch;
+  c.validate();
+  return c;
+}
+
+PresetDefaults preset_defaults(const std::string& name) {
+  const Preset* p = find_preset(name);
+  if (!p) unknown_preset(name);
+  return p->video;
 }
 
 }  // namespace ms

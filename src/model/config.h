@@ -58,8 +58,17 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
 ModelConfig load_config(const std::string& path);
 nlohmann::json config_to_json(const ModelConfig& c);
 
-// Presets: tiny (the default training job, pixel space), wan2.1-1.3b, wan2.1-14b.
+// What a preset's owner generates with (Wan's wan/configs/*.py): plan's defaults when not told.
+struct PresetDefaults {
+  int64_t frames = 81, height = 480, width = 832;
+  std::array<int64_t, 3> vae_stride{4, 8, 8};
+};
+
+// Presets (docs/model.md): tiny, tiny-t4 (the default training job, pixel space), Wan's models (wan2.1-t2v-1.3b and
+// wan2.1-t2v-14b, also named wan2.1-1.3b and wan2.1-14b; wan2.2-t2v-a14b, one expert; wan2.2-ti2v-5b) and the
+// paper's scale points. Throws ms::Error listing the presets for an unknown name.
 ModelConfig preset_config(const std::string& name);
+PresetDefaults preset_defaults(const std::string& name);
 std::vector<std::string> preset_names();
 bool is_preset(const std::string& name);
 

@@ -4,7 +4,8 @@
 
 namespace ms {
 
-ModelDims ModelDims::make(const ModelConfig& c, int64_t B, int64_t F, int64_t H, int64_t W, int64_t Lc) {
+ModelDims ModelDims::make(const ModelConfig& c, int64_t B, int64_t F, int64_t H, int64_t W, int64_t Lc,
+                          int64_t time_rows) {
   if (B <= 0) MS_FAIL("batch size must be positive, got ", B);
   const int64_t ext[3] = {F, H, W};
   const char* names[3] = {"frames", "height", "width"};
@@ -24,6 +25,10 @@ ModelDims ModelDims::make(const ModelConfig& c, int64_t B, int64_t F, int64_t H,
   d.L = d.f * d.h * d.w;
   d.Lc = Lc;
   d.Lt = c.text_len;
+  if (time_rows <= 0 || d.L % time_rows)
+    MS_FAIL(time_rows, " timesteps per sample do not divide its ", d.L, " tokens into equal runs (one per latent ",
+            "frame: ", d.f, ")");
+  d.time_rows = time_rows;
   return d;
 }
 
@@ -34,7 +39,7 @@ StepShapes::StepShapes(std::vector<ModelDims> shapes) : all(std::move(shapes)) {
 
 bool StepShapes::fits(const ModelDims& d) const {
   for (const ModelDims& s : all)
-    if (d.B >= 1 && d.B <= s.B && d.F == s.F && d.H == s.H && d.W == s.W && d.Lt == s.Lt && d.Lc <= s.Lc) return true;
+    if (d.B >= 1 && d.B <= s.B && d.Bt() <= s.Bt() && d.F == s.F && d.H == s.H && d.W == s.W && d.Lt == s.Lt && d.Lc <= s.Lc) return true;
   return false;
 }
 

@@ -14,10 +14,18 @@ struct ModelDims {
   int64_t L = 0;                // tokens per sample: f*h*w
   int64_t Lc = 0;               // context rows given (<= text_len)
   int64_t Lt = 0;               // text_len (context after padding)
+  // Timesteps per sample (Wan2.2's t [B, L]): t is constant over each of time_rows equal runs of L / time_rows
+  // tokens. 1: one t per sample (Wan2.1's t [B]); f: one per latent frame (TI2V's first frame at t = 0). The time
+  // embedding and every modulation have B * time_rows rows, never one per token.
+  int64_t time_rows = 1;
   int64_t N() const { return B * L; }
+  int64_t Bt() const { return B * time_rows; }  // rows of t, e [Bt, D], e0 [Bt, 6, D]
+  int64_t Lr() const { return L / time_rows; }  // tokens per time row
 
-  // Validates the extents against the config; throws ms::Error naming the bad value.
-  static ModelDims make(const ModelConfig& c, int64_t B, int64_t F, int64_t H, int64_t W, int64_t Lc);
+  // Validates the extents against the config; throws ms::Error naming the bad value. time_rows must divide the
+  // tokens per sample.
+  static ModelDims make(const ModelConfig& c, int64_t B, int64_t F, int64_t H, int64_t W, int64_t Lc,
+                        int64_t time_rows = 1);
 };
 
 // The step shapes of a run: one per bucket, at its largest batch. A run lays its buffers out once for all of them,
@@ -37,7 +45,8 @@ struct StepShapes {
     for (const ModelDims& d : all) m = m > f(d) ? m : f(d);
     return m;
   }
-  // Whether a step at d fits the buffers: one of the shapes, or one at a smaller batch (every buffer grows with B).
+  // Whether a step at d fits the buffers: one of the shapes, or one at a smaller batch or with fewer time rows
+  // (every buffer grows with B and B * time_rows).
   bool fits(const ModelDims& d) const;
 };
 

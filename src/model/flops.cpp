@@ -10,11 +10,11 @@ struct Split {
 };
 
 Split forward_split(const ModelConfig& c, const ModelDims& d) {
-  const double N = double(d.N()), D = double(c.dim), Nt = double(d.B * d.Lt), B = double(d.B);
+  const double N = double(d.N()), D = double(c.dim), Nt = double(d.B * d.Lt), Bt = double(d.Bt());
   Split s;
   s.stem_head.gemm = 2 * N * D * double(c.in_dim * c.patch_volume())       // patch embedding
                      + 2 * Nt * D * double(c.text_dim + c.dim)             // text embedding
-                     + 2 * B * D * double(c.freq_dim + c.dim + 6 * c.dim)  // time embedding, projection
+                     + 2 * Bt * D * double(c.freq_dim + c.dim + 6 * c.dim)  // time embedding, projection
                      + 2 * N * D * double(c.out_dim * c.patch_volume());   // head
   const auto& a = c.attention;
   double self_attn = N * self_attention_forward_flops(a, {d.f, d.h, d.w}) * D, offset_conv = 0, offset_proj = 0;

@@ -12,7 +12,7 @@ template <class A, class S = A>
 struct HeadActs {
   S *mean, *rstd;  // [N], [N]
   A* ln;           // [N, D] normalised input (not allocated where the backend fuses norm and modulation)
-  S* hm;           // [B, 2, D] head.modulation + e: shift, scale
+  S* hm;           // [Bt, 2, D] head.modulation + e: shift, scale
   A* xm;           // [N, D] modulated
   A* y;            // [N, Po] linear output (tokens, before unpatchify)
 };
@@ -22,7 +22,7 @@ void visit_head_acts(const ModelConfig& c, const ModelDims& d, HeadActs<A, S>& a
   f(d.N(), a.mean);
   f(d.N(), a.rstd);
   f(fused ? 0 : d.N() * c.dim, a.ln);
-  f(d.B * 2 * c.dim, a.hm);
+  f(d.Bt() * 2 * c.dim, a.hm);
   f(d.N() * c.dim, a.xm);
   f(d.N() * c.out_dim * c.patch_volume(), a.y);
 }
@@ -32,7 +32,7 @@ void visit_head_acts(const ModelConfig& c, const ModelDims& d, HeadActs<A, S>& a
 inline int64_t head_scratch_act_numel(const ModelConfig& c, const ModelDims& d) {
   return d.N() * (c.out_dim * c.patch_volume() + 2 * c.dim);
 }
-inline int64_t head_scratch_stat_numel(const ModelConfig& c, const ModelDims& d) { return d.B * 2 * c.dim; }
+inline int64_t head_scratch_stat_numel(const ModelConfig& c, const ModelDims& d) { return d.Bt() * 2 * c.dim; }
 inline int64_t head_scratch_numel(const ModelConfig& c, const ModelDims& d) {
   return head_scratch_act_numel(c, d) + head_scratch_stat_numel(c, d);
 }

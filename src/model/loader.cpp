@@ -71,18 +71,21 @@ ModelConfig infer_config(const std::string& weights) {
   const std::string seen =
       cat("dim ", patch[0], ", ffn_dim ", ffn[0], ", ", layers, " layers, in_dim ", patch[1], ", out_dim ",
           volume ? head[0] / volume : 0, ", text_dim ", text[1], ", freq_dim ", time[1]);
-  for (const char* preset : {"wan2.1-1.3b", "wan2.1-14b"}) {
+  // Wan2.2's T2V-A14B experts have Wan2.1-T2V-14B's shapes, and so its config.
+  for (const char* preset : {"wan2.1-t2v-1.3b", "wan2.1-t2v-14b", "wan2.2-ti2v-5b"}) {
     const ModelConfig c = preset_config(preset);
     if (c.dim == patch[0] && c.in_dim == patch[1] && c.patch_size == std::array{patch[2], patch[3], patch[4]} &&
         c.out_dim * c.patch_volume() == head[0] && c.ffn_dim == ffn[0] && c.num_layers == layers &&
         c.text_dim == text[1] && c.freq_dim == time[1]) {
-      log_info(weights, ": no config given; the shapes (", seen, ") are ", preset, "'s");
+      log_info(weights, ": no config given; the shapes (", seen, ") are ", preset, "'s",
+               c.dim == 5120 ? " (and a Wan2.2 A14B expert's)" : "");
       return c;
     }
   }
   MS_FAIL(weights, ": no config given, and the shapes (", seen,
-          ") match no known Wan2.1 text-to-video config "
-          "(1.3B: dim 1536, 30 layers; 14B: dim 5120, 40 layers); pass its config with --config config.json");
+          ") match no known Wan text-to-video config "
+          "(Wan2.1 1.3B: dim 1536, 30 layers; Wan2.1 14B and Wan2.2 A14B: dim 5120, 40 layers; Wan2.2 TI2V-5B: dim "
+          "3072, 30 layers, in_dim 48); pass its config with --config config.json");
 }
 
 ModelSource resolve_model(const std::string& model, const std::string& config) {

@@ -24,8 +24,8 @@ struct ModelWorkspace {
   HeadActs<A, S> head;
   A* xs;            // [num_layers + 1 (or 3 staging slots), N, D] block inputs (checkpoints) and the head input
   A* dres;          // [N, D] gradient of the residual stream
-  S* de;            // [B, D]
-  S* de0;           // [B, 6, D]
+  S* de;            // [Bt, D]
+  S* de0;           // [Bt, 6, D]
   A* dctx;          // [B, Lt, D]
   A* scratch;       // stem / head backward scratch (activations; on the CPU their statistics too)
   S* stat_scratch;  // split scratch: the stem's and head's statistics scratch
@@ -51,8 +51,8 @@ void visit_model_workspace(const ModelConfig& c, const ModelDims& d, ModelWorksp
   visit_head_acts(c, d, ws.head, f, l.fused_norm);
   f((l.checkpoint_slots < 0 ? c.num_layers + 1 : l.checkpoint_slots) * d.N() * c.dim, ws.xs);
   f(d.N() * c.dim, ws.dres);
-  f(d.B * c.dim, ws.de);
-  f(d.B * 6 * c.dim, ws.de0);
+  f(d.Bt() * c.dim, ws.de);
+  f(d.Bt() * 6 * c.dim, ws.de0);
   f(d.B * d.Lt * c.dim, ws.dctx);
   const bool split = l.reduction_scratch >= 0;
   f(split ? std::max(stem_scratch_act_numel(c, d), head_scratch_act_numel(c, d))

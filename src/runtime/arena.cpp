@@ -39,7 +39,7 @@ bool member_of(const P& field, const S& s) {
 std::vector<int64_t> input_buffers(const ModelConfig& c, const StepShapes& shapes) {
   const int64_t video = shapes.most([](const ModelDims& d) { return d.B * d.F * d.H * d.W; });
   const int64_t context = shapes.most([&](const ModelDims& d) { return d.B * d.Lt * c.text_dim; });
-  const int64_t B = shapes.most([](const ModelDims& d) { return d.B; });
+  const int64_t B = shapes.most([](const ModelDims& d) { return d.Bt(); });  // t [Bt]
   const int64_t x = video * c.in_dim, y = video * c.out_dim;
   return {x, y, context, B, x, y, context, B, y, y};
 }

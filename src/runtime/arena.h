@@ -50,7 +50,7 @@ struct ArenaOptions {
 };
 
 // Elements of the fp32 input buffers of a streamed step, in the order StreamedModel carves them: two sets of
-// x_t [B, in_dim, F, H, W], target [B, out_dim, F, H, W], context [B, Lt, text_dim], t [B]; the velocity and its
+// x_t [B, in_dim, F, H, W], target [B, out_dim, F, H, W], context [B, Lt, text_dim], t [Bt]; the velocity and its
 // gradient. Each as large as the largest of the shapes needs it.
 std::vector<int64_t> input_buffers(const ModelConfig& c, const StepShapes& shapes);
 // With offload_activations, the block-input checkpoints that go to host memory and come back: 0 .. num_layers - 3.

@@ -12,7 +12,7 @@
 
 namespace ms {
 
-// One step's inputs on the device, fp32: x_t [B, in_dim, F, H, W], t [B], context [B, Lt, text_dim] (padded to
+// One step's inputs on the device, fp32: x_t [B, in_dim, F, H, W], t [Bt] (d.time_rows per sample), context [B, Lt, text_dim] (padded to
 // text_len by the caller), target [B, out_dim, F, H, W].
 struct StepInputs {
   const float *xt, *t, *context, *target;

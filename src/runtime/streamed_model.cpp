@@ -150,7 +150,7 @@ void StreamedModel::enqueue_inputs(const ModelDims& d, const float* xt, const fl
   in.has_target = target != nullptr;
   if (target) be_.copy_h2d(st_.h2d, in.target, target, size_t(video * cfg_.out_dim) * 4, "inputs");
   be_.copy_h2d(st_.h2d, in.context, context, size_t(d.B * d.Lt * cfg_.text_dim) * 4, "inputs");
-  be_.copy_h2d(st_.h2d, in.t, t, size_t(d.B) * 4, "inputs");
+  be_.copy_h2d(st_.h2d, in.t, t, size_t(d.Bt()) * 4, "inputs");
   in.landed = be_.record(st_.h2d);
 }
 

@@ -75,7 +75,7 @@ class StreamedModel {
   StreamedModel(const StreamedModel&) = delete;
   StreamedModel& operator=(const StreamedModel&) = delete;
 
-  // Enqueues the upload of one step's inputs x_t [B, C, F, H, W], t [B], context [B, Lt, text_dim] and
+  // Enqueues the upload of one step's inputs x_t [B, C, F, H, W], t [Bt] (d.time_rows per sample), context [B, Lt, text_dim] and
   // target at dims d (StepShapes::fits) into the other of two device input sets, so that the next step's inputs
   // travel during this step's backward. The host arrays must stay unchanged until the step that uses them has
   // finished. The step runs at d. target may be null for a forward (enqueue_forward), not for a step.
@@ -132,7 +132,7 @@ class StreamedModel {
   std::vector<char*> slots_;             // K x [max stage] weights as the device computes with them
   std::vector<float*> grad_slots_;       // 2 x [max stage] fp32 gradients
   struct Inputs {
-    float *xt, *target, *context, *t;  // [B, C, F, H, W] x2, [B, Lt, td], [B]
+    float *xt, *target, *context, *t;  // [B, C, F, H, W] x2, [B, Lt, td], [Bt]
     ModelDims dims;                    // the step's
     Event landed;                      // their upload is done
     Event free;                        // the last step that read them has finished with them

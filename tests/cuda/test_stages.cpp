@@ -62,8 +62,8 @@ void check_block(const ModelConfig& c, const ModelDims& d) {
   const int64_t P = int64_t(w.bits.size());
   const Bf16Input x = random_bf16(size_t(N * D), 202), ctx = random_bf16(size_t(Nc * D), 203),
                   dout = random_bf16(size_t(N * D), 204), dctx0 = random_bf16(size_t(Nc * D), 205, kAccumulateScale);
-  const std::vector<float> e0 = to_f32(randn(size_t(d.B * 6 * D), 206, 0.5)),
-                           de00 = to_f32(randn(size_t(d.B * 6 * D), 207, kAccumulateScale)),
+  const std::vector<float> e0 = to_f32(randn(size_t(d.Bt() * 6 * D), 206, 0.5)),
+                           de00 = to_f32(randn(size_t(d.Bt() * 6 * D), 207, kAccumulateScale)),
                            gw0 = to_f32(randn(size_t(P), 208, kAccumulateScale));
   const int layer = 1;
 
@@ -115,6 +115,13 @@ TEST(CudaStages, BlockForwardAndBackwardMatchFloat64) {
   MS_REQUIRE_GPU();
   const ModelConfig c = small_config();               // 2 heads of 12: RoPE parts of 2, 2 and 2 pairs
   check_block(c, ModelDims::make(c, 2, 3, 4, 6, 5));  // tokens 3 x 2 x 3 per sample
+}
+
+// Wan2.2's timesteps per latent frame: the modulation ops run on 3 rows of e0 per sample, 6 tokens each.
+TEST(CudaStages, BlockForwardAndBackwardWithPerFrameTimesteps) {
+  MS_REQUIRE_GPU();
+  const ModelConfig c = small_config();
+  check_block(c, ModelDims::make(c, 2, 3, 4, 6, 5, 3));
 }
 
 // Window attention through the flash kernels per cell: shifted (odd block), a window longer than the grid on one

@@ -54,8 +54,8 @@ void CpuStageRunner::head_step(const void* w, const void* x, const StepInputs& i
   std::fill(g, g + table_.stages().back().numel, 0.0f);
   head_forward(w, x, velocity);
   loss_ = cpu::mse_loss<float>({.pred = velocity, .target = in.target, .dpred = dvelocity, .n = video});
-  std::fill(ws_.de, ws_.de + dims_.B * D, 0.0f);
-  std::fill(ws_.de0, ws_.de0 + dims_.B * 6 * D, 0.0f);
+  std::fill(ws_.de, ws_.de + dims_.Bt() * D, 0.0f);
+  std::fill(ws_.de0, ws_.de0 + dims_.Bt() * 6 * D, 0.0f);
   std::fill(ws_.dctx, ws_.dctx + dims_.B * dims_.Lt * D, 0.0f);
   head_backward(cfg_, dims_, hw, f32(x), ws_.head, dvelocity, ws_.dres, ws_.de, bind_head(cfg_, g), ws_.scratch);
 }

@@ -80,8 +80,8 @@ template <class T>
 void ResidentModel<T>::backward(const T* params, const T* dvelocity, T* grads, T* dlatents, T* dcontext) {
   const auto& st = table_.stages();
   const int64_t stride = checkpoint_numel_, B = dims_.B, D = cfg_.dim;
-  std::fill(ws_.de, ws_.de + B * D, T(0));
-  std::fill(ws_.de0, ws_.de0 + B * 6 * D, T(0));
+  std::fill(ws_.de, ws_.de + dims_.Bt() * D, T(0));
+  std::fill(ws_.de0, ws_.de0 + dims_.Bt() * 6 * D, T(0));
   std::fill(ws_.dctx, ws_.dctx + B * dims_.Lt * D, T(0));
   head_backward(cfg_, dims_, bind_head(cfg_, params + st.back().offset), ws_.xs + cfg_.num_layers * stride, ws_.head,
                 dvelocity, ws_.dres, ws_.de, bind_head(cfg_, grads + st.back().offset), ws_.scratch);

@@ -23,8 +23,8 @@ class ResidentModel {
   // The dims of the next forward and backward: one of the shapes, or one at a smaller batch (StepShapes::fits).
   void set_dims(const ModelDims& d);
 
-  // params [table.total()] laid out by ParamTable. latents [B, in_dim, F, H, W], t [B] (0..1000),
-  // context [B, Lc, text_dim] -> velocity [B, out_dim, F, H, W].
+  // params [table.total()] laid out by ParamTable. latents [B, in_dim, F, H, W], t [Bt] (0..1000; d.time_rows
+  // per sample), context [B, Lc, text_dim] -> velocity [B, out_dim, F, H, W].
   void forward(const T* params, const T* latents, const T* t, const T* context, T* velocity);
   // After forward with the same params: grads [table.total()] += dL/dparams given dvelocity;
   // dlatents [B, in_dim, F, H, W] and dcontext [B, Lc, text_dim] are written when non-null.

@@ -97,8 +97,8 @@ void CudaStageRunner::head_step(const void* w, const void* x, const StepInputs& 
   head_forward(w, x, velocity);
   cuda::mse_loss({.pred = velocity, .target = in.target, .dpred = dvelocity, .n = video_numel(cfg_, dims_)}, loss_,
                  loss_ + 1, o.stream);
-  o.zero(ws_.de, dims_.B * D);
-  o.zero(ws_.de0, dims_.B * 6 * D);
+  o.zero(ws_.de, dims_.Bt() * D);
+  o.zero(ws_.de0, dims_.Bt() * 6 * D);
   o.zero(ws_.dctx, dims_.B * dims_.Lt * D);
   cuda::head_backward(o, cfg_, dims_, hw, bf16(x), ws_.head, dvelocity, ws_.dres, ws_.de, bind_head(cfg_, g),
                       ws_.scratch, ws_.stat_scratch);
