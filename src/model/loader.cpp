@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/parallel.h"
 #include "core/text.h"
+#include "io/json_field.h"
 #include "io/weight_files.h"
 #include "model/init.h"
 #include "model/name_map.h"
@@ -88,7 +89,35 @@ ModelConfig infer_config(const std::string& weights) {
           "3072, 30 layers, in_dim 48); pass its config with --config config.json");
 }
 
-ModelSource resolve_model(const std::string& model, const std::string& config) {
+std::array<std::string, 2> expert_folders(const std::string& dir) {
+  const fs::path p(dir);
+  for (const auto& [high, low] : {std::pair{"high_noise_model", "low_noise_model"}, {"transformer", "transformer_2"}})
+    if (fs::is_directory(p / high) && fs::is_directory(p / low)) return {(p / high).string(), (p / low).string()};
+  return {};
+}
+
+ModelSource resolve_model(const std::string& model, const std::string& config, Expert expert) {
+  const std::array<std::string, 2> experts = expert_folders(model);
+  if (!experts[0].empty()) {
+    const std::string layout = cat(fs::path(experts[0]).filename().string(), "/ and ",
+                                   fs::path(experts[1]).filename().string(), "/");
+    if (expert == Expert::none)
+      MS_FAIL("'", model, "' holds Wan2.2's two experts (", layout,
+              "); train one with --expert high (the timesteps at or above the boundary) or --expert low (those "
+              "below); the other verbs take one expert's folder, such as ", experts[0]);
+    ModelSource src = resolve_model(experts[expert == Expert::high ? 0 : 1], config);
+    const fs::path index = fs::path(model) / "model_index.json";
+    if (fs::exists(index)) {
+      const nlohmann::json j = read_json_file(index.string(), "diffusers pipeline index", "");
+      if (j.contains("boundary_ratio") && !j["boundary_ratio"].is_null()) {
+        src.boundary = json_field(j, "boundary_ratio", index.string(), 0.0);
+        if (!(src.boundary > 0 && src.boundary < 1))
+          MS_FAIL(index.string(), ": boundary_ratio ", src.boundary, " must lie strictly between 0 and 1");
+      }
+    }
+    log_info(model, ": Wan2.2's ", name_of(expert), "-noise expert (", src.description, ")");
+    return src;
+  }
   ModelSource src;
   if (is_preset(model)) {
     src.config = config.empty() ? preset_config(model) : load_config(config);

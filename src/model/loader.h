@@ -6,22 +6,44 @@
 #include <vector>
 
 #include "io/weight_files.h"
+#include "core/enum_names.h"
 #include "model/config.h"
 #include "model/param_table.h"
 
 namespace ms {
 
+// Wan2.2 A14B's two experts: the high-noise one denoises the timesteps t >= boundary * 1000, the low-noise one those
+// below (Wan's text2video.py, diffusers' WanPipeline).
+enum class Expert { none, high, low };
+template <>
+struct EnumNames<Expert> {
+  static constexpr std::array<EnumName<Expert>, 3> values{
+      {{Expert::none, "none"}, {Expert::high, "high"}, {Expert::low, "low"}}};
+};
+
+// Wan's T2V-A14B boundary (wan/configs/wan_t2v_A14B.py): Wan's folders do not record it.
+constexpr double kWanT2vA14bBoundary = 0.875;
+
 struct ModelSource {
   ModelConfig config;
   std::string description;  // for log lines: "preset tiny", "/path/model"
   std::string weights;      // file, index json or directory holding weights; empty = initialise
+  // An expert of a two-expert folder: the boundary its folder records (diffusers' model_index.json boundary_ratio),
+  // 0 where it records none (Wan's layout, a single file, a preset).
+  double boundary = 0;
 };
 
-// model: preset name | directory (ours, Wan's, diffusers' transformer/ folder or the pipeline folder above it) |
-// weights file (.safetensors or .pth); config: a config.json in Wan's or diffusers' form, optional: without it a
-// directory's config.json is read, or the config is inferred from the weights' shapes when they are a known
-// Wan2.1 T2V model's (ComfyUI single files). Throws ms::Error naming what is missing and what to pass.
-ModelSource resolve_model(const std::string& model, const std::string& config);
+// model: preset name | directory (ours, Wan's, diffusers' transformer/ folder or the pipeline folder above it, or a
+// Wan2.2 A14B folder holding two experts: Wan's high_noise_model/ and low_noise_model/, diffusers' transformer/
+// (high noise) and transformer_2/ (low noise)) | weights file (.safetensors or .pth); config: a config.json in Wan's
+// or diffusers' form, optional: without it a directory's config.json is read, or the config is inferred from the
+// weights' shapes when they are a known Wan T2V model's (ComfyUI single files). expert picks one of a two-expert
+// folder's models (none there is an error naming the choice). Throws ms::Error naming what is missing and what to
+// pass.
+ModelSource resolve_model(const std::string& model, const std::string& config, Expert expert = Expert::none);
+
+// The two experts' folders of a Wan2.2 A14B model folder {high, low}, or empty strings when `dir` is not one.
+std::array<std::string, 2> expert_folders(const std::string& dir);
 
 // Opens weights (io/weight_files.h) with Wan's names: diffusers' names are mapped (model/name_map.h).
 WeightFiles open_model_weights(const std::string& path);

@@ -224,6 +224,14 @@ std::vector<TrainOption> make_table() {
       option<double>("--min-timestep", "Timesteps are mapped onto [min, max] (0-1000, as musubi-tuner)",
                      FIELD(flow.min_timestep)),
       option<double>("--max-timestep", "See --min-timestep", FIELD(flow.max_timestep)),
+      option<Expert>("--expert",
+                     "Wan2.2 A14B: train the high-noise expert (timesteps at or above the boundary) or the low-noise "
+                     "one (below); a two-expert --model folder gives it, a single expert's file takes it",
+                     FIELD(expert)),
+      option<double>("--boundary",
+                     "The experts' boundary as a fraction of the 1000 timesteps (0: a diffusers folder's "
+                     "boundary_ratio, else Wan's T2V-A14B 0.875)",
+                     FIELD(boundary), {[](const double& v) { return v == 0 || (v > 0 && v < 1); }, "must be in (0, 1)"}),
       required(option<uint64_t>("--seed", "Seed for initialisation, data and noise", FIELD(seed))),
       required(option<std::string>("--out", "Run directory (metrics.jsonl, step-N/, latest)", FIELD(out),
                                    {[](const std::string& v) { return !v.empty(); }, "must name a run directory"})),

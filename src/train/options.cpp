@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/check.h"
+#include "core/log.h"
 #include "model/config.h"
 #include "registry/registry.h"
 #include "train/option_table.h"
@@ -35,6 +36,26 @@ void TrainOptions::validate() const {
     MS_FAIL("--backend cuda: ", gpu, "; or use --backend cpu");
   ms::validate(samples);
   ms::validate(flow);
+  if (boundary != 0 && expert == Expert::none) MS_FAIL("--boundary ", boundary, " applies with --expert high|low");
+}
+
+void TrainOptions::apply_expert(double model_boundary) {
+  if (expert == Expert::none) return;
+  const std::string from = boundary > 0 ? "--boundary" : model_boundary > 0 ? "the folder's boundary_ratio"
+                                                                            : "Wan's T2V-A14B";
+  const double b = boundary > 0 ? boundary : model_boundary > 0 ? model_boundary : kWanT2vA14bBoundary;
+  const double lo = expert == Expert::high ? 1000 * b : 0, hi = expert == Expert::high ? 1000 : 1000 * b;
+  if (flow.min_timestep != 0 || flow.max_timestep != 1000) {  // given: must lie on the expert's side
+    if (flow.min_timestep < lo || flow.max_timestep > hi)
+      MS_FAIL("--min-timestep ", flow.min_timestep, " and --max-timestep ", flow.max_timestep, " leave the ",
+              name_of(expert), "-noise expert's timesteps [", lo, ", ", hi, "] (boundary ", b, ", ", from, ")");
+  } else {
+    flow.min_timestep = lo;
+    flow.max_timestep = hi;
+  }
+  boundary = b;
+  log_info("--expert ", name_of(expert), ": training timesteps [", flow.min_timestep, ", ", flow.max_timestep,
+           "] of 1000 (boundary ", b, ", ", from, ")");
 }
 
 TrainOptions baseline_job() {

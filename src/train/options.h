@@ -8,6 +8,7 @@
 #include "core/enum_names.h"
 #include "data/dataset.h"
 #include "model/export.h"
+#include "model/loader.h"
 #include "runtime/runtime_options.h"
 #include "sample/train_samples.h"
 #include "train/adamw.h"
@@ -54,6 +55,8 @@ struct TrainOptions {
   int64_t lr_cycles = 1;  // cosine_with_restarts: hard restarts over the decay
   AdamWConfig adamw;
   FlowConfig flow{.sampling = TimestepSampling::logit_normal};
+  Expert expert = Expert::none;  // Wan2.2 A14B: the expert trained, over its side of the boundary
+  double boundary = 0;           // the experts' boundary (fraction of 1000 timesteps); 0: the model folder's, else Wan's
   uint64_t seed = 0;
   std::string out = "runs/default";
   int64_t save_every = 1000, log_every = 100;
@@ -72,6 +75,10 @@ struct TrainOptions {
 
   // Throws ms::Error naming the bad value: each option's own check (the option table), then the combinations.
   void validate() const;
+  // --expert: restricts the training timesteps to the expert's side of the boundary (--boundary, else the model
+  // folder's `model_boundary` when positive, else Wan's T2V-A14B 0.875), which it records in `boundary`. Explicit
+  // --min-timestep / --max-timestep must lie on that side (throws ms::Error naming both).
+  void apply_expert(double model_boundary);
   // Makes the file and folder options absolute against the working directory, so that the options a run
   // stores for --resume mean the same from any directory (the model is read from the checkpoint then).
   void make_paths_absolute();

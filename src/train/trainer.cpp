@@ -355,9 +355,10 @@ TrainSummary train(const TrainOptions& opts, const TrainHooks& hooks, Communicat
   if (fs::exists(out / "latest"))
     MS_FAIL("run directory '", opts.out, "' already holds a run; continue it with --resume ", opts.out,
             " or choose another --out");
-  ModelSource src = resolve_model(opts.model, opts.config);
+  ModelSource src = resolve_model(opts.model, opts.config, opts.expert);
   TrainOptions resolved = opts;
   resolved.make_paths_absolute();
+  resolved.apply_expert(src.boundary);
   std::unique_ptr<Dataset> data = open_training_data(resolved, src.config, ranks.size());
   resolve_sample_prompts(resolved.samples, *data, false);
   Run run(resolved, hooks, src.config, std::move(data), false, ranks);
