@@ -7,10 +7,12 @@
 
 #include "cli_util.h"
 #include "core/dtype.h"
+#include "io/atomic_file.h"
 #include "model/export.h"
 #include "model/init.h"
 #include "model/loader.h"
 #include "model/param_table.h"
+#include "sample/generate.h"
 #include "temp_dir.h"
 #include "test_util.h"
 
@@ -113,6 +115,62 @@ TEST(Experts, TrainingTakesTheExpertsSideOfTheBoundary) {
     EXPECT_NE(r.output.find(c.phrase), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_FALSE(fs::exists(dir.file("bad") + "/latest")) << c.args;
   }
+}
+
+// The sampler's expert switch: the high-noise forward at timesteps >= 1000 boundary, the low-noise one below; each made
+// once, when first needed, and the high-noise one released before the low-noise one is made.
+TEST(Experts, SamplingSwitchesOnceFromTheHighToTheLowNoiseExpert) {
+  std::vector<std::string> events;
+  auto factory = [&](const std::string& name) {
+    return [&events, name] {
+      events.push_back("make " + name);
+      auto alive = std::shared_ptr<int>(new int(0), [&events, name](int* p) {
+        events.push_back("release " + name);
+        delete p;
+      });
+      return ModelForward([&events, name, alive](const float*, float t, const float*, float*) {
+        events.push_back(name + " " + std::to_string(int(t)));
+      });
+    };
+  };
+  {
+    const ModelForward f = expert_forward(factory("high"), factory("low"), 0.875);
+    for (const float t : {1000.f, 900.f, 875.f, 874.f, 500.f, 0.f}) f(nullptr, t, nullptr, nullptr);
+  }
+  EXPECT_EQ(events, (std::vector<std::string>{"make high", "high 1000", "high 900", "high 875", "release high",
+                                               "make low", "low 874", "low 500", "low 0", "release low"}));
+  const Guidance g{nullptr, 4.0, 0.875, 3.0};
+  EXPECT_EQ(g.scale_at(875), 4.0);
+  EXPECT_EQ(g.scale_at(874.9), 3.0);
+  EXPECT_EQ(Guidance{}.scale_at(0), 1.0);
+}
+
+// `sample` on a two-expert folder: the experts take over in turn, and with every step above the boundary the sample
+// is the high-noise expert's own, byte for byte.
+TEST(Experts, SampleRunsBothExpertsOfAFolder) {
+  TempDir dir;
+  const std::string wan = dir.file("wan");
+  const ExpertFolder f(wan, SaveFormat::wan);
+  const std::string common = " --prompt 'a red square' --frames 1 --height 8 --width 8 --steps 6 --shift 1 --out ";
+  const CliResult both = run_cli("sample --model " + wan + " --boundary 0.5" + common + dir.file("both.safetensors"));
+  ASSERT_EQ(both.code, 0) << both.output;
+  // steps at t 1, 5/6, 4/6, 3/6 on the high-noise expert, then 2/6 and 1/6 on the low-noise one
+  const size_t high = both.output.find("the high-noise expert takes over"), step4 = both.output.find("step 4/6"),
+               low = both.output.find("the low-noise expert takes over"), step5 = both.output.find("step 5/6");
+  ASSERT_NE(low, std::string::npos) << both.output;
+  EXPECT_TRUE(high < step4 && step4 < low && low < step5) << both.output;
+  const CliResult all_high =
+      run_cli("sample --model " + wan + " --boundary 0.001" + common + dir.file("high.safetensors"));
+  const CliResult alone =
+      run_cli("sample --model " + wan + "/high_noise_model" + common + dir.file("alone.safetensors"));
+  ASSERT_EQ(all_high.code, 0) << all_high.output;
+  ASSERT_EQ(alone.code, 0) << alone.output;
+  EXPECT_EQ(all_high.output.find("low-noise expert takes over"), std::string::npos) << all_high.output;
+  EXPECT_EQ(read_file(dir.file("high.safetensors")), read_file(dir.file("alone.safetensors")));
+  EXPECT_NE(read_file(dir.file("both.safetensors")), read_file(dir.file("alone.safetensors")));
+  const CliResult bad = run_cli("sample --model " + wan + "/high_noise_model --boundary 0.5" + common + dir.file("x.gif"));
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("--boundary applies to a Wan2.2 A14B folder"), std::string::npos) << bad.output;
 }
 
 }  // namespace

@@ -33,7 +33,10 @@ struct SampleArgs {
   std::string model, config, prompt, context, out, vae, vae_config;
   T5Paths t5;
   std::string negative_prompt = kWanNegativePrompt;
-  double guidance = 0;  // 0: the default (5.0 with --t5, else 1.0)
+  double guidance = 0;  // 0: the default (5.0 with --t5, else 1.0; A14B's experts 4.0 and 3.0)
+  double guidance_low = 0;  // Wan2.2 A14B: the low-noise expert's (0: 3.0 with --t5 where --guidance-scale is not given)
+  double boundary = 0;      // Wan2.2 A14B: 0: the folder's boundary_ratio, else Wan's T2V-A14B 0.875
+  bool sampler_given = false;  // --steps or --shift given: A14B's defaults (40 steps, shift 12) do not apply
   VaeChunking vae_chunking;
   BackendChoice backend = BackendChoice::automatic;
   DataShape shape;  // extents 0: from the checkpoint's trainer.json; channels: the model's in_dim
@@ -112,12 +115,51 @@ std::vector<float> read_context(const std::string& path, const ModelConfig& c) {
   return ctx;
 }
 
+// The model of one source, loaded and ready to run: on the CPU with f32 weights, or on `kind`'s device with bf16
+// weights rounded where the f32 ones lie (no second copy). It owns its weights and its device state.
+ModelForward load_forward(const ModelSource& src, const SampleArgs& a, BackendKind kind) {
+  const ModelConfig& c = src.config;
+  struct Loaded {  // destroyed in reverse: the device model before its backend, both before the weights
+    AlignedBuffer<float> params;
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<StreamedForward> device;
+    ModelForward cpu;
+  };
+  auto m = std::make_shared<Loaded>();
+  const ParamTable table(c);
+  m->params = AlignedBuffer<float>(size_t(table.total()));  // [P] f32
+  load_params(src, table, a.seed, m->params.data());
+  if (kind == BackendKind::cpu) {
+    m->cpu = cpu_model_forward(c, m->params.data(), a.shape, c.text_len);
+    return [m](const float* xt, float t, const float* ctx, float* v) { m->cpu(xt, t, ctx, v); };
+  }
+  const uint16_t* bf16 = narrow_to_bf16_in_place(m->params.data(), int64_t(m->params.size()));
+  m->backend = make_backend(kind, 0, nullptr);
+  const ModelDims d = ModelDims::make(c, 1, a.shape.frames, a.shape.height, a.shape.width, c.text_len);
+  Backend* be = m->backend.get();
+  m->device = std::make_unique<StreamedForward>(
+      c, d, *be, [be, &c, d] { return make_stage_runner(*be, c, d); }, bf16);
+  log_info(src.description, " samples on ", kind,
+           m->device->resident() ? " with every block resident" : ", its blocks streamed two at a time");
+  return [m](const float* xt, float t, const float* ctx, float* v) { (*m->device)(xt, t, ctx, v); };
+}
+
 void run_sample(SampleArgs a) {
   validate(a.sampler);
   check_vae_tile(a.vae_chunking, "--vae-tile");
   if (!(a.fps > 0)) MS_FAIL("--fps must be positive, got ", a.fps);
   const std::string model = model_dir(a.model);
-  ModelSource src = resolve_model(model, a.config);
+  // Wan2.2 A14B: both experts, the high-noise one above the boundary (Wan's text2video.py, diffusers' WanPipeline).
+  const bool experts = !expert_folders(model)[0].empty();
+  ModelSource src = resolve_model(model, a.config, experts ? Expert::high : Expert::none);
+  const ModelSource low = experts ? resolve_model(model, a.config, Expert::low) : ModelSource{};
+  if (experts && config_to_json(low.config) != config_to_json(src.config))
+    MS_FAIL("'", model, "': its two experts have different configs; they must be one model's two halves");
+  if (!experts && a.boundary > 0) MS_FAIL("--boundary applies to a Wan2.2 A14B folder of two experts");
+  if (a.boundary >= 1) MS_FAIL("--boundary ", a.boundary, " must be below 1");
+  const double boundary = !experts ? 0 : a.boundary > 0 ? a.boundary : src.boundary > 0 ? src.boundary
+                                                                                   : kWanT2vA14bBoundary;
+  if (experts && !a.sampler_given) a.sampler.steps = 40, a.sampler.shift = 12.0;  // Wan's T2V-A14B
   const ModelConfig& c = src.config;
   std::unique_ptr<VaeWeights> vae;
   if (!a.vae.empty() && c.in_dim == 3) log_warn("--vae is not used: the model works on pixels");
@@ -129,7 +171,11 @@ void run_sample(SampleArgs a) {
   }
   a.shape.channels = c.in_dim;
   const std::string out = clip_output_path(a.out, c.in_dim, vae != nullptr);  // checked before the slow part
-  const double scale = a.guidance > 0 ? a.guidance : !a.t5.t5.empty() ? 5.0 : 1.0;
+  const bool t5_given = !a.t5.t5.empty();
+  const double scale = a.guidance > 0 ? a.guidance : !t5_given ? 1.0 : experts ? 4.0 : 5.0;
+  const double scale_low = a.guidance_low > 0 ? a.guidance_low : a.guidance > 0 || !t5_given ? scale : 3.0;
+  if (!experts && a.guidance_low > 0) MS_FAIL("--guidance-scale-2 applies to a Wan2.2 A14B folder of two experts");
+  const bool guided = scale != 1.0 || (experts && scale_low != 1.0);
   // The frozen models (the text encoder, the VAE) run on a usable GPU with --backend auto or cuda, and so does the
   // model where its kernels can run it (docs/cli.md).
   const BackendKind frozen = resolve_gpu_backend(a.backend);
@@ -141,7 +187,7 @@ void run_sample(SampleArgs a) {
   }
   const bool on_device = kind != BackendKind::cpu;
   const HostLimit limit = host_limit(a.host_memory);
-  const int64_t need = sample_host_bytes(c, a.shape, scale != 1.0, on_device), weights = 4 * ParamTable(c).total();
+  const int64_t need = sample_host_bytes(c, a.shape, guided, on_device), weights = 4 * ParamTable(c).total();
   require_host_memory(
       cat("sampling ", src.description), need,
       cat("f32 weights ", format_bytes(double(weights)),
@@ -158,23 +204,23 @@ void run_sample(SampleArgs a) {
     t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
     t5->set_forward(make_t5_forward(frozen, t5->weights(), true));
   }
-  if (scale != 1.0 && !a.context.empty() && !t5)
+  if (guided && !a.context.empty() && !t5)
     MS_FAIL("--guidance-scale ", scale, " with --context needs --t5 and --tokenizer to encode the negative prompt");
   const auto t_text = std::chrono::steady_clock::now();
   const std::vector<float> ctx = a.context.empty() ? prompt_context(c, a.prompt, t5.get()) : read_context(a.context, c);
   const std::vector<float> negative =
-      scale != 1.0 ? prompt_context(c, a.negative_prompt, t5.get()) : std::vector<float>{};
+      guided ? prompt_context(c, a.negative_prompt, t5.get()) : std::vector<float>{};
   if (t5)
-    log_info("encoded the prompt", scale != 1.0 ? " and the negative prompt" : "", " with ", a.t5.t5, " in ",
+    log_info("encoded the prompt", guided ? " and the negative prompt" : "", " with ", a.t5.t5, " in ",
              format_fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_text).count(), 1), " s");
   t5.reset();  // its memory (on a GPU, its weights) goes back before the model's comes
-  ParamTable table(c);
-  AlignedBuffer<float> params(size_t(table.total()));  // [P] f32
-  load_params(src, table, a.seed, params.data());
   log_info("sampling ", a.shape.frames, "x", a.shape.height, "x", a.shape.width, " (",
-           c.in_dim == 3 ? "pixels" : "latents", ") with ", src.description, ": ", a.sampler.steps,
+           c.in_dim == 3 ? "pixels" : "latents", ") with ", experts ? model : src.description, ": ", a.sampler.steps,
            " Euler steps, shift ", a.sampler.shift, ", seed ", a.seed,
-           scale != 1.0 ? cat(", guidance scale ", scale) : std::string(", no guidance"));
+           !guided         ? std::string(", no guidance")
+           : experts       ? cat(", guidance scales ", scale, " (high noise) and ", scale_low, " (low noise)")
+                           : cat(", guidance scale ", scale),
+           experts ? cat("; the low-noise expert below t ", 1000 * boundary, " (boundary ", boundary, ")") : "");
   auto last = std::chrono::steady_clock::now();
   const StepFn progress = [&](int64_t i, int64_t n, double t0, double t1) {
     const auto now = std::chrono::steady_clock::now();
@@ -182,25 +228,18 @@ void run_sample(SampleArgs a) {
              " s)");
     last = now;
   };
-  const Guidance guidance{negative.empty() ? nullptr : negative.data(), scale};
+  const Guidance guidance{negative.empty() ? nullptr : negative.data(), scale, boundary, scale_low};
   std::vector<float> x;
-  if (!on_device) {
-    x = generate_clip(c, cpu_model_forward(c, params.data(), a.shape, c.text_len), ctx.data(), c.text_len, a.shape,
-                      a.sampler, a.seed, progress, guidance);
-  } else {  // bf16 weights, as the GPU computes with them, rounded where the f32 ones lie (no second copy)
-    const uint16_t* bf16 = narrow_to_bf16_in_place(params.data(), int64_t(params.size()));
-    const std::unique_ptr<Backend> backend = make_backend(kind, 0, nullptr);
-    const ModelDims d = ModelDims::make(c, 1, a.shape.frames, a.shape.height, a.shape.width, c.text_len);
-    StreamedForward model(
-        c, d, *backend, [&] { return make_stage_runner(*backend, c, d); }, bf16);
-    log_info("the model samples on ", kind,
-             model.resident() ? " with every block resident" : ", its blocks streamed two at a time");
-    const ModelForward forward = [&model](const float* xt, float t, const float* ctx, float* v) {
-      model(xt, t, ctx, v);
+  {
+    auto expert = [&](const ModelSource& s, const char* which) {
+      log_info("the ", which, "-noise expert takes over: ", s.description);
+      return load_forward(s, a, kind);
     };
+    const ModelForward forward = !experts ? load_forward(src, a, kind)
+                                          : expert_forward([&] { return expert(src, "high"); },
+                                                           [&] { return expert(low, "low"); }, boundary);
     x = generate_clip(c, forward, ctx.data(), c.text_len, a.shape, a.sampler, a.seed, progress, guidance);
-  }
-  params = AlignedBuffer<float>();  // the VAE decodes with the model's memory returned
+  }  // the VAE decodes with the model's memory returned
   const std::unique_ptr<VaeOps> vae_ops = vae ? make_vae_ops(frozen, *vae) : nullptr;
   if (vae_ops) log_info("decoding the sample with the VAE on ", frozen);
   write_clip(out, x.data(), a.shape, a.fps, vae_ops.get(), a.vae_chunking);
@@ -225,8 +264,17 @@ void add_sample_command(CLI::App& app) {
   add_t5_options(*cmd, a->t5, false, ", for --prompt and --negative-prompt");
   cmd->add_option("--guidance-scale", a->guidance,
                   "Classifier-free guidance: v = v(negative) + scale (v(prompt) - v(negative)); default 5.0 (Wan's) "
-                  "with --t5, else 1.0 (no guidance: one model call per step)")
+                  "with --t5, else 1.0 (no guidance: one model call per step); a Wan2.2 A14B folder: the high-noise "
+                  "expert's, 4.0 with --t5")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--guidance-scale-2", a->guidance_low,
+                  "A Wan2.2 A14B folder: the low-noise expert's guidance scale (diffusers' guidance_scale_2; default "
+                  "Wan's 3.0 with --t5, or --guidance-scale when given)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--boundary", a->boundary,
+                  "A Wan2.2 A14B folder: the timestep fraction where sampling switches from the high-noise expert to "
+                  "the low-noise one (default: the folder's boundary_ratio, else Wan's T2V-A14B 0.875)")
+      ->check(CLI::Range(0.0, 1.0).description("in (0, 1)"));
   cmd->add_option("--negative-prompt", a->negative_prompt,
                   "The negative prompt of guidance (default: Wan's own, wan/configs/shared_config.py)");
   cmd->add_option("--frames", a->shape.frames,
@@ -234,10 +282,12 @@ void add_sample_command(CLI::App& app) {
                   "shape)");
   cmd->add_option("--height", a->shape.height, "Height (default: as --frames)");
   cmd->add_option("--width", a->shape.width, "Width (default: as --frames)");
-  cmd->add_option("--steps", a->sampler.steps, "Euler steps")->capture_default_str();
-  cmd->add_option("--shift", a->sampler.shift,
-                  "Timestep shift: t = shift s / (1 + (shift - 1) s), s linear from 1 to 0")
-      ->capture_default_str();
+  auto* steps = cmd->add_option("--steps", a->sampler.steps, "Euler steps (a Wan2.2 A14B folder: Wan's 40)")
+                    ->capture_default_str();
+  auto* shift = cmd->add_option("--shift", a->sampler.shift,
+                                "Timestep shift: t = shift s / (1 + (shift - 1) s), s linear from 1 to 0 (a Wan2.2 "
+                                "A14B folder: Wan's 12)")
+                    ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Noise seed (and initialisation seed for a model without weights)")
       ->capture_default_str();
   cmd->add_option("--fps", a->fps, "Frame rate of the written video")->capture_default_str();
@@ -252,9 +302,10 @@ void add_sample_command(CLI::App& app) {
       "auto runs the model, the text encoder and the VAE on a usable GPU (the model on the CPU where the "
       "GPU kernels cannot run it), else on the CPU; cpu keeps them all on the CPU");
   add_host_memory_option(*cmd, a->host_memory);
-  cmd->callback([a, prompt, context] {
+  cmd->callback([a, prompt, context, steps, shift] {
     if (!prompt->count() && !context->count())
       MS_FAIL("give a caption with --prompt TEXT or a text embedding with --context FILE");
+    a->sampler_given = steps->count() || shift->count();
     run_sample(*a);
   });
 }

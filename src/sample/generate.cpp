@@ -46,6 +46,26 @@ ModelForward cpu_model_forward(const ModelConfig& c, const float* params, const 
   };
 }
 
+ModelForward expert_forward(std::function<ModelForward()> high, std::function<ModelForward()> low, double boundary) {
+  struct State {
+    std::function<ModelForward()> make[2];
+    int current = -1;  // 0 high, 1 low
+    ModelForward forward;
+  };
+  auto s = std::make_shared<State>();
+  s->make[0] = std::move(high);
+  s->make[1] = std::move(low);
+  return [s, boundary](const float* xt, float timestep, const float* context, float* v) {
+    const int want = timestep >= 1000 * boundary ? 0 : 1;
+    if (want != s->current) {
+      s->forward = nullptr;  // the other expert's memory goes first
+      s->forward = s->make[want]();
+      s->current = want;
+    }
+    s->forward(xt, timestep, context, v);
+  };
+}
+
 std::vector<float> generate_clip(const ModelConfig& c, const ModelForward& model, const float* context, int64_t rows,
                                  const DataShape& shape, const SamplerConfig& sampler, uint64_t seed,
                                  const StepFn& on_step, const Guidance& guidance) {
@@ -58,14 +78,14 @@ std::vector<float> generate_clip(const ModelConfig& c, const ModelForward& model
   const int64_t n = c.in_dim * d.F * d.H * d.W;
   std::vector<float> x(static_cast<size_t>(n));  // [1, in_dim, F, H, W] noise at t = 1, the sample at t = 0
   fill_noise(seed, x.data(), n);
-  const bool guided = guidance.negative && guidance.scale != 1.0;
+  const bool guided = guidance.negative && (guidance.scale != 1.0 || (guidance.boundary > 0 && guidance.scale_low != 1.0));
   std::vector<float> unconditional(guided ? size_t(n) : 0);  // [1, in_dim, F, H, W]
   const VelocityFn velocity = [&](const float* xt, double t, float* v) {
     const float timestep = float(t * 1000.0);  // the model's timestep scale (train/flow_matching.h)
     model(xt, timestep, context, v);
-    if (!guided) return;
+    const float s = float(guidance.scale_at(timestep));
+    if (!guided || s == 1.0f) return;
     model(xt, timestep, guidance.negative, unconditional.data());
-    const float s = float(guidance.scale);
     for (int64_t i = 0; i < n; ++i) v[i] = unconditional[size_t(i)] + s * (v[i] - unconditional[size_t(i)]);
   };
   euler_sample(sampler, velocity, x.data(), n, on_step);

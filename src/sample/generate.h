@@ -22,16 +22,24 @@ std::vector<float> prompt_context(const ModelConfig& c, const std::string& promp
 void check_text_encoder_fits(const ModelConfig& c, const TextEncoder& t5);
 
 // Classifier-free guidance (Wan's): v = v(negative) + scale (v(context) - v(negative)); scale 1 (or no negative
-// context) runs the conditional model alone.
+// context) runs the conditional model alone. Wan2.2 A14B guides its two experts with their own scales: below the
+// boundary (timestep < 1000 boundary) the low-noise expert's scale_low.
 struct Guidance {
   const float* negative = nullptr;  // [rows, text_dim] like the context
   double scale = 1.0;
+  double boundary = 0, scale_low = 1.0;  // boundary 0: one scale throughout
+  double scale_at(double timestep) const { return boundary > 0 && timestep < 1000 * boundary ? scale_low : scale; }
 };
 
 // The model's velocity v [in_dim, F, H, W] at x_t [in_dim, F, H, W], timestep [1] (t x 1000, the model's scale) and
 // context [rows, text_dim] (the rows generate_clip was given): on the CPU (cpu_model_forward) or on a backend's device
 // (runtime/streamed_forward.h).
 using ModelForward = std::function<void(const float* xt, float timestep, const float* context, float* v)>;
+
+// Wan2.2 A14B's sampling: the high-noise expert's forward at timesteps >= 1000 boundary, the low-noise one's below.
+// Each is made by its factory when first needed, the other released first, so that one expert's memory is held at a
+// time (the sampler's timesteps only fall: it switches once).
+ModelForward expert_forward(std::function<ModelForward()> high, std::function<ModelForward()> low, double boundary);
 
 // The resident model on the CPU over f32 params [ParamTable(c).total()] (which must outlive it), for one clip of
 // `shape` with `rows` context rows.
