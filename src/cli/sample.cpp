@@ -157,8 +157,7 @@ void run_sample(SampleArgs a) {
     MS_FAIL("'", model, "': its two experts have different configs; they must be one model's two halves");
   if (!experts && a.boundary > 0) MS_FAIL("--boundary applies to a Wan2.2 A14B folder of two experts");
   if (a.boundary >= 1) MS_FAIL("--boundary ", a.boundary, " must be below 1");
-  const double boundary = !experts ? 0 : a.boundary > 0 ? a.boundary : src.boundary > 0 ? src.boundary
-                                                                                   : kWanT2vA14bBoundary;
+  const double boundary = experts ? expert_boundary(a.boundary, src.boundary) : 0;
   if (experts && !a.sampler_given) a.sampler.steps = 40, a.sampler.shift = 12.0;  // Wan's T2V-A14B
   const ModelConfig& c = src.config;
   std::unique_ptr<VaeWeights> vae;

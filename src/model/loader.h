@@ -23,6 +23,11 @@ struct EnumNames<Expert> {
 
 // Wan's T2V-A14B boundary (wan/configs/wan_t2v_A14B.py): Wan's folders do not record it.
 constexpr double kWanT2vA14bBoundary = 0.875;
+// The boundary in effect: `given` (--boundary) when positive, else `recorded` (ModelSource::boundary) when
+// positive, else Wan's T2V-A14B.
+inline double expert_boundary(double given, double recorded) {
+  return given > 0 ? given : recorded > 0 ? recorded : kWanT2vA14bBoundary;
+}
 
 struct ModelSource {
   ModelConfig config;

@@ -43,7 +43,7 @@ void TrainOptions::apply_expert(double model_boundary) {
   if (expert == Expert::none) return;
   const std::string from = boundary > 0 ? "--boundary" : model_boundary > 0 ? "the folder's boundary_ratio"
                                                                             : "Wan's T2V-A14B";
-  const double b = boundary > 0 ? boundary : model_boundary > 0 ? model_boundary : kWanT2vA14bBoundary;
+  const double b = expert_boundary(boundary, model_boundary);
   const double lo = expert == Expert::high ? 1000 * b : 0, hi = expert == Expert::high ? 1000 : 1000 * b;
   if (flow.min_timestep != 0 || flow.max_timestep != 1000) {  // given: must lie on the expert's side
     if (flow.min_timestep < lo || flow.max_timestep > hi)
