@@ -2,6 +2,7 @@
 // through encode and decode on tiny configs at the chunk boundaries (1, 5, 9, 13 frames), chunking invariance, and
 // bad input.
 #include <cmath>
+#include <map>
 
 #include "ops/channel_norm.h"
 #include "ops/conv3d.h"
@@ -18,6 +19,19 @@ VaeConfig tiny_config() {
   c.dim = 8;
   c.dim_mult = {1, 2, 2, 2};
   c.num_res_blocks = 1;
+  return c;
+}
+
+// Wan2.2's VAE at small widths: the 2x2 patch, a decoder wider than the encoder, every shortcut kind (spatial and
+// spatio-temporal averages, an identity in the last encoder stage, duplications that halve the width).
+VaeConfig tiny22_config() {
+  VaeConfig c = VaeConfig::wan22();
+  c.dim = 8;
+  c.dec_dim = 12;
+  c.z_dim = 4;
+  c.dim_mult = {1, 2, 2, 2};
+  c.latents_mean = {0.1f, -0.2f, 0.05f, 0.3f};
+  c.latents_std = {0.5f, 1.2f, 0.8f, 0.9f};
   return c;
 }
 
@@ -153,6 +167,79 @@ TEST(Vae, EncodeAndDecodeMatchTheWholeClipReference) {
     for (double v : raw.v) clamped += std::fabs(v) > 1;
     EXPECT_LT(double(clamped), 0.2 * double(raw.v.size())) << "the clamp hides too much of the comparison";
   }
+}
+
+// Wan2.2's VAE (vae2_2.py): 1, 5 and 9 frames, the first chunk's zero-padded averages and dropped duplicates
+// included, against the reference written from its modules.
+TEST(Vae, Wan22EncodeAndDecodeMatchTheWholeClipReference) {
+  const VaeConfig c = tiny22_config();
+  ASSERT_EQ(c.space_stride(), 16);
+  const VaeWeights w = VaeWeights::random(c, 17);
+  const VaeReference ref(w);
+  const int64_t H = 32, W = 48;
+  for (int64_t F : {1, 5, 9}) {
+    const Vid video = random_vid(F, H, W, uint64_t(60 + F));
+    const Vid want = ref.encode(video);
+    ASSERT_EQ(want.c, 4);
+    ASSERT_EQ(want.t, 1 + (F - 1) / 4);
+    ASSERT_EQ(want.h * 16, H);
+    const auto vf = to_f32(video.v);
+    std::vector<float> lat(want.v.size());
+    vae_encode(w, vf.data(), F, H, W, lat.data());
+    EXPECT_LT(rel_l2(lat, want.v), 1e-4) << F << " frames";
+
+    const Vid raw = ref.decode(want, false), dec = ref.decode(want);
+    ASSERT_EQ(dec.t, F);
+    ASSERT_EQ(dec.h, H);
+    const auto lf = to_f32(want.v);
+    std::vector<float> out(dec.v.size());
+    vae_decode(w, lf.data(), want.t, want.h, want.w, out.data());
+    EXPECT_LT(rel_l2(out, dec.v), 1e-4) << F << " frames";
+    int64_t clamped = 0;
+    for (double v : raw.v) clamped += std::fabs(v) > 1;
+    EXPECT_LT(double(clamped), 0.2 * double(raw.v.size())) << "the clamp hides too much of the comparison";
+  }
+  // Larger chunks: the same result up to float rounding.
+  const auto video = to_f32(random_vid(9, H, W, 70).v);
+  std::vector<float> a(size_t(4 * 3 * 2 * 3)), b(a.size());
+  vae_encode(w, video.data(), 9, H, W, a.data());
+  vae_encode(w, video.data(), 9, H, W, b.data(), {.encode_frames = 8});
+  EXPECT_LT(rel_l2(b, a), 1e-6);
+  std::vector<float> da(size_t(3 * 9 * H * W)), db(da.size());
+  vae_decode(w, a.data(), 3, 2, 3, da.data());
+  vae_decode(w, a.data(), 3, 2, 3, db.data(), {.decode_latents = 2});
+  EXPECT_LT(rel_l2(db, da), 1e-6);
+  EXPECT_NE(error_of([&] {
+              vae_encode(w, video.data(), 9, H, W, a.data(), {.tile_h = 40, .tile_w = 0});
+            }).find("multiples of 16"),
+            std::string::npos);
+}
+
+// The shapes Wan2.2's VAE has: 12 channels in and out, stages of 160, 320 and 640 with an identity-width last
+// stage, a decoder of 1024 down to 256 whose upsamplers keep their width, and no shortcut parameters.
+TEST(Vae, Wan22LayersHaveWansShapes) {
+  const VaeConfig c = VaeConfig::wan22();
+  check_vae_config(c, "Wan2.2");
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, shape] : vae_param_shapes(c)) shapes[name] = shape;
+  EXPECT_EQ(shapes.at("encoder.conv1.weight"), (Shape{160, 12, 3, 3, 3}));
+  EXPECT_EQ(shapes.at("encoder.downsamples.1.downsamples.0.shortcut.weight"), (Shape{320, 160, 1, 1, 1}));
+  EXPECT_EQ(shapes.at("encoder.downsamples.1.downsamples.2.time_conv.weight"), (Shape{320, 320, 3, 1, 1}));
+  EXPECT_EQ(shapes.count("encoder.downsamples.0.downsamples.2.time_conv.weight"), 0u);   // spatial only
+  EXPECT_EQ(shapes.count("encoder.downsamples.3.downsamples.2.resample.1.weight"), 0u);  // the last stage
+  EXPECT_EQ(shapes.at("encoder.head.2.weight"), (Shape{96, 640, 3, 3, 3}));
+  EXPECT_EQ(shapes.at("conv1.weight"), (Shape{96, 96, 1, 1, 1}));
+  EXPECT_EQ(shapes.at("decoder.conv1.weight"), (Shape{1024, 48, 3, 3, 3}));
+  EXPECT_EQ(shapes.at("decoder.upsamples.0.upsamples.3.time_conv.weight"), (Shape{2048, 1024, 3, 1, 1}));
+  EXPECT_EQ(shapes.at("decoder.upsamples.2.upsamples.0.shortcut.weight"), (Shape{512, 1024, 1, 1, 1}));
+  EXPECT_EQ(shapes.at("decoder.upsamples.2.upsamples.3.resample.1.weight"), (Shape{512, 512, 3, 3}));
+  EXPECT_EQ(shapes.count("decoder.upsamples.2.upsamples.3.time_conv.weight"), 0u);
+  EXPECT_EQ(shapes.count("decoder.upsamples.3.upsamples.3.resample.1.weight"), 0u);
+  EXPECT_EQ(shapes.at("decoder.head.2.weight"), (Shape{12, 256, 3, 3, 3}));
+  for (const auto& [name, shape] : shapes) EXPECT_EQ(name.find("avg_shortcut"), std::string::npos) << name;
+  VaeConfig bad = tiny22_config();
+  bad.dim_mult = {1, 2, 3, 2};  // 16 -> 24 channels over 2x2x2 blocks: 128 values do not split into 24 groups
+  EXPECT_NE(error_of([&] { check_vae_config(bad, "cfg"); }).find("regroup evenly"), std::string::npos);
 }
 
 // Temporal halving first, a 3-stage VAE (spatial stride 4), two residual blocks per stage.

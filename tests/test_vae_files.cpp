@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 
 #include "core/dtype.h"
 #include "file_util.h"
@@ -14,6 +16,46 @@
 
 namespace ms::test {
 namespace {
+
+// diffusers' convert_vae_22 (scripts/convert_wan_to_diffusers.py) transcribed: Wan2.2's name -> diffusers'.
+std::string diffusers22_name(std::string key) {
+  auto replace = [](std::string s, const std::string& from, const std::string& to) {
+    const size_t at = s.find(from);
+    return at == std::string::npos ? s : s.substr(0, at) + to + s.substr(at + from.size());
+  };
+  static const std::pair<const char*, const char*> suffixes[] = {{".residual.0.gamma", ".norm1.gamma"},
+                                                                 {".residual.2.", ".conv1."},
+                                                                 {".residual.3.gamma", ".norm2.gamma"},
+                                                                 {".residual.6.", ".conv2."},
+                                                                 {".shortcut.", ".conv_shortcut."}};
+  auto rename_suffix = [&](std::string s) {
+    for (const auto& [from, to] : suffixes)
+      if (s.find(from) != std::string::npos) return replace(s, from, to);
+    return s;
+  };
+  for (const char* side : {"encoder", "decoder"}) {
+    const std::string sd = side;
+    if (key.starts_with(sd + ".middle.1.")) return replace(key, ".middle.1.", ".mid_block.attentions.0.");
+    if (key.starts_with(sd + ".middle.0.")) return rename_suffix(replace(key, ".middle.0.", ".mid_block.resnets.0."));
+    if (key.starts_with(sd + ".middle.2.")) return rename_suffix(replace(key, ".middle.2.", ".mid_block.resnets.1."));
+    if (key.starts_with(sd + ".head.0.")) return replace(key, ".head.0.", ".norm_out.");
+    if (key.starts_with(sd + ".head.2.")) return replace(key, ".head.2.", ".conv_out.");
+    if (key.starts_with(sd + ".conv1.")) return replace(key, ".conv1.", ".conv_in.");
+  }
+  if (key.starts_with("conv1.")) return "quant_conv." + key.substr(6);
+  if (key.starts_with("conv2.")) return "post_quant_conv." + key.substr(6);
+  const bool enc = key.starts_with("encoder.");
+  const std::string list = enc ? "downsamples" : "upsamples", blocks = enc ? "down_blocks" : "up_blocks";
+  key = replace(key, "." + list + ".", "." + blocks + ".");
+  if (key.find("residual") != std::string::npos || key.find("shortcut") != std::string::npos)
+    return rename_suffix(replace(key, "." + list + ".", ".resnets."));
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+  std::string out = parts[0] + "." + parts[1] + "." + parts[2] + "." + (enc ? "downsampler" : "upsampler");
+  for (size_t i = 5; i < parts.size(); ++i) out += "." + parts[i];
+  return out;
+}
 
 // Expects f to throw an ms::Error whose message holds `part`.
 void expect_error_holds(const std::function<void()>& f, const std::string& part) {
@@ -110,6 +152,76 @@ TEST(VaeFiles, DiffusersFolderLoads) {
         << name;
 }
 
+// Every Wan2.2 VAE tensor, renamed as diffusers' convert_vae_22 renames it, maps back one to one; and diffusers'
+// Wan2.2 config.json (the script's vae22_diffusers_config) reads as Wan2.2's VAE.
+TEST(VaeFiles, Wan22DiffusersNamesAndConfigMapOntoWans) {
+  const VaeConfig c = VaeConfig::wan22();
+  std::set<std::string> seen;
+  for (const auto& [name, shape] : vae_param_shapes(c)) {
+    const std::string d = diffusers22_name(name);
+    EXPECT_NE(d, name);
+    EXPECT_EQ(wan_vae_name(d, c), name) << d;
+    EXPECT_TRUE(seen.insert(d).second) << d;
+  }
+  EXPECT_EQ(diffusers22_name("encoder.downsamples.2.downsamples.2.time_conv.bias"),
+            "encoder.down_blocks.2.downsampler.time_conv.bias");  // the transcription itself, on one row
+  EXPECT_EQ(wan_vae_name("decoder.up_blocks.1.upsampler.resample.1.weight", c),
+            "decoder.upsamples.1.upsamples.3.resample.1.weight");
+
+  TempDir dir;
+  nlohmann::json j{{"_class_name", "AutoencoderKLWan"},
+                   {"base_dim", 160},
+                   {"z_dim", 48},
+                   {"is_residual", true},
+                   {"in_channels", 12},
+                   {"out_channels", 12},
+                   {"decoder_base_dim", 256},
+                   {"scale_factor_temporal", 4},
+                   {"scale_factor_spatial", 16},
+                   {"patch_size", 2},
+                   {"latents_mean", c.latents_mean},
+                   {"latents_std", c.latents_std},
+                   {"clip_output", false}};
+  std::ofstream(dir.file("config.json")) << j.dump();
+  const VaeConfig r = read_vae_config(dir.file("config.json"));
+  EXPECT_TRUE(r.is_residual);
+  EXPECT_EQ(r.patch_size, 2);
+  EXPECT_EQ(r.dim, 160);
+  EXPECT_EQ(r.decoder_dim(), 256);
+  EXPECT_EQ(r.z_dim, 48);
+  EXPECT_EQ(vae_param_shapes(r), vae_param_shapes(c));
+}
+
+// A Wan2.2 VAE file without a config: its 12-channel first conv tells it apart, its widths come from the shapes, and
+// in diffusers' names it loads to the same weights.
+TEST(VaeFiles, Wan22ConfigComesFromTheFilesShapes) {
+  VaeConfig c = VaeConfig::wan22();
+  c.dim = 8;
+  c.dec_dim = 12;
+  const VaeWeights w = VaeWeights::random(c, 5);
+  TempDir dir;
+  std::vector<TensorRef> wan, dif;
+  for (const auto& [name, shape] : vae_param_shapes(c)) {
+    wan.push_back({name, DType::f32, shape, w.get(name)});
+    dif.push_back({diffusers22_name(name), DType::f32, shape, w.get(name)});
+  }
+  write_safetensors(dir.file("wan.safetensors"), wan);
+  write_safetensors(dir.file("diffusers.safetensors"), dif);
+  for (const char* file : {"wan.safetensors", "diffusers.safetensors"}) {
+    const VaeWeights got = VaeWeights::load(dir.file(file), "");
+    EXPECT_TRUE(got.config().is_residual) << file;
+    EXPECT_EQ(got.config().dim, 8) << file;
+    EXPECT_EQ(got.config().decoder_dim(), 12) << file;
+    ASSERT_EQ(got.count(), w.count()) << file;
+    EXPECT_EQ(std::vector<float>(got.data(), got.data() + got.count()),
+              std::vector<float>(w.data(), w.data() + w.count()))
+        << file;
+  }
+  wan[0].shape = {8, 5, 3, 3, 3};
+  write_safetensors(dir.file("odd.safetensors"), {wan[0]});
+  expect_error_holds([&] { VaeWeights::load(dir.file("odd.safetensors"), ""); }, "takes 5 channels; Wan2.1's takes 3");
+}
+
 TEST(VaeFiles, BadWeightsAreNamed) {
   TempDir dir;
   const VaeWeights wan = VaeWeights::load(kVaeData + "tiny_vae.safetensors", kVaeData + "tiny_config.json");
@@ -134,8 +246,10 @@ TEST(VaeFiles, BadWeightsAreNamed) {
   expect_error_holds([&] { VaeWeights::load(kVaeData + "tiny_vae.pth", ""); }, "pass --vae-config");
   std::ofstream(dir.file("bad.json")) << R"({"dim": 8, "attn_scales": [0.5]})";
   expect_error_holds([&] { read_vae_config(dir.file("bad.json")); }, "attn_scales must be []");
-  std::ofstream(dir.file("wan22.json")) << R"({"_class_name": "AutoencoderKLWan", "is_residual": true})";
-  expect_error_holds([&] { read_vae_config(dir.file("wan22.json")); }, "Wan2.2's VAE");
+  std::ofstream(dir.file("wan22.json")) << R"({"_class_name": "AutoencoderKLWan", "is_residual": true,
+                                              "patch_size": 2, "in_channels": 3})";
+  expect_error_holds([&] { read_vae_config(dir.file("wan22.json")); },
+                     "in_channels is 3; it must be 3 x patch_size^2 = 12");
 }
 
 }  // namespace ms::test

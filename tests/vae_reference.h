@@ -1,6 +1,7 @@
-// The video VAE in float64 plain loops, the tests' independent reference: every layer written from Wan's semantics
+// The video VAEs in float64 plain loops, the tests' independent reference: every layer written from Wan's semantics
 // as one pass over the whole clip (explicit zero padding, the upsampling materialised, no chunks, no caches), so the
-// engine's chunked, cached result must equal it. Layout [C, T, H, W] per clip.
+// engine's chunked, cached result must equal it. Wan2.1's walks the engine's layer list; Wan2.2's is written from
+// vae2_2.py's modules. Layout [C, T, H, W] per clip.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -50,10 +51,13 @@ class VaeReference {
  public:
   explicit VaeReference(const VaeWeights& w) : w_(w), c_(w.config()) {}
 
-  // video [3, F, H, W] -> normalised latent mean [z, 1 + (F - 1) / 4, H / 8, W / 8].
+  // video [3, F, H, W] -> normalised latent mean [z, 1 + (F - 1) / 4, H / s, W / s] (s: 8, or Wan2.2's 16).
   Vid encode(const Vid& video) const {
     Vid x = video;
-    for (const auto& l : vae_encoder_layers(c_)) x = layer(l, x);
+    if (c_.is_residual)
+      x = encoder22(patchify(video));
+    else
+      for (const auto& l : vae_encoder_layers(c_)) x = layer(l, x);
     const Vid mu = conv_valid(x, "conv1", c_.z_dim, 1, 1, 1, 1, 1);  // first z output channels
     Vid out = mu;
     for (int64_t k = 0; k < mu.c; ++k)
@@ -64,7 +68,7 @@ class VaeReference {
     return out;
   }
 
-  // latents [z, T, h, w] -> video [3, 1 + 4 (T - 1), 8 h, 8 w], clamped when clamp.
+  // latents [z, T, h, w] -> video [3, 1 + 4 (T - 1), s h, s w], clamped when clamp.
   Vid decode(const Vid& latents, bool clamp = true) const {
     Vid z = latents;
     for (int64_t k = 0; k < z.c; ++k)
@@ -73,7 +77,10 @@ class VaeReference {
         y = y * double(c_.latents_std[size_t(k)]) + double(c_.latents_mean[size_t(k)]);
       }
     Vid x = conv_valid(z, "conv2", c_.z_dim, 1, 1, 1, 1, 1);
-    for (const auto& l : vae_decoder_layers(c_)) x = layer(l, x);
+    if (c_.is_residual)
+      x = unpatchify(decoder22(x));
+    else
+      for (const auto& l : vae_decoder_layers(c_)) x = layer(l, x);
     if (clamp)
       for (double& y : x.v) y = std::clamp(y, -1.0, 1.0);
     return x;
@@ -252,8 +259,116 @@ class VaeReference {
         return up(l, x, true);
       case VaeLayerKind::head:
         return causal3(rms(x, l.prefix + ".0.gamma", true), l.prefix + ".2", l.co);
+      case VaeLayerKind::keep:  // Wan2.2's stages: encoder22 and decoder22 walk them
+      case VaeLayerKind::avg_down:
+      case VaeLayerKind::dup_up:
+        break;
     }
     return x;
+  }
+
+  // Wan2.2 (vae2_2.py), written from its modules rather than from the engine's layer list: the encoder's
+  // Down_ResidualBlocks and the decoder's Up_ResidualBlocks, each with its shortcut over the whole stage.
+  Vid encoder22(Vid x) const {
+    const int64_t S = int64_t(c_.dim_mult.size()), R = c_.num_res_blocks;
+    x = causal3(x, "encoder.conv1", c_.dim);
+    int64_t in = c_.dim;
+    for (int64_t i = 0; i < S; ++i) {
+      const std::string pre = "encoder.downsamples." + std::to_string(i) + ".downsamples.";
+      const int64_t out = c_.dim * c_.dim_mult[size_t(i)];
+      const bool down = i != S - 1, temporal = down && c_.temperal_downsample[size_t(i)];
+      const Vid copy = x;
+      for (int64_t j = 0; j < R; ++j) x = residual({VaeLayerKind::res, pre + std::to_string(j), j ? out : in, out}, x);
+      if (down) x = this->down({VaeLayerKind::down2d, pre + std::to_string(R), out, out}, x, temporal);
+      add(x, avg_down3d(copy, out, temporal ? 2 : 1, down ? 2 : 1));
+      in = out;
+    }
+    x = residual({VaeLayerKind::res, "encoder.middle.0", in, in}, x);
+    x = attention({VaeLayerKind::attn, "encoder.middle.1", in, in}, x);
+    x = residual({VaeLayerKind::res, "encoder.middle.2", in, in}, x);
+    return causal3(rms(x, "encoder.head.0.gamma", true), "encoder.head.2", 2 * c_.z_dim);
+  }
+
+  Vid decoder22(Vid x) const {
+    const int64_t S = int64_t(c_.dim_mult.size()), R = c_.num_res_blocks, D = c_.decoder_dim();
+    int64_t in = D * c_.dim_mult.back();
+    x = causal3(x, "decoder.conv1", in);
+    x = residual({VaeLayerKind::res, "decoder.middle.0", in, in}, x);
+    x = attention({VaeLayerKind::attn, "decoder.middle.1", in, in}, x);
+    x = residual({VaeLayerKind::res, "decoder.middle.2", in, in}, x);
+    for (int64_t i = 0; i < S; ++i) {
+      const std::string pre = "decoder.upsamples." + std::to_string(i) + ".upsamples.";
+      const int64_t out = D * c_.dim_mult[size_t(S - 1 - i)];
+      const bool up = i != S - 1, temporal = up && c_.temperal_downsample[size_t(S - 2 - i)];
+      const Vid copy = x;
+      for (int64_t j = 0; j <= R; ++j) x = residual({VaeLayerKind::res, pre + std::to_string(j), j ? out : in, out}, x);
+      if (up) {
+        x = this->up({VaeLayerKind::up2d, pre + std::to_string(R + 1), out, out}, x, temporal);
+        add(x, dup_up3d(copy, out, temporal ? 2 : 1, 2));
+      }
+      in = out;
+    }
+    return causal3(rms(x, "decoder.head.0.gamma", true), "decoder.head.2", 12);
+  }
+
+ public:
+  // AvgDown3D: zero frames in front up to a multiple of ft; channels c, then the (ft, fs, fs) offsets, flattened in
+  // that order and averaged in groups down to co channels.
+  static Vid avg_down3d(const Vid& x, int64_t co, int64_t ft, int64_t fs) {
+    const Vid p = pad(x, (ft - x.t % ft) % ft, 0, 0, 0, 0);
+    const int64_t factor = ft * fs * fs, g = x.c * factor / co;
+    Vid y(co, p.t / ft, x.h / fs, x.w / fs);
+    for (int64_t o = 0; o < co; ++o)
+      for (int64_t t = 0; t < y.t; ++t)
+        for (int64_t i = 0; i < y.h; ++i)
+          for (int64_t j = 0; j < y.w; ++j) {
+            double acc = 0;
+            for (int64_t k = o * g; k < (o + 1) * g; ++k) {
+              const int64_t c = k / factor, r = k % factor, a = r / (fs * fs), b = r / fs % fs, d = r % fs;
+              acc += p.at(c, t * ft + a, i * fs + b, j * fs + d);
+            }
+            y.at(o, t, i, j) = acc / double(g);
+          }
+    return y;
+  }
+
+  // DupUp3D: each channel repeated co ft fs^2 / ci times, the copies spread over (co, ft, fs, fs); the first ft - 1
+  // frames dropped (Wan's first chunk).
+  static Vid dup_up3d(const Vid& x, int64_t co, int64_t ft, int64_t fs) {
+    const int64_t r = co * ft * fs * fs / x.c;
+    Vid y(co, x.t * ft - (ft - 1), x.h * fs, x.w * fs);
+    for (int64_t o = 0; o < co; ++o)
+      for (int64_t t = 0; t < x.t; ++t)
+        for (int64_t a = 0; a < ft; ++a)
+          for (int64_t h = 0; h < x.h; ++h)
+            for (int64_t b = 0; b < fs; ++b)
+              for (int64_t w = 0; w < x.w; ++w)
+                for (int64_t d = 0; d < fs; ++d) {
+                  const int64_t frame = t * ft + a - (ft - 1);
+                  if (frame >= 0)
+                    y.at(o, frame, h * fs + b, w * fs + d) = x.at((((o * ft + a) * fs + b) * fs + d) / r, t, h, w);
+                }
+    return y;
+  }
+
+ private:
+  // Wan2.2's patchify: [3, F, H, W] -> [12, F, H / 2, W / 2], channel (c * 2 + column offset) * 2 + row offset.
+  static Vid patchify(const Vid& v) {
+    Vid y(12, v.t, v.h / 2, v.w / 2);
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t t = 0; t < v.t; ++t)
+        for (int64_t i = 0; i < v.h; ++i)
+          for (int64_t j = 0; j < v.w; ++j) y.at((c * 2 + j % 2) * 2 + i % 2, t, i / 2, j / 2) = v.at(c, t, i, j);
+    return y;
+  }
+
+  static Vid unpatchify(const Vid& x) {
+    Vid v(3, x.t, x.h * 2, x.w * 2);
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t t = 0; t < v.t; ++t)
+        for (int64_t i = 0; i < v.h; ++i)
+          for (int64_t j = 0; j < v.w; ++j) v.at(c, t, i, j) = x.at((c * 2 + j % 2) * 2 + i % 2, t, i / 2, j / 2);
+    return v;
   }
 
   const VaeWeights& w_;

@@ -1,7 +1,7 @@
-// `megaslide bench vae`: Wan2.1's VAE encoding and decoding 5-frame clips on the CPU, frames/s and achieved GFLOP/s
-// against the sgemm rate measured in the same run, peak memory; the conv kernel alone on the VAE's two heaviest
-// convolutions; and the plan-style arithmetic of a whole 81 x 480 x 832 clip here and on an H200. The PyTorch peer
-// is bench/vae_torch.py (docs/benchmarks.md).
+// `megaslide bench vae`: Wan's VAE (2.1, or 2.2 with --kind) encoding and decoding 5-frame clips on the CPU,
+// frames/s and achieved GFLOP/s against the sgemm rate measured in the same run, peak memory; the conv kernel alone on
+// the VAE's two heaviest convolutions; and the plan-style arithmetic of a whole 81 x 480 x 832 clip here and on an
+// H200. The PyTorch peer is bench/vae_torch.py (docs/benchmarks.md).
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -29,7 +29,8 @@ namespace {
 struct BenchVaeArgs {
   std::vector<std::string> sizes{"64x64", "480x832"};
   int64_t frames = 5;
-  std::string vae, config;  // "": random weights of the config
+  std::string vae, config;      // "": random weights of the config
+  std::string kind = "wan2.1";  // random weights of Wan2.1's or Wan2.2's shapes when no --vae-config
   bool json = false;
 };
 
@@ -56,8 +57,10 @@ double conv_rate(int64_t c, int64_t h, int64_t w) {
 }
 
 void bench_vae(const BenchVaeArgs& a) {
-  const VaeWeights w =
-      a.vae.empty() ? VaeWeights::random(read_vae_config(a.config), 7) : VaeWeights::load(a.vae, a.config);
+  const VaeWeights w = !a.vae.empty()       ? VaeWeights::load(a.vae, a.config)
+                       : !a.config.empty()  ? VaeWeights::random(read_vae_config(a.config), 7)
+                       : a.kind == "wan2.2" ? VaeWeights::random(VaeConfig::wan22(), 7)
+                                            : VaeWeights::random(VaeConfig(), 7);
   const VaeConfig& c = w.config();
   check_vae_video_shape(c, a.frames, c.space_stride(), c.space_stride(), "--frames");
   const double sgemm = measure_sgemm_rate(2048);
@@ -69,8 +72,9 @@ void bench_vae(const BenchVaeArgs& a) {
                    {"frames", a.frames},
                    {"sizes", nlohmann::json::array()}};
   if (!a.json)
-    std::printf("Wan2.1 VAE (%s, %.1f M parameters), %d threads; sgemm 2048^3 %.1f GFLOP/s (OpenBLAS %s kernels)\n",
-                w.source().c_str(), double(w.count()) / 1e6, num_threads(), sgemm / 1e9, cpu::openblas_coretype());
+    std::printf("%s VAE (%s, %.1f M parameters), %d threads; sgemm 2048^3 %.1f GFLOP/s (OpenBLAS %s kernels)\n",
+                c.is_residual ? "Wan2.2" : "Wan2.1", w.source().c_str(), double(w.count()) / 1e6, num_threads(),
+                sgemm / 1e9, cpu::openblas_coretype());
   // The conv kernel alone: the encoder's first stage (dim channels at full size) and its last (4 dim at 1/8).
   const int64_t top = c.dim * c.dim_mult.front(), low = c.dim * c.dim_mult.back();
   const double conv_top = conv_rate(top, 120, 208), conv_low = conv_rate(low, 60, 104);
@@ -159,11 +163,16 @@ void bench_vae(const BenchVaeArgs& a) {
 
 void add_bench_vae(CLI::App& bench) {
   auto a = std::make_shared<BenchVaeArgs>();
-  CLI::App* cmd = bench.add_subcommand("vae", "Wan2.1's VAE: encode / decode frames/s and GFLOP/s against sgemm");
-  cmd->add_option("--sizes", a->sizes, "Frame sizes HxW, multiples of 8")->delimiter(',')->capture_default_str();
+  CLI::App* cmd = bench.add_subcommand("vae", "Wan's VAEs: encode / decode frames/s and GFLOP/s against sgemm");
+  cmd->add_option("--sizes", a->sizes, "Frame sizes HxW, multiples of the VAE's stride (8; Wan2.2: 16)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--frames", a->frames, "Frames per clip (1 + 4k)")->capture_default_str();
-  cmd->add_option("--vae", a->vae, "VAE weights (default: random weights, Wan2.1's shapes)");
-  cmd->add_option("--vae-config", a->config, "VAE config JSON (default: Wan2.1's)");
+  cmd->add_option("--vae", a->vae, "VAE weights (default: random weights of --kind's shapes)");
+  cmd->add_option("--kind", a->kind, "The random weights' VAE: wan2.1 or wan2.2")
+      ->check(CLI::IsMember({"wan2.1", "wan2.2"}))
+      ->capture_default_str();
+  cmd->add_option("--vae-config", a->config, "VAE config JSON (default: --kind's)");
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] { bench_vae(*a); });
 }

@@ -88,21 +88,24 @@ void add_vae_verb(CLI::App& vae, bool encode) {
   auto args = std::make_shared<VaeArgs>();
   CLI::App* cmd = vae.add_subcommand(encode ? "encode" : "decode",
                                      encode ? "Videos [B, 3, F, H, W] in [-1, 1] -> normalised latents"
-                                            : "Normalised latents [B, 16, T, h, w] -> videos clamped to [-1, 1]");
+                                            : "Normalised latents [B, z, T, h, w] -> videos clamped to [-1, 1]");
   cmd->add_option("--vae", args->vae,
-                  "Wan2.1_VAE.pth, a safetensors copy (ComfyUI's wan_2.1_vae.safetensors) or diffusers' "
-                  "AutoencoderKLWan (its vae/ folder or weights file)")
+                  "Wan2.1_VAE.pth or Wan2.2_VAE.pth, a safetensors copy (ComfyUI's wan_2.1_vae.safetensors) or "
+                  "diffusers' AutoencoderKLWan (its vae/ folder or weights file)")
       ->required();
   cmd->add_option("--vae-config", args->config,
-                  "JSON config (dim, z_dim, dim_mult, num_res_blocks, attn_scales, temperal_downsample, "
-                  "latents_mean, latents_std); default Wan2.1's, or a diffusers folder's config.json");
+                  "JSON config (dim, dec_dim, z_dim, dim_mult, num_res_blocks, attn_scales, temperal_downsample, "
+                  "patch_size, is_residual, latents_mean, latents_std); default: a diffusers folder's config.json, "
+                  "else Wan2.1's or Wan2.2's as the file's shapes tell");
   cmd->add_option("--input", args->input,
-                  encode ? "safetensors file with `video` [B, 3, F, H, W], F = 1 + 4k, H and W multiples of 8"
-                         : "safetensors file with `latents` [B, 16, T, h, w]")
+                  encode
+                      ? "safetensors file with `video` [B, 3, F, H, W], F = 1 + 4k, H and W multiples of the stride s "
+                        "(Wan2.1: 8, Wan2.2: 16)"
+                      : "safetensors file with `latents` [B, z, T, h, w] (z: Wan2.1 16, Wan2.2 48)")
       ->required();
   cmd->add_option("--out", args->out,
-                  encode ? "safetensors file to write `latents` [B, 16, 1 + (F - 1) / 4, H / 8, W / 8] (f32) to"
-                         : "safetensors file to write `video` [B, 3, 1 + 4 (T - 1), 8 h, 8 w] (f32) to")
+                  encode ? "safetensors file to write `latents` [B, z, 1 + (F - 1) / 4, H / s, W / s] (f32) to"
+                         : "safetensors file to write `video` [B, 3, 1 + 4 (T - 1), s h, s w] (f32) to")
       ->required();
   add_vae_tile_option(*cmd, args->chunking);
   add_backend_option(*cmd, args->backend, "auto: cuda when a usable GPU is present, else cpu");

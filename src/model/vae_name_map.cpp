@@ -44,9 +44,18 @@ std::string wan_vae_name(const std::string& name, const VaeConfig& c) {
       return side + ".middle." + (index == "0" ? "0." : "2.") + residual_suffix(rest);
     return "";
   }
+  if (c.is_residual) {  // Wan2.2: a block per stage, its own list of residual blocks and then its resampler
+    static const std::regex block(
+        R"(^(encoder|decoder)\.(down|up)_blocks\.(\d+)\.(resnets\.(\d+)|(down|up)sampler)\.(.*)$)");
+    if (!std::regex_match(name, m, block) || (m[1] == "encoder") != (m[2] == "down")) return "";
+    const std::string side = m[1], list = side == "encoder" ? ".downsamples." : ".upsamples.";
+    const std::string head = side + list + m[3].str() + list;
+    if (m[5].matched) return head + m[5].str() + "." + residual_suffix(m[7]);
+    return head + std::to_string(c.num_res_blocks + (side == "encoder" ? 0 : 1)) + "." + m[7].str();
+  }
   if (std::regex_match(name, m, down)) return "encoder.downsamples." + m[1].str() + "." + residual_suffix(m[2]);
   if (std::regex_match(name, m, up)) {
-    // Wan's decoder.upsamples is flat: per stage num_res_blocks + 1 residual blocks, then its upsampler.
+    // Wan2.1's decoder.upsamples is flat: per stage num_res_blocks + 1 residual blocks, then its upsampler.
     const int64_t stage = std::stoll(m[1]), per_stage = c.num_res_blocks + 2;
     if (m[3].matched)
       return "decoder.upsamples." + std::to_string(stage * per_stage + std::stoll(m[3])) + "." + residual_suffix(m[4]);
@@ -69,12 +78,15 @@ VaeConfig vae_config_from_diffusers(const nlohmann::json& j, const std::string& 
   c.temperal_downsample = json_field(j, "temperal_downsample", source, c.temperal_downsample);
   c.latents_mean = json_field(j, "latents_mean", source, c.latents_mean);
   c.latents_std = json_field(j, "latents_std", source, c.latents_std);
-  if (json_field(j, "is_residual", source, false) || (j.contains("patch_size") && !j.at("patch_size").is_null()) ||
-      (j.contains("decoder_base_dim") && !j.at("decoder_base_dim").is_null() &&
-       j.at("decoder_base_dim") != j.value("base_dim", nlohmann::json(c.dim))))
-    MS_FAIL(source, ": this is Wan2.2's VAE (is_residual / patch_size / decoder_base_dim); megaslide runs Wan2.1's");
+  c.is_residual = json_field(j, "is_residual", source, false);
+  if (j.contains("patch_size") && !j.at("patch_size").is_null())
+    c.patch_size = json_field(j, "patch_size", source, c.patch_size);
+  if (j.contains("decoder_base_dim") && !j.at("decoder_base_dim").is_null())
+    c.dec_dim = json_field(j, "decoder_base_dim", source, c.dec_dim);
   for (const char* key : {"in_channels", "out_channels"})
-    if (json_field<int64_t>(j, key, source, 3) != 3) MS_FAIL(source, ": ", key, " must be 3 (RGB), as in Wan2.1");
+    if (const int64_t n = json_field<int64_t>(j, key, source, 3); n != c.io_channels())
+      MS_FAIL(source, ": ", key, " is ", n, "; it must be 3 x patch_size^2 = ", c.io_channels(),
+              " (RGB, folded by the patch)");
   static const std::set<std::string> known{"_class_name",
                                            "_diffusers_version",
                                            "base_dim",
@@ -93,6 +105,7 @@ VaeConfig vae_config_from_diffusers(const nlohmann::json& j, const std::string& 
                                            "patch_size",
                                            "scale_factor_temporal",
                                            "scale_factor_spatial",
+                                           "clip_output",
                                            "_name_or_path"};
   warn_unknown_keys(j, known, source, "AutoencoderKLWan config");
   check_vae_config(c, source);

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/check.h"
+#include "core/log.h"
 #include "core/rng.h"
 #include "core/text.h"
 #include "io/weight_files.h"
@@ -30,6 +31,27 @@ std::string config_file(const std::string& path, const std::string& config_path)
   if (config_path.empty() && fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec))
     return (fs::path(path) / "config.json").string();
   return config_path;
+}
+
+// With no config file, the file's shapes tell Wan2.1's VAE (3 input channels) from Wan2.2's (12: RGB folded 2x2).
+VaeConfig infer_config(const std::string& path) {
+  const WeightFiles files = WeightFiles::open(path);
+  auto shape = [&](const char* wan, const char* diffusers) -> Shape {
+    for (const char* n : {wan, diffusers})
+      if (const TensorEntry* e = files.find(n)) return e->shape;
+    return {};
+  };
+  const Shape in = shape("encoder.conv1.weight", "encoder.conv_in.weight");
+  if (in.size() != 5 || in[1] == 3) return VaeConfig();  // Wan2.1's, or a file load() names as broken
+  VaeConfig c = VaeConfig::wan22();
+  if (in[1] != c.io_channels())
+    MS_FAIL(path, ": the VAE's first conv takes ", in[1],
+            " channels; Wan2.1's takes 3 and Wan2.2's 12 (pass --vae-config "
+            "for another VAE)");
+  c.dim = in[0];
+  if (const Shape dec = shape("decoder.conv1.weight", "decoder.conv_in.weight"); dec.size() == 5)
+    c.dec_dim = dec[0] / c.dim_mult.back();
+  return c;
 }
 
 }  // namespace
@@ -63,7 +85,7 @@ VaeWeights VaeWeights::random(const VaeConfig& config, uint64_t seed) {
 
 VaeConfig VaeWeights::config_for(const std::string& path, const std::string& config_path) {
   const std::string config = config_file(path, config_path);
-  return config.empty() ? VaeConfig() : read_vae_config(config);
+  return config.empty() ? infer_config(path) : read_vae_config(config);
 }
 
 int64_t VaeWeights::count_for(const VaeConfig& c) {
@@ -77,6 +99,8 @@ VaeWeights VaeWeights::load(const std::string& path, const std::string& config_p
   VaeWeights v;
   v.config_ = config_for(path, config_path);
   v.source_ = path;
+  if (config.empty() && v.config_.is_residual)
+    log_info("VAE ", path, ": Wan2.2's (48 latent channels, 4 x 16 x 16), told by its tensors' shapes");
   WeightFiles files = WeightFiles::open(path);
   files.rename([&](const std::string& n) { return wan_vae_name(n, v.config_); });
   lay_out(v.config_, v.pool_, v.offset_);
@@ -89,7 +113,8 @@ VaeWeights VaeWeights::load(const std::string& path, const std::string& config_p
     }
     if (e->shape != shape)
       MS_FAIL(path, ": VAE tensor ", name, " has shape ", shape_str(e->shape), ", expected ", shape_str(shape),
-              config.empty() ? " for Wan2.1's VAE; pass --vae-config if this VAE has another configuration"
+              config.empty() ? cat(" for ", v.config_.is_residual ? "Wan2.2" : "Wan2.1",
+                                   "'s VAE; pass --vae-config if this VAE has another configuration")
                              : cat(" for the config in ", config));
     files.read_f32(name, v.pool_.data() + v.offset_.at(name));
   }
@@ -98,7 +123,8 @@ VaeWeights VaeWeights::load(const std::string& path, const std::string& config_p
             missing.size() == 1 ? cat("the VAE tensor ", quote_text(missing.front()), " is missing")
                                 : cat(missing.size(), " VAE tensors are missing, e.g. ", quote_text(missing.front()),
                                       " and ", quote_text(missing.back())),
-            "; pass Wan2.1_VAE.pth, a safetensors copy of it or diffusers' AutoencoderKLWan (docs/vae.md)");
+            "; pass Wan2.1_VAE.pth or Wan2.2_VAE.pth, a safetensors copy of either or diffusers' AutoencoderKLWan "
+            "(docs/vae.md)");
   for (size_t i = 0; i < v.pool_.size(); ++i)
     if (!std::isfinite(v.pool_[i])) MS_FAIL(path, ": the VAE weights hold a non-finite value (inf or NaN)");
   return v;

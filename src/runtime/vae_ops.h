@@ -22,6 +22,24 @@ struct VaeAttentionParams {
   int64_t C = 0, N = 0;
 };
 
+// Wan2.2's shortcut over a stage (vae2_2.py's AvgDown3D), one output frame added to y [co, h / s, w / s]: the mean of
+// g = ci ft s^2 / co values, y[o, i, j] += mean over k < g of x[a][c, i s + b, j s + d], (c, a, b, d) the digits of
+// o g + k in the radices (ci, ft, s, s); x[a] [ci, h, w], null for a zero frame (the clip's front padding).
+struct VaeAvgDownParams {
+  const float* x[2] = {nullptr, nullptr};  // ft <= 2 input frames
+  float* y = nullptr;
+  int64_t ci = 0, co = 0, ft = 1, s = 1, h = 0, w = 0;
+};
+
+// Wan2.2's shortcut over a decoder stage (DupUp3D), output frame a of the ft that input frame x [ci, h, w] yields,
+// added to y [co, h s, w s]: y[o, i, j] += x[n / r, i / s, j / s], n = ((o ft + a) s + i % s) s + j % s,
+// r = co ft s^2 / ci.
+struct VaeDupUpParams {
+  const float* x = nullptr;
+  float* y = nullptr;
+  int64_t ci = 0, co = 0, ft = 1, a = 0, s = 1, h = 0, w = 0;
+};
+
 class VaeOps {
  public:
   virtual ~VaeOps() = default;
@@ -42,6 +60,8 @@ class VaeOps {
   // Wan's channel RMS norm, then SiLU when p.silu (ops/channel_norm.h).
   virtual void channel_rms_norm(const ChannelNormParams<float>& p) = 0;
   virtual void attention(const VaeAttentionParams& p) = 0;
+  virtual void avg_down(const VaeAvgDownParams& p) = 0;
+  virtual void dup_up(const VaeDupUpParams& p) = 0;
 };
 
 }  // namespace ms

@@ -98,7 +98,7 @@ class Pass {
   const VaeConfig& config;
   Ledger ledger;                       // declared before the tails it is charged by
   std::map<std::string, Frames> tail;  // each causal conv's last <= 2 input frames; each time downsampler's last
-  std::set<std::string> started;       // the time upsamplers that have let the stream's frame 0 pass
+  std::set<std::string> started;       // the time upsamplers and Wan2.2's DupUp3D past the stream's first chunk
   double flops = 0;
   VaeOps* const ops;
 
@@ -279,8 +279,46 @@ Frames upsample(Pass& p, const std::string& pre, Frames x, int64_t co, bool temp
   return y;
 }
 
+// A copy of x (a stage's input kept for its shortcut).
+Frames clone(Pass& p, const Frames& x) {
+  Frames y = p.make(x.t, x.c, x.h, x.w);
+  if (!p.dry()) p.ops->copy(y.data, x.data, x.size());
+  return y;
+}
+
+// Wan2.2's AvgDown3D of the stage input `in`, added to the stage output y: each chunk padded in front with zero
+// frames to a multiple of ft, as Wan pads each chunk it encodes.
+void add_avg_down(Pass& p, const VaeLayer& l, const Frames& in, Frames& y) {
+  const int64_t ft = l.factor_t, pad = (ft - in.t % ft) % ft;
+  MS_CHECK(y.t * ft == in.t + pad && y.c == l.co && y.h * l.factor_s == in.h, l.prefix, ": shortcut shapes");
+  for (int64_t j = 0; j < y.t && !p.dry(); ++j) {
+    VaeAvgDownParams a{.y = y.frame(j), .ci = in.c, .co = y.c, .ft = ft, .s = l.factor_s, .h = in.h, .w = in.w};
+    for (int64_t k = 0; k < ft; ++k) a.x[k] = j * ft + k - pad >= 0 ? in.frame(j * ft + k - pad) : nullptr;
+    p.ops->avg_down(a);
+  }
+}
+
+// Wan2.2's DupUp3D of the stage input `in`, added to the stage output y: each input frame yields ft frames, of
+// which the stream's first chunk drops the first ft - 1, as Wan's decoder does on its first chunk.
+void add_dup_up(Pass& p, const VaeLayer& l, const Frames& in, Frames& y) {
+  const int64_t ft = l.factor_t, drop = p.started.insert(l.prefix).second ? ft - 1 : 0;
+  MS_CHECK(y.t == in.t * ft - drop && y.c == l.co && y.h == in.h * l.factor_s, l.prefix, ": shortcut shapes");
+  for (int64_t q = 0; q < y.t && !p.dry(); ++q)
+    p.ops->dup_up({.x = in.frame((q + drop) / ft),
+                   .y = y.frame(q),
+                   .ci = in.c,
+                   .co = y.c,
+                   .ft = ft,
+                   .a = (q + drop) % ft,
+                   .s = l.factor_s,
+                   .h = in.h,
+                   .w = in.w});
+}
+
 Frames run_layers(Pass& p, const std::vector<VaeLayer>& layers, Frames x) {
-  for (const auto& [kind, pre, ci, co] : layers) {
+  std::vector<Frames> kept;  // the inputs of Wan2.2's stages, for their shortcuts
+  for (const VaeLayer& l : layers) {
+    const auto& [kind, pre, ci, co, ft, fs] = l;
     switch (kind) {
       case VaeLayerKind::conv:
         x = causal_conv(p, pre, x, co, 3);
@@ -302,9 +340,32 @@ Frames run_layers(Pass& p, const std::vector<VaeLayer>& layers, Frames x) {
       case VaeLayerKind::head:
         x = causal_conv(p, pre + ".2", norm(p, x, pre + ".0.gamma", true), co, 3);
         break;
+      case VaeLayerKind::keep:
+        kept.push_back(clone(p, x));
+        break;
+      case VaeLayerKind::avg_down:
+      case VaeLayerKind::dup_up:
+        MS_CHECK(!kept.empty(), pre, ": no stage input kept");
+        (kind == VaeLayerKind::avg_down ? add_avg_down : add_dup_up)(p, l, kept.back(), x);
+        kept.pop_back();
+        break;
     }
   }
   return x;
+}
+
+// Clip frames [b, e) of video [3, F, H, W] as the encoder takes them: [e - b, 3 p^2, H / p, W / p], each pixel's
+// p x p block folded into channels as Wan2.2's patchify does (channel (c p + column) p + row).
+std::vector<float> fold_frames(const float* video, int64_t F, int64_t H, int64_t W, int64_t b, int64_t e, int64_t pt) {
+  const int64_t h = H / pt, w = W / pt, C = 3 * pt * pt;
+  std::vector<float> out(size_t((e - b) * C * h * w));
+  for (int64_t t = b; t < e; ++t)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j)
+          out[size_t((((t - b) * C + (c * pt + j % pt) * pt + i % pt) * h + i / pt) * w + j / pt)] =
+              video[((c * F + t) * H + i) * W + j];
+  return out;
 }
 
 // The chunks [begin, end) of a stream of n frames: frame 0 alone, then `step` at a time.
@@ -328,10 +389,8 @@ PassCost encode_pass(const VaeConfig& c, VaeOps* ops, const float* video, int64_
   const int64_t z = c.z_dim, T = c.latent_frames(F), h = H / c.space_stride(), wd = W / c.space_stride();
   int64_t t_out = 0;
   for (auto [b, e] : chunks(F, ch.encode_frames)) {
-    Frames x = p.make(e - b, 3, H, W);
-    if (!p.dry())
-      for (int64_t t = b; t < e; ++t)
-        for (int64_t k = 0; k < 3; ++k) ops->upload(x.frame(t - b) + k * H * W, video + (k * F + t) * H * W, H * W);
+    Frames x = p.make(e - b, c.io_channels(), H / c.patch_size, W / c.patch_size);
+    if (!p.dry()) ops->upload(x.data, fold_frames(video, F, H, W, b, e, c.patch_size).data(), x.size());
     Frames y = run_layers(p, layers, std::move(x));
     MS_CHECK(y.h == h && y.w == wd && t_out + y.t <= T, "encoder chunk shape");
     const Frames mu = pointwise(p, p.param("conv1.weight"), p.param("conv1.bias"), y, z);  // [z, 2z) log-var: unused
@@ -375,16 +434,18 @@ PassCost decode_pass(const VaeConfig& c, VaeOps* ops, const float* latents, int6
       ops->upload(x.data, host.data(), x.size());
     }
     Frames y = run_layers(p, layers, pointwise(p, p.param("conv2.weight"), p.param("conv2.bias"), x, z));
-    MS_CHECK(y.c == 3 && y.h == H && y.w == W && f_out + y.t <= F, "decoder chunk shape");
+    const int64_t pt = c.patch_size;
+    MS_CHECK(y.c == c.io_channels() && y.h * pt == H && y.w * pt == W && f_out + y.t <= F, "decoder chunk shape");
     if (!p.dry()) {
-      std::vector<float> host(size_t(y.size()));  // [t, 3, H, W]
+      std::vector<float> host(size_t(y.size()));  // [t, 3 p^2, H / p, W / p]
       ops->download(host.data(), y.data, y.size());
-      for (int64_t k = 0; k < 3; ++k)
-        for (int64_t t = 0; t < y.t; ++t) {
-          const float* src = host.data() + (t * 3 + k) * H * W;
-          float* dst = video + (k * F + f_out + t) * H * W;
-          for (int64_t i = 0; i < H * W; ++i) dst[i] = std::clamp(src[i], -1.0f, 1.0f);
-        }
+      for (int64_t k = 0; k < 3; ++k)  // unfolded as Wan2.2's unpatchify does
+        for (int64_t t = 0; t < y.t; ++t)
+          for (int64_t i = 0; i < H; ++i)
+            for (int64_t j = 0; j < W; ++j)
+              video[((k * F + f_out + t) * H + i) * W + j] =
+                  std::clamp(host[size_t(((t * y.c + (k * pt + j % pt) * pt + i % pt) * y.h + i / pt) * y.w + j / pt)],
+                             -1.0f, 1.0f);
     }
     f_out += y.t;
   }
@@ -492,10 +553,20 @@ void check_vae_video_shape(const VaeConfig& c, int64_t frames, int64_t height, i
               " or ", (v / s + 1) * s, ")");
 }
 
+namespace {
+// Throws ms::Error unless the tiles are whole multiples of the VAE's spatial stride (Wan2.2's: 16 pixels).
+void check_tile_stride(const VaeConfig& c, const VaeChunking& ch) {
+  if (ch.tile_h % c.space_stride() || ch.tile_w % c.space_stride())
+    MS_FAIL("--vae-tile ", ch.tile_h, ",", ch.tile_w, ": this VAE's tiles are multiples of ", c.space_stride(),
+            " pixels (its spatial stride)");
+}
+}  // namespace
+
 void vae_encode(VaeOps& ops, const float* video, int64_t frames, int64_t height, int64_t width, float* latents,
                 const VaeChunking& chunking) {
   const VaeConfig& c = ops.weights().config();
   check_vae_video_shape(c, frames, height, width, "video");
+  check_tile_stride(c, chunking);
   const int64_t s = c.space_stride();
   run_tiled(video, 3, frames, height, width, chunking.tile_h, chunking.tile_w, s, latents, c.z_dim,
             c.latent_frames(frames), 1, s, [&](const float* in, int64_t h, int64_t wd, float* out) {
@@ -507,6 +578,7 @@ void vae_decode(VaeOps& ops, const float* latents, int64_t latent_frames, int64_
                 const VaeChunking& chunking) {
   MS_CHECK(latent_frames > 0 && height > 0 && width > 0, "latents of ", latent_frames, " x ", height, " x ", width);
   const VaeConfig& c = ops.weights().config();
+  check_tile_stride(c, chunking);
   const int64_t s = c.space_stride();
   run_tiled(latents, c.z_dim, latent_frames, height, width, chunking.tile_h / s, chunking.tile_w / s, 1, video, 3,
             c.video_frames(latent_frames), s, 1, [&](const float* in, int64_t h, int64_t wd, float* out) {

@@ -6,6 +6,7 @@
 #include "backend/cuda/channel_norm.h"
 #include "backend/cuda/conv3d.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/vae_kernels.h"
 #include "backend/cuda/vae_ops.h"
 #include "cuda_util.h"
 #include "ops/channel_norm.h"
@@ -84,19 +85,62 @@ TEST(CudaVae, ChannelRmsNormMatchesTheCpuKernel) {
   }
 }
 
+// Wan2.2's stage shortcuts against the float64 reference's AvgDown3D and DupUp3D: odd widths and sizes, the front
+// padding of a lone first frame (a null frame), the frames DupUp3D drops, regrouping 6 -> 24 and 24 -> 3
+// channels, so that every digit of the channel index (time, row and column offsets) matters (Wan's own groups cover
+// whole 2x2 blocks).
+TEST(CudaVae, Wan22ShortcutsMatchTheReference) {
+  MS_REQUIRE_GPU();
+  const int64_t h = 6, w = 10;
+  for (const int64_t T : {1, 2}) {  // one frame padded in front; two frames, one block
+    Vid x(6, T, h, w);
+    x.v = randn(x.v.size(), uint64_t(40 + T));
+    const Vid want = VaeReference::avg_down3d(x, 24, 2, 2);  // [24, 1, 3, 5]
+    const auto xf = to_f32(x.v);
+    std::vector<float> frames(xf.size());  // [T, 6, h, w], as the walk holds them
+    for (int64_t c = 0; c < 6; ++c)
+      for (int64_t t = 0; t < T; ++t)
+        std::copy_n(&xf[size_t((c * T + t) * h * w)], h * w, &frames[size_t((t * 6 + c) * h * w)]);
+    DeviceBuffer<float> gx(frames), gy(24 * 3 * 5, 0.0f);
+    cuda::avg_down_add({.x = {T == 2 ? gx.get() : nullptr, gx.get() + (T - 1) * 6 * h * w},
+                        .y = gy.get(),
+                        .ci = 6,
+                        .co = 24,
+                        .ft = 2,
+                        .s = 2,
+                        .h = h,
+                        .w = w},
+                       nullptr);
+    expect_close("avg_down, " + std::to_string(T) + " frames", gy.read(), want.v, kTol);
+  }
+  Vid x(24, 2, 3, 5);
+  x.v = randn(x.v.size(), 45);
+  const Vid want = VaeReference::dup_up3d(x, 3, 2, 2);  // [3, 3, 6, 10]: frames 1 of 0, 0 and 1 of 1
+  const auto xf = to_f32(x.v);
+  for (int64_t q = 0; q < 3; ++q) {
+    const int64_t t = (q + 1) / 2, a = (q + 1) % 2;
+    std::vector<float> frame(24 * 15);
+    for (int64_t c = 0; c < 24; ++c) std::copy_n(&xf[size_t((c * 2 + t) * 15)], 15, &frame[size_t(c * 15)]);
+    DeviceBuffer<float> gx(frame), gy(3 * 60, 0.0f);
+    cuda::dup_up_add({.x = gx.get(), .y = gy.get(), .ci = 24, .co = 3, .ft = 2, .a = a, .s = 2, .h = 3, .w = 5},
+                     nullptr);
+    std::vector<double> want_q(3 * 60);
+    for (int64_t o = 0; o < 3; ++o) std::copy_n(want.ptr(o, q), 60, &want_q[size_t(o * 60)]);
+    expect_close("dup_up, frame " + std::to_string(q), gy.read(), want_q, kTol);
+  }
+}
+
 // Wan's tiny test config (every layer kind, the attention included) through the chunked, cached walk on the GPU,
 // at 1 and 5 frames (frame 0 alone, then a 4-frame chunk), against the float64 whole-clip reference. 2e-5: fp32
 // sums over a few thousand products per output (ulps of 6e-8 each), through about 30 layers; a wrong tap, band or
 // carried frame is off by 1e-2 or more. The tiles are host code shared with the CPU, tested there. The attention's
 // frames (2 x 3 pixels at 16 x 24) go in query blocks of 4 and a ragged 2: its score budget is 24 floats here.
-TEST(CudaVae, EncodeAndDecodeMatchTheReference) {
-  MS_REQUIRE_GPU();
-  VaeConfig c;
-  c.dim = 8, c.dim_mult = {1, 2, 2, 2}, c.num_res_blocks = 1;
+// The same for each VAE kind: Wan2.1's at small widths, and Wan2.2's (its 2x2 patch and stage shortcuts, whose
+// averages and duplications run in kernels of their own) at 32 x 48 pixels.
+void check_encode_decode(const VaeConfig& c, int64_t H, int64_t W) {
   const VaeWeights w = VaeWeights::random(c, 11);
   const VaeReference ref(w);
   const auto ops = cuda::vae_ops(w, 24);
-  const int64_t H = 16, W = 24;
   for (const int64_t F : {1, 5}) {
     SCOPED_TRACE(std::to_string(F) + " frames");
     Vid video(3, F, H, W);
@@ -110,6 +154,22 @@ TEST(CudaVae, EncodeAndDecodeMatchTheReference) {
     vae_decode(*ops, lf.data(), want.t, want.h, want.w, out.data());
     expect_close("decode " + std::to_string(F), out, dec.v, 2e-5);
   }
+}
+
+TEST(CudaVae, EncodeAndDecodeMatchTheReference) {
+  MS_REQUIRE_GPU();
+  VaeConfig c;
+  c.dim = 8, c.dim_mult = {1, 2, 2, 2}, c.num_res_blocks = 1;
+  check_encode_decode(c, 16, 24);
+}
+
+TEST(CudaVae, Wan22EncodeAndDecodeMatchTheReference) {
+  MS_REQUIRE_GPU();
+  VaeConfig c = VaeConfig::wan22();
+  c.dim = 8, c.dec_dim = 12, c.z_dim = 4, c.dim_mult = {1, 2, 2, 2}, c.num_res_blocks = 1;
+  c.latents_mean = {0.1f, -0.2f, 0.05f, 0.3f};
+  c.latents_std = {0.5f, 1.2f, 0.8f, 0.9f};
+  check_encode_decode(c, 32, 48);
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ class CpuVaeOps final : public VaeOps {
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
   }
   void conv(const ConvFrameParams<float>& p) override { cpu::conv3d_frame_forward(p); }
+  void avg_down(const VaeAvgDownParams& p) override { cpu::vae_avg_down(p); }
+  void dup_up(const VaeDupUpParams& p) override { cpu::vae_dup_up(p); }
   void channel_rms_norm(const ChannelNormParams<float>& p) override { cpu::channel_rms_norm_forward(p); }
 
   // Queries go in blocks, so the scores held at once are [kVaeQueryBlock, N].
@@ -65,6 +67,36 @@ class CpuVaeOps final : public VaeOps {
 };
 
 }  // namespace
+
+namespace cpu {
+
+void vae_avg_down(const VaeAvgDownParams& p) {
+  const int64_t s = p.s, ho = p.h / s, wo = p.w / s, g = p.ci * p.ft * s * s / p.co;
+  const float inv = 1.0f / float(g);
+  parallel_for(p.co, [&](int64_t o) {
+    float* y = p.y + o * ho * wo;
+    for (int64_t k = o * g; k < (o + 1) * g; ++k) {  // the digits (c, a, b, d) of k
+      const int64_t c = k / (p.ft * s * s), a = k / (s * s) % p.ft, b = k / s % s, d = k % s;
+      if (!p.x[a]) continue;
+      const float* x = p.x[a] + c * p.h * p.w;
+      for (int64_t i = 0; i < ho; ++i)
+        for (int64_t j = 0; j < wo; ++j) y[i * wo + j] += inv * x[(i * s + b) * p.w + j * s + d];
+    }
+  });
+}
+
+void vae_dup_up(const VaeDupUpParams& p) {
+  const int64_t s = p.s, ho = p.h * s, wo = p.w * s, r = p.co * p.ft * s * s / p.ci;
+  parallel_for(p.co, [&](int64_t o) {
+    float* y = p.y + o * ho * wo;
+    for (int64_t i = 0; i < ho; ++i) {
+      const int64_t n0 = ((o * p.ft + p.a) * s + i % s) * s;
+      for (int64_t j = 0; j < wo; ++j) y[i * wo + j] += p.x[((n0 + j % s) / r * p.h + i / s) * p.w + j / s];
+    }
+  });
+}
+
+}  // namespace cpu
 
 std::unique_ptr<VaeOps> cpu_vae_ops(const VaeWeights& w) { return std::make_unique<CpuVaeOps>(w); }
 

@@ -15,4 +15,10 @@ inline constexpr int64_t kVaeQueryBlock = 256;
 // w's weights are read where they lie, so w must outlive the ops.
 std::unique_ptr<VaeOps> cpu_vae_ops(const VaeWeights& w);
 
+namespace cpu {
+// Wan2.2's stage shortcuts in plain loops, an output channel per task (runtime/vae_ops.h has the contracts).
+void vae_avg_down(const VaeAvgDownParams& p);
+void vae_dup_up(const VaeDupUpParams& p);
+}  // namespace cpu
+
 }  // namespace ms

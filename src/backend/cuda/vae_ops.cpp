@@ -77,6 +77,8 @@ class CudaVaeOps final : public VaeOps {
     release(col);
   }
   void channel_rms_norm(const ChannelNormParams<float>& p) override { channel_rms_norm_forward(p, stream_); }
+  void avg_down(const VaeAvgDownParams& p) override { avg_down_add(p, stream_); }
+  void dup_up(const VaeDupUpParams& p) override { dup_up_add(p, stream_); }
 
   // Queries go in blocks of score_floats_ / N, so the scores held at once stay within that.
   void attention(const VaeAttentionParams& p) override {
