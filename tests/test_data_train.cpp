@@ -219,6 +219,94 @@ TEST(DataTrain, CaptionDropoutUsesTheEmptyPrompt) {
   EXPECT_NEAR(double(empty) / n, 0.3 + 0.7 / 4, 0.07);  // wide's own clip (1 of 4) also has that embedding
 }
 
+// --i2v-ratio on a TI2V model (Wan2.2's TI2V-5B, as DiffSynth-Studio trains it): an image-to-video step keeps each
+// clip's first latent frame clean in x_t, gives its tokens t = 0 and every later frame the clip's t (one timestep
+// row per latent frame), and marks the frame for the loss to leave out; about `ratio` of the steps are such steps,
+// and the others are text-to-video steps with one t per clip. A T2V model refuses the option.
+TEST(DataTrain, Ti2vImageToVideoStepsKeepTheFirstFrameClean) {
+  QuietLogs quiet;
+  TempDir dir;
+  musubi_setup(dir, "batch_size = 2\n");
+  ModelConfig c = load_config(dir.file("config.json"));
+  TrainOptions o;
+  o.config = dir.file("config.json"), o.data = dir.file("data.toml");
+  o.frames = o.height = o.width = o.batch_size = 0;
+  o.i2v_ratio = 0.5;
+  EXPECT_NE(error_of([&] { i2v_steps(o, c); }).find("--i2v-ratio is for TI2V models"), std::string::npos);
+  c.model_type = "ti2v";
+  ASSERT_TRUE(i2v_steps(o, c));
+  std::unique_ptr<Dataset> data = open_training_data(o, c);
+  const StepShapes shapes = step_shapes(*data, c, 1, true);
+  BatchMaker maker(c, shapes, *data, o.flow, {}, {}, nullptr, o.i2v_ratio);
+  Batch batch;
+  maker.allocate(batch);
+  Rng rng(9);
+  int i2v = 0, multi_frame = 0;
+  for (int64_t position = 0, steps = 0; steps < 200; ++steps) {
+    position += maker.make(batch, position, rng);
+    const ModelDims& d = batch.dims;
+    ASSERT_TRUE(shapes.fits(d));
+    const int64_t run = d.F * d.H * d.W, plane = d.H * d.W, clip = c.in_dim * run;
+    multi_frame += d.F > 1;  // a lone latent frame trains text to video
+    if (d.cond_frames == 0) {
+      ASSERT_EQ(d.time_rows, 1);
+      continue;
+    }
+    ++i2v;
+    ASSERT_EQ(d.cond_frames, 1);
+    ASSERT_EQ(d.time_rows, d.F);  // patch 1 in time: a token frame per latent frame
+    for (int64_t b = 0; b < d.B; ++b) {
+      const float* t = batch.timesteps.data() + b * d.F;
+      EXPECT_EQ(t[0], 0.0f);
+      for (int64_t r = 1; r < d.F; ++r) EXPECT_EQ(t[r], t[1]);
+      ASSERT_GT(t[1], 0.0f);
+      const double s = double(t[1]) / 1000.0;
+      for (int64_t ch = 0; ch < c.in_dim; ++ch)
+        for (int64_t i = 0; i < run; ++i) {
+          const size_t at = size_t(b * clip + ch * run + i);
+          const double x0 = batch.x0[at], noise = (double(batch.target[at]) + x0);  // target = noise - x0
+          const double want = i < plane ? x0 : (1 - s) * x0 + s * noise;
+          ASSERT_NEAR(batch.xt[at], want, 1e-5 * (1 + std::fabs(want))) << "clip " << b << " channel " << ch;
+        }
+    }
+  }
+  ASSERT_GT(multi_frame, 50);
+  EXPECT_NEAR(double(i2v) / multi_frame, 0.5, 0.12);
+}
+
+// TI2V image-to-video steps end to end: streamed (the stage runner's loss, a timestep row per frame uploaded) bit
+// for bit as resident, and not the text-to-video run's weights.
+TEST(DataTrain, Ti2vStepsStreamAsResident) {
+  QuietLogs quiet;
+  TempDir dir;
+  musubi_setup(dir, "batch_size = 2\n");
+  ModelConfig c = load_config(dir.file("config.json"));
+  c.model_type = "ti2v";
+  std::ofstream(dir.file("ti2v.json")) << config_to_json(c).dump();
+  auto options = [&](const std::string& out, double ratio) {
+    TrainOptions o = baseline_job();
+    o.model = "tiny";
+    o.config = dir.file("ti2v.json");
+    o.data = dir.file("data.toml");
+    o.frames = o.height = o.width = o.batch_size = 0;
+    o.steps = 5;
+    o.save_every = 5;
+    o.warmup = 1;
+    o.i2v_ratio = ratio;
+    o.out = dir.file(out);
+    return o;
+  };
+  train(options("resident", 1));
+  TrainOptions streamed = options("streamed", 1);
+  streamed.runtime.offload = Offload::stream;
+  train(streamed);
+  train(options("t2v", 0));
+  const std::string model = read_bytes(dir.file("resident/latest/model.safetensors"));
+  EXPECT_EQ(read_bytes(dir.file("streamed/latest/model.safetensors")), model);
+  EXPECT_NE(read_bytes(dir.file("t2v/latest/model.safetensors")), model);
+  EXPECT_NE(read_bytes(dir.file("resident/latest/trainer.json")).find("\"i2v_ratio\": 1"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ms::test
 

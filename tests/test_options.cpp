@@ -44,6 +44,7 @@ TrainOptions unusual_options() {
   o.expert = Expert::low, o.boundary = 0.9;
   o.seed = 123456789012345ull, o.out = "/runs/x", o.save_every = 4, o.log_every = 3;
   o.save_every_epochs = 2, o.keep_last = 3, o.caption_dropout = 0.1, o.empty_prompt = "/e/empty_wan_te.safetensors";
+  o.i2v_ratio = 0.25;
   o.t5 = "/t5.pth", o.tokenizer = "/spiece.model", o.t5_config = "/t5.json";
   o.save_format = SaveFormat::diffusers;
   o.samples = {.every = 6,

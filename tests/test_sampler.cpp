@@ -150,16 +150,75 @@ TEST(Sampler, StreamedForwardGivesTheResidentModelsBits) {
     for (uint64_t seed : {21, 22}) {
       const std::vector<float> x = test::to_f32(test::randn(size_t(n), seed));
       std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
-      cpu(x.data(), 612.5f, ctx.data(), want.data());
-      streamed(x.data(), 612.5f, ctx.data(), got.data());
+      const float t = 612.5f;
+      cpu(x.data(), &t, ctx.data(), want.data());
+      streamed(x.data(), &t, ctx.data(), got.data());
       EXPECT_EQ(got, want) << "forward " << seed;
       // resident: the model crosses the link once; streamed: every forward
       EXPECT_EQ(streamed.last_uploads(), budget == 0 && seed == 22 ? 0 : ParamTable(m.c).total()) << seed;
     }
-    const ModelForward forward = [&](const float* x, float t, const float* c, float* v) { streamed(x, t, c, v); };
+    const ModelForward forward = [&](const float* x, const float* t, const float* c, float* v) {
+      streamed(x, t, c, v);
+    };
     EXPECT_EQ(generate_clip(m.c, forward, ctx.data(), m.c.text_len, shape, {3, 5.0}, 7, {}, {neg.data(), 4.0}),
               generate_clip(m.c, cpu, ctx.data(), m.c.text_len, shape, {3, 5.0}, 7, {}, {neg.data(), 4.0}));
   }
+}
+
+// TI2V's image to video (Wan2.2's textimage2video.py): a stand-in model v = x_t, whose Euler steps have a closed
+// form. The first latent frame is the image's from start to end, the model is asked at timesteps [0, t, t, ...]
+// each step, and every other value is its seed noise times the product of (1 + dt) over the steps; without the image
+// the same clip has one timestep and its first frame moves too. A T2V model refuses the image.
+TEST(Sampler, ImageToVideoKeepsTheImagesFrame) {
+  ModelConfig c;
+  c.dim = 16, c.ffn_dim = 24, c.num_heads = 2, c.num_layers = 1, c.freq_dim = 8;
+  c.in_dim = c.out_dim = 4, c.text_dim = 8, c.text_len = 4;
+  c.patch_size = {1, 2, 2};
+  c.model_type = "ti2v";
+  c.validate();
+  const DataShape shape{4, 3, 4, 6};  // [C, F, H, W] latents
+  const int64_t plane = 4 * 6, run = 3 * plane, n = 4 * run;
+  const auto image = test::to_f32(test::randn(size_t(4 * plane), 31));
+  std::vector<std::vector<float>> asked;
+  int64_t rows = 3;  // the timesteps a forward is made for: one per latent frame with the image
+  const ModelForward model = [&](const float* xt, const float* t, const float*, float* v) {
+    asked.emplace_back(t, t + rows);
+    std::copy_n(xt, n, v);
+  };
+  std::vector<double> dts;
+  const StepFn steps = [&](int64_t, int64_t, double t0, double t1) { dts.push_back(t1 - t0); };
+  const std::vector<float> ctx(size_t(c.text_len * c.text_dim), 0.1f);
+  const auto x = generate_clip(c, model, ctx.data(), c.text_len, shape, {4, 5.0}, 3, steps, {}, image.data());
+  ASSERT_EQ(asked.size(), 4u);
+  for (const auto& t : asked) {
+    EXPECT_EQ(t[0], 0.0f);
+    EXPECT_GT(t[1], 0.0f);
+    EXPECT_EQ(t[2], t[1]);
+  }
+  EXPECT_GT(asked[0][1], asked[3][1]);
+  const float asked_t0 = asked[0][1];
+  std::vector<float> noise(static_cast<size_t>(n));
+  fill_noise(3, noise.data(), n);
+  double growth = 1;
+  for (double dt : dts) growth *= 1 + float(dt);
+  for (int64_t ch = 0; ch < 4; ++ch)
+    for (int64_t i = 0; i < run; ++i) {
+      const float got = x[size_t(ch * run + i)];
+      if (i < plane)
+        ASSERT_EQ(got, image[size_t(ch * plane + i)]) << ch << " " << i;
+      else
+        ASSERT_NEAR(got, noise[size_t(ch * run + i)] * growth, 1e-5) << ch << " " << i;
+    }
+  asked.clear();
+  rows = 1;
+  const auto t2v = generate_clip(c, model, ctx.data(), c.text_len, shape, {4, 5.0}, 3, {}, {});
+  EXPECT_EQ(asked[0][0], asked_t0);              // one timestep per clip: the clip's t
+  EXPECT_NEAR(t2v[0], noise[0] * growth, 1e-5);  // the first frame moves as the others
+  c.model_type = "t2v";
+  EXPECT_NE(test::error_of([&] {
+              generate_clip(c, model, ctx.data(), c.text_len, shape, {4, 5.0}, 3, {}, {}, image.data());
+            }).find("--image is for TI2V models"),
+            std::string::npos);
 }
 
 TEST(Sampler, ClipToRgbMapsAndClamps) {

@@ -142,31 +142,42 @@ TEST(VaeKernels, ChannelRmsNormMatchesPlainLoops) {
   }
 }
 
+namespace {
+
+// Encode and decode of a clip of F x H x W against the whole-clip reference: latents [z_dim, 1 + (F - 1) / 4,
+// H / s, W / s] and the clamped video within 1e-4, with the clamp hiding at most a fifth of the decoded values.
+void expect_matches_reference(const VaeWeights& w, int64_t F, int64_t H, int64_t W, uint64_t seed) {
+  SCOPED_TRACE(std::to_string(F) + " frames");
+  const VaeConfig& c = w.config();
+  const VaeReference ref(w);
+  const Vid video = random_vid(F, H, W, seed);
+  const Vid want = ref.encode(video);
+  ASSERT_EQ(want.c, c.z_dim);
+  ASSERT_EQ(want.t, 1 + (F - 1) / 4);
+  ASSERT_EQ(want.h * c.space_stride(), H);
+  const auto vf = to_f32(video.v);
+  std::vector<float> lat(want.v.size());
+  vae_encode(w, vf.data(), F, H, W, lat.data());
+  EXPECT_LT(rel_l2(lat, want.v), 1e-4);
+
+  const Vid raw = ref.decode(want, false), dec = ref.decode(want);
+  ASSERT_EQ(dec.t, F);
+  ASSERT_EQ(dec.h, H);
+  const auto lf = to_f32(want.v);
+  std::vector<float> out(dec.v.size());
+  vae_decode(w, lf.data(), want.t, want.h, want.w, out.data());
+  EXPECT_LT(rel_l2(out, dec.v), 1e-4);
+  int64_t clamped = 0;
+  for (double v : raw.v) clamped += std::fabs(v) > 1;
+  EXPECT_LT(double(clamped), 0.2 * double(raw.v.size())) << "the clamp hides too much of the comparison";
+}
+
+}  // namespace
+
 // 1, 5, 9 and 13 frames: frame 0 alone, then one, two and three 4-frame chunks, each carrying the caches on.
 TEST(Vae, EncodeAndDecodeMatchTheWholeClipReference) {
   const VaeWeights w = VaeWeights::random(tiny_config(), 11);
-  const VaeReference ref(w);
-  const int64_t H = 16, W = 24;
-  for (int64_t F : {1, 5, 9, 13}) {
-    const Vid video = random_vid(F, H, W, uint64_t(20 + F));
-    const Vid want = ref.encode(video);
-    ASSERT_EQ(want.t, 1 + (F - 1) / 4);
-    ASSERT_EQ(want.h * 8, H);
-    const auto vf = to_f32(video.v);
-    std::vector<float> lat(want.v.size());
-    vae_encode(w, vf.data(), F, H, W, lat.data());
-    EXPECT_LT(rel_l2(lat, want.v), 1e-4) << F << " frames";
-
-    const Vid raw = ref.decode(want, false), dec = ref.decode(want);
-    ASSERT_EQ(dec.t, F);
-    const auto lf = to_f32(want.v);
-    std::vector<float> video_out(dec.v.size());
-    vae_decode(w, lf.data(), want.t, want.h, want.w, video_out.data());
-    EXPECT_LT(rel_l2(video_out, dec.v), 1e-4) << F << " frames";
-    int64_t clamped = 0;
-    for (double v : raw.v) clamped += std::fabs(v) > 1;
-    EXPECT_LT(double(clamped), 0.2 * double(raw.v.size())) << "the clamp hides too much of the comparison";
-  }
+  for (int64_t F : {1, 5, 9, 13}) expect_matches_reference(w, F, 16, 24, uint64_t(20 + F));
 }
 
 // Wan2.2's VAE (vae2_2.py): 1, 5 and 9 frames, the first chunk's zero-padded averages and dropped duplicates
@@ -175,30 +186,8 @@ TEST(Vae, Wan22EncodeAndDecodeMatchTheWholeClipReference) {
   const VaeConfig c = tiny22_config();
   ASSERT_EQ(c.space_stride(), 16);
   const VaeWeights w = VaeWeights::random(c, 17);
-  const VaeReference ref(w);
   const int64_t H = 32, W = 48;
-  for (int64_t F : {1, 5, 9}) {
-    const Vid video = random_vid(F, H, W, uint64_t(60 + F));
-    const Vid want = ref.encode(video);
-    ASSERT_EQ(want.c, 4);
-    ASSERT_EQ(want.t, 1 + (F - 1) / 4);
-    ASSERT_EQ(want.h * 16, H);
-    const auto vf = to_f32(video.v);
-    std::vector<float> lat(want.v.size());
-    vae_encode(w, vf.data(), F, H, W, lat.data());
-    EXPECT_LT(rel_l2(lat, want.v), 1e-4) << F << " frames";
-
-    const Vid raw = ref.decode(want, false), dec = ref.decode(want);
-    ASSERT_EQ(dec.t, F);
-    ASSERT_EQ(dec.h, H);
-    const auto lf = to_f32(want.v);
-    std::vector<float> out(dec.v.size());
-    vae_decode(w, lf.data(), want.t, want.h, want.w, out.data());
-    EXPECT_LT(rel_l2(out, dec.v), 1e-4) << F << " frames";
-    int64_t clamped = 0;
-    for (double v : raw.v) clamped += std::fabs(v) > 1;
-    EXPECT_LT(double(clamped), 0.2 * double(raw.v.size())) << "the clamp hides too much of the comparison";
-  }
+  for (int64_t F : {1, 5, 9}) expect_matches_reference(w, F, H, W, uint64_t(60 + F));
   // Larger chunks: the same result up to float rounding.
   const auto video = to_f32(random_vid(9, H, W, 70).v);
   std::vector<float> a(size_t(4 * 3 * 2 * 3)), b(a.size());

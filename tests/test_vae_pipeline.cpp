@@ -42,6 +42,14 @@ void latent_model(const TempDir& dir) {
   std::ofstream(dir.file("config.json")) << config_to_json(latent_config()).dump();
 }
 
+// The video file holds `frames` frames of height x width.
+void expect_video(const std::string& path, int64_t frames, int64_t height, int64_t width) {
+  const VideoInfo info = probe_video(path);
+  EXPECT_EQ(info.frames, frames) << path;
+  EXPECT_EQ(info.height, height) << path;
+  EXPECT_EQ(info.width, width) << path;
+}
+
 }  // namespace
 
 // Two 9-frame 20x36 videos, sliding 5-frame clips at frames 0 and 4, resized and cropped to 16x32, and a corrupt
@@ -136,13 +144,43 @@ TEST(VaePipeline, SampleDecodesLatentsIntoAVideo) {
   const std::string common = "sample --model " + dir.file("") + " --prompt 'a test' --steps 2" + " " + kVaeArgs;
   auto r = run_cli(common + " --frames 5 --height 16 --width 32 --out " + dir.file("s.gif"));
   ASSERT_EQ(r.code, 0) << r.output;
-  const VideoInfo info = probe_video(dir.file("s.gif"));
-  EXPECT_EQ(info.frames, 5);
-  EXPECT_EQ(info.height, 16);
-  EXPECT_EQ(info.width, 32);
+  expect_video(dir.file("s.gif"), 5, 16, 32);
   r = run_cli(common + " --frames 6 --height 16 --width 32 --out " + dir.file("t.gif"));
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("6 frames; the VAE takes 1 + 4k"), std::string::npos) << r.output;
+}
+
+// `sample --image` on a TI2V model with Wan2.2's VAE (tiny widths, its shapes otherwise; the config told by the
+// file): a video of the asked size; refused without --vae and on a T2V model.
+TEST(VaePipeline, SampleTi2vFromAnImage) {
+  TempDir dir;
+  VaeConfig vc = VaeConfig::wan22();
+  vc.dim = 8, vc.dec_dim = 12;
+  const VaeWeights w = VaeWeights::random(vc, 3);
+  std::vector<TensorRef> refs;
+  for (const auto& [name, shape] : vae_param_shapes(vc)) refs.push_back({name, DType::f32, shape, w.get(name)});
+  fs::create_directories(dir.file("model"));  // the model's folder holds its config alone
+  write_safetensors(dir.file("vae.safetensors"), refs);
+  ModelConfig c = latent_config();
+  c.in_dim = c.out_dim = 48;
+  c.model_type = "ti2v";
+  std::ofstream(dir.file("model/config.json")) << config_to_json(c).dump();
+  encode_video(dir.file("image.gif"), smooth_clip(1, 40, 56, 'a'));
+  const std::string common = "sample --backend cpu --model " + dir.file("model") +
+                             " --prompt 'a test' --steps 2 --frames 5 --height 32 --width 32 --image " +
+                             dir.file("image.gif");
+  auto r = run_cli(common + " --vae " + dir.file("vae.safetensors") + " --out " + dir.file("s.gif"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("image to video"), std::string::npos) << r.output;
+  expect_video(dir.file("s.gif"), 5, 32, 32);
+  r = run_cli(common + " --out " + dir.file("t.safetensors"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("--image needs --vae"), std::string::npos) << r.output;
+  c.model_type = "t2v";
+  std::ofstream(dir.file("model/config.json")) << config_to_json(c).dump();
+  r = run_cli(common + " --vae " + dir.file("vae.safetensors") + " --out " + dir.file("u.gif"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("--image is for TI2V models"), std::string::npos) << r.output;
 }
 
 // Training on latents with --vae writes its samples as videos at the largest bucket's pixel size.
@@ -156,10 +194,7 @@ TEST(VaePipeline, TrainingSamplesAreDecoded) {
                          " --steps 1 --sample-every 1 --sample-steps 1 --sample-prompts " + dir.file("prompts.txt") +
                          " " + kVaeArgs + " --out " + dir.file("run"));
   ASSERT_EQ(r.code, 0) << r.output;
-  const VideoInfo info = probe_video(dir.file("run/samples/step-1-0.gif"));
-  EXPECT_EQ(info.frames, 9);  // the largest bucket: 3 x 6 x 8 latents
-  EXPECT_EQ(info.height, 48);
-  EXPECT_EQ(info.width, 64);
+  expect_video(dir.file("run/samples/step-1-0.gif"), 9, 48, 64);  // the largest bucket: 3 x 6 x 8 latents
 }
 
 // A training run's host-memory check counts the VAE that decodes its samples: its weights, held from the start, and its

@@ -77,7 +77,7 @@ std::pair<double, bool> run_forward(const ModelConfig& c, const ModelDims& d, Cu
   std::vector<double> t;
   for (int r = 0; r <= repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    f(h.xt.data(), h.t.data()[0], h.context.data(), v.data());
+    f(h.xt.data(), h.t.data(), h.context.data(), v.data());
     if (r > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return {median(std::move(t)), f.resident()};

@@ -1,5 +1,6 @@
-// `megaslide sample`: text-to-video with a trained model: Euler flow-matching sampling with Wan's
-// timestep shift, written as a video (pixel-space models) or as latents (safetensors).
+// `megaslide sample`: text-to-video with a trained model (and TI2V's image to video with --image): Euler
+// flow-matching sampling with Wan's timestep shift, written as a video (pixel-space models) or as latents
+// (safetensors).
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "core/memory_usage.h"
 #include "core/text.h"
 #include "core/units.h"
+#include "data/frames.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/loader.h"
@@ -31,11 +33,13 @@ namespace {
 
 struct SampleArgs {
   std::string model, config, prompt, context, out, vae, vae_config;
+  std::string image;  // TI2V: the first frame's image ("": text to video)
   T5Paths t5;
   std::string negative_prompt = kWanNegativePrompt;
   double guidance = 0;  // 0: the default (5.0 with --t5, else 1.0; A14B's experts 4.0 and 3.0)
-  double guidance_low = 0;  // Wan2.2 A14B: the low-noise expert's (0: 3.0 with --t5 where --guidance-scale is not given)
-  double boundary = 0;      // Wan2.2 A14B: 0: the folder's boundary_ratio, else Wan's T2V-A14B 0.875
+  double guidance_low =
+      0;                // Wan2.2 A14B: the low-noise expert's (0: 3.0 with --t5 where --guidance-scale is not given)
+  double boundary = 0;  // Wan2.2 A14B: 0: the folder's boundary_ratio, else Wan's T2V-A14B 0.875
   bool sampler_given = false;  // --steps or --shift given: A14B's defaults (40 steps, shift 12) do not apply
   VaeChunking vae_chunking;
   BackendChoice backend = BackendChoice::automatic;
@@ -115,9 +119,33 @@ std::vector<float> read_context(const std::string& path, const ModelConfig& c) {
   return ctx;
 }
 
+// --image for a TI2V model: the image scaled to cover the clip's frame, its centre cropped (as the data's clips are),
+// encoded by the VAE as a one-frame clip: the first latent frame [z_dim, 1, h, w].
+std::vector<float> image_latent(const SampleArgs& a, const VaeWeights& vae, BackendKind frozen,
+                                const HostLimit& limit) {
+  const VaeConfig& vc = vae.config();
+  const int64_t H = a.shape.height * vc.space_stride(), W = a.shape.width * vc.space_stride();
+  RgbVideo img;
+  try {
+    img = decode_video(a.image, 0, 1);
+  } catch (const Error& e) {
+    MS_FAIL("--image: ", e.what());
+  }
+  std::vector<float> pixels(size_t(3 * H * W));  // [3, 1, H, W] in [-1, 1]
+  rgb_to_model(resize_crop(img, {H, W}).data(), 1, H, W, pixels.data());
+  check_vae_fits(vc, true, 1, H, W, a.vae_chunking, limit, "encoding --image");
+  std::vector<float> latent(size_t(vc.z_dim * a.shape.height * a.shape.width));
+  const std::unique_ptr<VaeOps> ops = make_vae_ops(frozen, vae);
+  vae_encode(*ops, pixels.data(), 1, H, W, latent.data(), a.vae_chunking);
+  log_info("encoded ", a.image, " (", img.width, "x", img.height, ", scaled and cropped to ", W, "x", H,
+           ") as the first latent frame");
+  return latent;
+}
+
 // The model of one source, loaded and ready to run: on the CPU with f32 weights, or on `kind`'s device with bf16
-// weights rounded where the f32 ones lie (no second copy). It owns its weights and its device state.
-ModelForward load_forward(const ModelSource& src, const SampleArgs& a, BackendKind kind) {
+// weights rounded where the f32 ones lie (no second copy), for time_rows timesteps a clip. It owns its weights and
+// its device state.
+ModelForward load_forward(const ModelSource& src, const SampleArgs& a, BackendKind kind, int64_t time_rows = 1) {
   const ModelConfig& c = src.config;
   struct Loaded {  // destroyed in reverse: the device model before its backend, both before the weights
     AlignedBuffer<float> params;
@@ -130,18 +158,18 @@ ModelForward load_forward(const ModelSource& src, const SampleArgs& a, BackendKi
   m->params = AlignedBuffer<float>(size_t(table.total()));  // [P] f32
   load_params(src, table, a.seed, m->params.data());
   if (kind == BackendKind::cpu) {
-    m->cpu = cpu_model_forward(c, m->params.data(), a.shape, c.text_len);
-    return [m](const float* xt, float t, const float* ctx, float* v) { m->cpu(xt, t, ctx, v); };
+    m->cpu = cpu_model_forward(c, m->params.data(), a.shape, c.text_len, time_rows);
+    return [m](const float* xt, const float* t, const float* ctx, float* v) { m->cpu(xt, t, ctx, v); };
   }
   const uint16_t* bf16 = narrow_to_bf16_in_place(m->params.data(), int64_t(m->params.size()));
   m->backend = make_backend(kind, 0, nullptr);
-  const ModelDims d = ModelDims::make(c, 1, a.shape.frames, a.shape.height, a.shape.width, c.text_len);
+  const ModelDims d = ModelDims::make(c, 1, a.shape.frames, a.shape.height, a.shape.width, c.text_len, time_rows);
   Backend* be = m->backend.get();
   m->device = std::make_unique<StreamedForward>(
       c, d, *be, [be, &c, d] { return make_stage_runner(*be, c, d); }, bf16);
   log_info(src.description, " samples on ", kind,
            m->device->resident() ? " with every block resident" : ", its blocks streamed two at a time");
-  return [m](const float* xt, float t, const float* ctx, float* v) { (*m->device)(xt, t, ctx, v); };
+  return [m](const float* xt, const float* t, const float* ctx, float* v) { (*m->device)(xt, t, ctx, v); };
 }
 
 void run_sample(SampleArgs a) {
@@ -169,6 +197,10 @@ void run_sample(SampleArgs a) {
     fill_shape(model, a.shape);
   }
   a.shape.channels = c.in_dim;
+  if (!a.image.empty() && experts) MS_FAIL("--image is for TI2V models; a Wan2.2 A14B folder samples text to video");
+  if (!a.image.empty() && !vae)
+    MS_FAIL("--image needs --vae: the VAE encodes the image into the clip's first latent frame");
+  const int64_t time_rows = sample_time_rows(c, a.shape, !a.image.empty());
   const std::string out = clip_output_path(a.out, c.in_dim, vae != nullptr);  // checked before the slow part
   const bool t5_given = !a.t5.t5.empty();
   const double scale = a.guidance > 0 ? a.guidance : !t5_given ? 1.0 : experts ? 4.0 : 5.0;
@@ -198,6 +230,7 @@ void run_sample(SampleArgs a) {
     check_vae_fits(vc, false, vc.video_frames(a.shape.frames), a.shape.height * vc.space_stride(),
                    a.shape.width * vc.space_stride(), a.vae_chunking, limit, "decoding the sample");
   }
+  const std::vector<float> image = a.image.empty() ? std::vector<float>{} : image_latent(a, *vae, frozen, limit);
   std::unique_ptr<TextEncoder> t5;
   if (!a.t5.t5.empty()) {
     t5 = std::make_unique<TextEncoder>(a.t5.t5, a.t5.tokenizer, a.t5.config);
@@ -207,8 +240,7 @@ void run_sample(SampleArgs a) {
     MS_FAIL("--guidance-scale ", scale, " with --context needs --t5 and --tokenizer to encode the negative prompt");
   const auto t_text = std::chrono::steady_clock::now();
   const std::vector<float> ctx = a.context.empty() ? prompt_context(c, a.prompt, t5.get()) : read_context(a.context, c);
-  const std::vector<float> negative =
-      guided ? prompt_context(c, a.negative_prompt, t5.get()) : std::vector<float>{};
+  const std::vector<float> negative = guided ? prompt_context(c, a.negative_prompt, t5.get()) : std::vector<float>{};
   if (t5)
     log_info("encoded the prompt", guided ? " and the negative prompt" : "", " with ", a.t5.t5, " in ",
              format_fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_text).count(), 1), " s");
@@ -216,10 +248,11 @@ void run_sample(SampleArgs a) {
   log_info("sampling ", a.shape.frames, "x", a.shape.height, "x", a.shape.width, " (",
            c.in_dim == 3 ? "pixels" : "latents", ") with ", experts ? model : src.description, ": ", a.sampler.steps,
            " Euler steps, shift ", a.sampler.shift, ", seed ", a.seed,
-           !guided         ? std::string(", no guidance")
-           : experts       ? cat(", guidance scales ", scale, " (high noise) and ", scale_low, " (low noise)")
-                           : cat(", guidance scale ", scale),
-           experts ? cat("; the low-noise expert below t ", 1000 * boundary, " (boundary ", boundary, ")") : "");
+           !guided   ? std::string(", no guidance")
+           : experts ? cat(", guidance scales ", scale, " (high noise) and ", scale_low, " (low noise)")
+                     : cat(", guidance scale ", scale),
+           experts ? cat("; the low-noise expert below t ", 1000 * boundary, " (boundary ", boundary, ")") : "",
+           image.empty() ? "" : "; image to video, the first latent frame the image's at t = 0");
   auto last = std::chrono::steady_clock::now();
   const StepFn progress = [&](int64_t i, int64_t n, double t0, double t1) {
     const auto now = std::chrono::steady_clock::now();
@@ -234,10 +267,11 @@ void run_sample(SampleArgs a) {
       log_info("the ", which, "-noise expert takes over: ", s.description);
       return load_forward(s, a, kind);
     };
-    const ModelForward forward = !experts ? load_forward(src, a, kind)
-                                          : expert_forward([&] { return expert(src, "high"); },
-                                                           [&] { return expert(low, "low"); }, boundary);
-    x = generate_clip(c, forward, ctx.data(), c.text_len, a.shape, a.sampler, a.seed, progress, guidance);
+    const ModelForward forward =
+        !experts ? load_forward(src, a, kind, time_rows)
+                 : expert_forward([&] { return expert(src, "high"); }, [&] { return expert(low, "low"); }, boundary);
+    x = generate_clip(c, forward, ctx.data(), c.text_len, a.shape, a.sampler, a.seed, progress, guidance,
+                      image.empty() ? nullptr : image.data());
   }  // the VAE decodes with the model's memory returned
   const std::unique_ptr<VaeOps> vae_ops = vae ? make_vae_ops(frozen, *vae) : nullptr;
   if (vae_ops) log_info("decoding the sample with the VAE on ", frozen);
@@ -294,7 +328,12 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--vae", a->vae,
                   "Latent models: the VAE that decodes the sample into a video (Wan2.1_VAE.pth, safetensors or "
                   "diffusers' folder); --frames/--height/--width are then pixels (F = 1 + 4k, multiples of 8)");
-  cmd->add_option("--vae-config", a->vae_config, "The VAE's config JSON (default: Wan2.1's)");
+  cmd->add_option("--vae-config", a->vae_config,
+                  "The VAE's config JSON (default: Wan2.1's or Wan2.2's, as the file's shapes tell)");
+  cmd->add_option("--image", a->image,
+                  "TI2V models (wan2.2-ti2v-5b): image to video from this image (PNG, JPEG, ...), scaled to cover "
+                  "the frame and centre-cropped, encoded by --vae as the clip's first frame; without it, text to "
+                  "video");
   add_vae_tile_option(*cmd, a->vae_chunking);
   add_backend_option(
       *cmd, a->backend,

@@ -18,6 +18,9 @@ struct ModelDims {
   // tokens. 1: one t per sample (Wan2.1's t [B]); f: one per latent frame (TI2V's first frame at t = 0). The time
   // embedding and every modulation have B * time_rows rows, never one per token.
   int64_t time_rows = 1;
+  // Latent frames at the start of each clip given clean (TI2V's image-to-video steps: the image's latent, at t = 0):
+  // left out of the loss, whose runs are the F H W values of each clip's channel.
+  int64_t cond_frames = 0;
   int64_t N() const { return B * L; }
   int64_t Bt() const { return B * time_rows; }  // rows of t, e [Bt, D], e0 [Bt, 6, D]
   int64_t Lr() const { return L / time_rows; }  // tokens per time row

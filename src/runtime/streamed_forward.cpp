@@ -13,7 +13,7 @@ StreamedForward::StreamedForward(const ModelConfig& c, const ModelDims& d, Backe
       be_(backend),
       weights_(weights),
       xt_(size_t(c.in_dim * d.F * d.H * d.W)),
-      t_(1),
+      t_(size_t(d.Bt())),
       context_(size_t(d.Lt * c.text_dim)),
       v_(size_t(c.out_dim * d.F * d.H * d.W)) {
   MS_CHECK(d.B == 1 && d.Lt == c.text_len, "StreamedForward: one clip with a context of text_len rows");
@@ -52,9 +52,9 @@ StreamedForward::~StreamedForward() {
   }
 }
 
-void StreamedForward::operator()(const float* xt, float timestep, const float* context, float* v) {
+void StreamedForward::operator()(const float* xt, const float* timesteps, const float* context, float* v) {
   std::copy_n(xt, xt_.size(), xt_.data());
-  t_.data()[0] = timestep;
+  std::copy_n(timesteps, t_.size(), t_.data());
   std::copy_n(context, context_.size(), context_.data());
   model_->enqueue_inputs(dims_, xt_.data(), t_.data(), context_.data(), nullptr);
   model_->enqueue_forward(weights_, v_.data());

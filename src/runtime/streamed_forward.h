@@ -29,9 +29,9 @@ class StreamedForward {
   StreamedForward(const StreamedForward&) = delete;
   StreamedForward& operator=(const StreamedForward&) = delete;
 
-  // v [in_dim, F, H, W] = the model's velocity at x_t [in_dim, F, H, W], timestep [1] (t x 1000) and context
-  // [text_len, text_dim] (zero-padded rows included).
-  void operator()(const float* xt, float timestep, const float* context, float* v);
+  // v [in_dim, F, H, W] = the model's velocity at x_t [in_dim, F, H, W], timesteps [d.time_rows] (t x 1000) and
+  // context [text_len, text_dim] (zero-padded rows included).
+  void operator()(const float* xt, const float* timesteps, const float* context, float* v);
   // Whether every stage stays on the device between forwards.
   bool resident() const { return resident_; }
   // Weight elements the last forward uploaded (0 once a resident model is on the device).

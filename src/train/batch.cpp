@@ -43,12 +43,25 @@ std::vector<float> rank_weights(int64_t clips, int ranks) {
   return w;
 }
 
-StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg, int ranks) {
+bool i2v_steps(const TrainOptions& opts, const ModelConfig& cfg) {
+  if (opts.i2v_ratio == 0) return false;
+  if (cfg.model_type != "ti2v" || cfg.patch_size[0] != 1)
+    MS_FAIL(
+        "--i2v-ratio is for TI2V models (model_type \"ti2v\", e.g. wan2.2-ti2v-5b), which take the image as the "
+        "clean first latent frame; this model's model_type is \"",
+        cfg.model_type, "\"");
+  return true;
+}
+
+StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg, int ranks, bool per_frame_t) {
   std::vector<ModelDims> dims;
   for (const BatchShape& b : data.batch_shapes()) {
     try {
-      dims.push_back(ModelDims::make(cfg, std::max<int64_t>(1, rank_clips(b.clips, 0, ranks)), b.shape.frames,
-                                     b.shape.height, b.shape.width, cfg.text_len));
+      const int64_t B = std::max<int64_t>(1, rank_clips(b.clips, 0, ranks));
+      dims.push_back(ModelDims::make(cfg, B, b.shape.frames, b.shape.height, b.shape.width, cfg.text_len));
+      if (per_frame_t)
+        dims.back() =
+            ModelDims::make(cfg, B, b.shape.frames, b.shape.height, b.shape.width, cfg.text_len, dims.back().f);
     } catch (const Error& e) {
       // The default job's model spans 4 frames a token; the tiny preset takes any frame count.
       const bool pixel_patch_in_time = cfg.in_dim == 3 && cfg.patch_size[0] > 1;
@@ -103,8 +116,15 @@ std::unique_ptr<TextEncoder> load_text_encoder(const TrainOptions& opts, const D
 }
 
 BatchMaker::BatchMaker(const ModelConfig& c, const StepShapes& shapes, Dataset& data, const FlowConfig& flow,
-                       CaptionDropout dropout, const TrainHooks& hooks, const TextEncoder* t5)
-    : cfg_(c), shapes_(shapes), data_(data), flow_(flow), dropout_(std::move(dropout)), hooks_(hooks), t5_(t5) {
+                       CaptionDropout dropout, const TrainHooks& hooks, const TextEncoder* t5, double i2v_ratio)
+    : cfg_(c),
+      shapes_(shapes),
+      data_(data),
+      flow_(flow),
+      dropout_(std::move(dropout)),
+      hooks_(hooks),
+      t5_(t5),
+      i2v_ratio_(i2v_ratio) {
   noise_.resize(size_t(shapes.most([&](const ModelDims& d) { return d.B * c.in_dim * d.F * d.H * d.W; })));
 }
 
@@ -112,15 +132,21 @@ void BatchMaker::allocate(Batch& batch) const {
   for (auto* v : {&batch.x0, &batch.xt, &batch.target}) v->resize(noise_.size());
   const int64_t B = shapes_.most([](const ModelDims& d) { return d.B; });
   batch.context.resize(size_t(B * cfg_.text_len * cfg_.text_dim));
-  batch.timesteps.resize(size_t(B));
+  batch.timesteps.resize(size_t(shapes_.most([](const ModelDims& d) { return d.Bt(); })));
 }
 
 int64_t BatchMaker::make(Batch& batch, int64_t position, Rng& rng, int rank, int ranks) {
   const BatchShape at = data_.batch_at(position);
   const int64_t mine = rank_clips(at.clips, rank, ranks);
   batch.clips = at.clips;
+  const bool i2v = i2v_ratio_ > 0 && rng.uniform() < i2v_ratio_;
   batch.dims = ModelDims::make(cfg_, std::max<int64_t>(1, mine), at.shape.frames, at.shape.height, at.shape.width,
                                cfg_.text_len);
+  if (i2v && batch.dims.F > 1) {  // a timestep per latent frame, the first frame's 0 (a lone frame: nothing to learn)
+    batch.dims =
+        ModelDims::make(cfg_, batch.dims.B, batch.dims.F, batch.dims.H, batch.dims.W, cfg_.text_len, batch.dims.f);
+    batch.dims.cond_frames = 1;
+  }
   const ModelDims& d = batch.dims;
   const int64_t clip = cfg_.in_dim * d.F * d.H * d.W, ctx = cfg_.text_len * cfg_.text_dim;
   // Every clip of the batch draws the same count of numbers, so clip j's start at j x that count from rng's state.
@@ -155,10 +181,14 @@ int64_t BatchMaker::make(Batch& batch, int64_t position, Rng& rng, int rank, int
       std::fill(context + rows->size(), context + ctx, 0.0f);
     }
     const double t = sample_timestep(flow_, d.H, d.W, rng);
-    batch.timesteps[size_t(b)] = float(t * 1000.0);
+    for (int64_t r = 0; r < d.time_rows; ++r)
+      batch.timesteps[size_t(b * d.time_rows + r)] = r < d.cond_frames ? 0.0f : float(t * 1000.0);
     for (int64_t i = 0; i < clip; ++i) noise_[size_t(b * clip + i)] = float(rng.normal());
     make_flow_pair(batch.x0.data() + b * clip, noise_.data() + b * clip, t, batch.xt.data() + b * clip,
                    batch.target.data() + b * clip, clip);
+    const int64_t run = d.F * d.H * d.W, cond = d.cond_frames * d.H * d.W;  // each channel's run; its clean start
+    for (int64_t c = 0; c < cfg_.in_dim && cond; ++c)
+      std::copy_n(batch.x0.data() + b * clip + c * run, cond, batch.xt.data() + b * clip + c * run);
     MS_CHECK(rng.state() == start.state_after(uint64_t((j + 1) * draws)), "a clip drew other than ", draws,
              " random numbers");
   }

@@ -25,7 +25,7 @@ struct Batch {
   std::vector<float> x0;          // [B, C, F, H, W] clean video
   std::vector<float> context;     // [B, text_len, text_dim]
   std::vector<float> xt, target;  // [B, C, F, H, W] the noised input and the flow target
-  std::vector<float> timesteps;   // [B] t * 1000
+  std::vector<float> timesteps;   // [B, dims.time_rows] t * 1000 (an image-to-video step: 0 on the first frame)
 
   // What a streamed step uploads (StreamedModel::enqueue_inputs).
   std::array<std::vector<float>*, 4> uploaded() { return {&xt, &target, &context, &timesteps}; }
@@ -38,7 +38,11 @@ struct Batch {
 std::unique_ptr<Dataset> open_training_data(TrainOptions& opts, const ModelConfig& cfg, int ranks = 1);
 // The step shapes of one rank of `ranks` on `data` (its buckets, each at its largest batch, of which a rank takes
 // every ranks-th clip); throws ms::Error naming a clip shape the model cannot take.
-StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg, int ranks = 1);
+// per_frame_t: the shapes of steps with one timestep per latent frame (image-to-video steps).
+StepShapes step_shapes(const Dataset& data, const ModelConfig& cfg, int ranks = 1, bool per_frame_t = false);
+// Whether opts train image-to-video steps (--i2v-ratio > 0); throws ms::Error unless cfg is a TI2V model, which
+// takes its image as the clean first latent frame.
+bool i2v_steps(const TrainOptions& opts, const ModelConfig& cfg);
 // The clips rank r takes from a global batch of `clips`: r, r + ranks, ... (docs/distributed.md).
 int64_t rank_clips(int64_t clips, int rank, int ranks);
 // Each rank's share of a global batch of `clips`: the weight of its mean-loss gradients in the batch's.
@@ -64,8 +68,10 @@ std::unique_ptr<TextEncoder> load_text_encoder(const TrainOptions& opts, const D
 class BatchMaker {
  public:
   // hooks: the data testing aids (a failing or an Inf sample); t5: embeds captions (each once), null: the hash.
+  // i2v_ratio: the probability of an image-to-video step (TI2V, as DiffSynth-Studio trains Wan2.2's TI2V-5B): every
+  // clip's first latent frame stays clean in x_t, its tokens see t = 0, and the loss leaves it out.
   BatchMaker(const ModelConfig& c, const StepShapes& shapes, Dataset& data, const FlowConfig& flow,
-             CaptionDropout dropout, const TrainHooks& hooks, const TextEncoder* t5);
+             CaptionDropout dropout, const TrainHooks& hooks, const TextEncoder* t5, double i2v_ratio = 0);
 
   // Sizes every buffer of a batch for the largest step shape.
   void allocate(Batch& batch) const;
@@ -73,7 +79,8 @@ class BatchMaker {
   // position + clips): its clips r, r + ranks, ... (rank_clips; a rank with none computes clip 0, weighted 0), their
   // caption embeddings (a cache's, zero-padded to text_len as Wan does, or the deterministic embedding of the
   // caption), and each clip's timestep and noise: the numbers one process would draw from rng for that clip of the
-  // whole batch, which leaves rng where one process leaves it. Returns the global batch's clips.
+  // whole batch, which leaves rng where one process leaves it; with an i2v ratio, one draw first decides whether
+  // the step is image to video. Returns the global batch's clips.
   int64_t make(Batch& batch, int64_t position, Rng& rng, int rank = 0, int ranks = 1);
 
  private:
@@ -85,6 +92,7 @@ class BatchMaker {
   TrainHooks hooks_;
   std::vector<float> noise_;  // [B, C, F, H, W] of the largest shape
   const TextEncoder* t5_;
+  double i2v_ratio_;
   std::unordered_map<std::string, std::vector<float>> encoded_;  // caption -> its t5 rows [L, text_dim]
 };
 

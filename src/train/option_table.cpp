@@ -231,7 +231,8 @@ std::vector<TrainOption> make_table() {
       option<double>("--boundary",
                      "The experts' boundary as a fraction of the 1000 timesteps (0: a diffusers folder's "
                      "boundary_ratio, else Wan's T2V-A14B 0.875)",
-                     FIELD(boundary), {[](const double& v) { return v == 0 || (v > 0 && v < 1); }, "must be in (0, 1)"}),
+                     FIELD(boundary),
+                     {[](const double& v) { return v == 0 || (v > 0 && v < 1); }, "must be in (0, 1)"}),
       required(option<uint64_t>("--seed", "Seed for initialisation, data and noise", FIELD(seed))),
       required(option<std::string>("--out", "Run directory (metrics.jsonl, step-N/, latest)", FIELD(out),
                                    {[](const std::string& v) { return !v.empty(); }, "must name a run directory"})),
@@ -245,6 +246,10 @@ std::vector<TrainOption> make_table() {
       option<double>("--caption-dropout",
                      "Probability of training a clip on the empty prompt (cached text embeddings: --empty-prompt)",
                      FIELD(caption_dropout), {[](const double& v) { return v >= 0 && v < 1; }, "must be in [0, 1)"}),
+      option<double>("--i2v-ratio",
+                     "TI2V models: probability that a step trains image to video (each clip's first latent frame "
+                     "kept clean at t = 0 and left out of the loss); 0: text to video only",
+                     FIELD(i2v_ratio), {[](const double& v) { return v >= 0 && v <= 1; }, "must be in [0, 1]"}),
       option<std::string>("--empty-prompt",
                           "The empty prompt's text-encoder cache file (musubi-tuner's {item}_wan_te.safetensors "
                           "format), for --caption-dropout on cached text embeddings",

@@ -56,13 +56,14 @@ struct TrainOptions {
   AdamWConfig adamw;
   FlowConfig flow{.sampling = TimestepSampling::logit_normal};
   Expert expert = Expert::none;  // Wan2.2 A14B: the expert trained, over its side of the boundary
-  double boundary = 0;           // the experts' boundary (fraction of 1000 timesteps); 0: the model folder's, else Wan's
+  double boundary = 0;  // the experts' boundary (fraction of 1000 timesteps); 0: the model folder's, else Wan's
   uint64_t seed = 0;
   std::string out = "runs/default";
   int64_t save_every = 1000, log_every = 100;
-  int64_t save_every_epochs = 0;         // also checkpoint at the end of every N-th epoch of the data (0: never)
-  int64_t keep_last = 0;                 // keep only the N newest checkpoints (0: all)
-  double caption_dropout = 0;            // probability of training a clip on the empty prompt
+  int64_t save_every_epochs = 0;  // also checkpoint at the end of every N-th epoch of the data (0: never)
+  int64_t keep_last = 0;          // keep only the N newest checkpoints (0: all)
+  double caption_dropout = 0;     // probability of training a clip on the empty prompt
+  double i2v_ratio = 0;  // TI2V: probability of an image-to-video step (first latent frame clean, at t = 0, no loss)
   std::string empty_prompt;              // the empty prompt's text-encoder cache file (cached text embeddings)
   std::string t5, tokenizer, t5_config;  // the umT5 encoder for captions and samples ("": the built-in hash)
   SaveFormat save_format = SaveFormat::megaslide;  // files beside model.safetensors (model/export.h)

@@ -209,8 +209,12 @@ double TrainStep::resident_step(const Batch& batch, float* full, float* shard, c
   resident_->set_dims(d);
   resident_->forward(params_.data(), batch.xt.data(), batch.timesteps.data(), batch.context.data(), pred_.data());
   const int64_t video = d.B * out_dim_ * d.F * d.H * d.W;
-  const double loss =
-      cpu::mse_loss<float>({.pred = pred_.data(), .target = batch.target.data(), .dpred = dpred_.data(), .n = video});
+  const double loss = cpu::mse_loss<float>({.pred = pred_.data(),
+                                            .target = batch.target.data(),
+                                            .dpred = dpred_.data(),
+                                            .n = video,
+                                            .period = d.F * d.H * d.W,
+                                            .skip = d.cond_frames * d.H * d.W});
   resident_->backward(params_.data(), dpred_.data(), full, nullptr, nullptr);
   if (ranks) reduce_stages(comm_, table_, shards_, full, shard, micro.rank_weight);
   return loss;

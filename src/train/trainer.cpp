@@ -50,7 +50,7 @@ class Run {
       bool resumed, Communicator& comm)
       : comm_(comm),
         opts_(opts),
-        shapes_(step_shapes(*data, cfg, comm.size())),
+        shapes_(step_shapes(*data, cfg, comm.size(), i2v_steps(opts, cfg))),
         setup_(resolve_run(opts, hooks, cfg, shapes_, resumed, comm)),
         hooks_(hooks),
         cfg_(checked_for_flow(cfg)),
@@ -62,7 +62,8 @@ class Run {
         sample_shape_(largest_shape(*data)),
         data_(std::move(data)),
         text_encoder_(load_text_encoder(opts_, *data_, cfg_)),
-        batch_maker_(cfg, shapes_, *data_, opts.flow, caption_dropout(opts, *data_, cfg), hooks, text_encoder_.get()),
+        batch_maker_(cfg, shapes_, *data_, opts.flow, caption_dropout(opts, *data_, cfg), hooks, text_encoder_.get(),
+                     opts.i2v_ratio),
         nonfinite_(cfg, hooks.inject_nan_activation),
         step_(opts_, setup_, hooks_, cfg, shapes_, table_, shards_, host_, comm_, batch_maker_, nonfinite_),
         sample_vae_(load_sample_vae(opts_.samples, cfg_)) {}

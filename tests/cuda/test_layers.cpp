@@ -373,19 +373,25 @@ TEST(CudaLayers, EmbeddingsMatchCpuReference) {
   EXPECT_EQ(gdctx.read(), want_dctx);
 }
 
+// Whole, and with the first 311 of each run of 7001 values left out (TI2V's clean first frame).
 TEST(CudaLayers, MseLossMatchesCpuReference) {
   MS_REQUIRE_GPU();
-  const int64_t n = 100003;
+  const int64_t n = 98014;  // 14 runs of 7001
   const std::vector<float> pred = randf(static_cast<size_t>(n), 51), target = randf(static_cast<size_t>(n), 52);
-  std::vector<float> dpred(static_cast<size_t>(n));
-  const double loss =
-      cpu::mse_loss<float>({.pred = pred.data(), .target = target.data(), .dpred = dpred.data(), .n = n, .scale = 0.5});
-  DeviceBuffer<float> gp(pred), gt(target), gd(n, -1.f);
-  DeviceBuffer<double> gl(std::vector<double>(1, -1.0)), scratch(cuda::mse_loss_scratch(n), 0.0);
-  cuda::mse_loss({.pred = gp.get(), .target = gt.get(), .dpred = gd.get(), .n = n, .scale = 0.5}, gl.get(),
-                 scratch.get(), nullptr);
-  EXPECT_NEAR(gl.read()[0], loss, 1e-12 * loss);  // float64 sums in another order
-  expect_close("dpred", gd.read(), dpred, 1e-7);  // the same float64 expression, one fp32 rounding
+  for (const int64_t skip : {0, 311}) {
+    SCOPED_TRACE("skip " + std::to_string(skip));
+    const MseLossParams<float> runs{.n = n, .scale = 0.5, .period = 7001, .skip = skip};
+    std::vector<float> dpred(static_cast<size_t>(n));
+    MseLossParams<float> p = runs;
+    p.pred = pred.data(), p.target = target.data(), p.dpred = dpred.data();
+    const double loss = cpu::mse_loss<float>(p);
+    DeviceBuffer<float> gp(pred), gt(target), gd(n, -1.f);
+    DeviceBuffer<double> gl(std::vector<double>(1, -1.0)), scratch(cuda::mse_loss_scratch(n), 0.0);
+    p.pred = gp.get(), p.target = gt.get(), p.dpred = gd.get();
+    cuda::mse_loss(p, gl.get(), scratch.get(), nullptr);
+    EXPECT_NEAR(gl.read()[0], loss, 1e-12 * loss);  // float64 sums in another order
+    expect_close("dpred", gd.read(), dpred, 1e-7);  // the same float64 expression, one fp32 rounding
+  }
 }
 
 }  // namespace

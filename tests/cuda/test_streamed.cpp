@@ -318,7 +318,7 @@ TEST(CudaStreamed, SamplingForwardMatchesFloat64) {
     for (uint64_t seed : {472, 475}) {
       const StepData s = step_data(c, d, seed);
       std::vector<float> v(s.target.size(), std::nanf(""));
-      forward(s.xt.data(), s.t[0], s.context.data(), v.data());
+      forward(s.xt.data(), s.t.data(), s.context.data(), v.data());
       EXPECT_EQ(forward.last_uploads(), budget == 0 && seed == 475 ? 0 : table.total()) << seed;
       expect_close(cat(budget ? "streamed" : "resident", "_forward_", seed), v,
                    float64_step(c, d, w, s, false).velocity, 3e-2);

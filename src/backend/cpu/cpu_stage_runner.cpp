@@ -53,7 +53,12 @@ void CpuStageRunner::head_step(const void* w, const void* x, const StepInputs& i
   const HeadW<const float*> hw = bind_head(cfg_, f32(w));
   std::fill(g, g + table_.stages().back().numel, 0.0f);
   head_forward(w, x, velocity);
-  loss_ = cpu::mse_loss<float>({.pred = velocity, .target = in.target, .dpred = dvelocity, .n = video});
+  loss_ = cpu::mse_loss<float>({.pred = velocity,
+                                .target = in.target,
+                                .dpred = dvelocity,
+                                .n = video,
+                                .period = dims_.F * dims_.H * dims_.W,
+                                .skip = dims_.cond_frames * dims_.H * dims_.W});
   std::fill(ws_.de, ws_.de + dims_.Bt() * D, 0.0f);
   std::fill(ws_.de0, ws_.de0 + dims_.Bt() * 6 * D, 0.0f);
   std::fill(ws_.dctx, ws_.dctx + dims_.B * dims_.Lt * D, 0.0f);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/check.h"
 #include "core/parallel.h"
 
 namespace ms::cpu {
@@ -21,11 +22,13 @@ double mse_loss(const MseLossParams<T>& p) {
   const double scale = p.scale;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(chunks, 0.0);  // [chunks]
-  const double g = 2.0 / double(n) * scale;
+  MS_CHECK(p.skip == 0 || (p.period > p.skip && n % p.period == 0), "mse_loss: skip ", p.skip, " of ", p.period, " of ",
+           p.n);
+  const double g = 2.0 / double(p.kept()) * scale;
   parallel_for(chunks, [&](int64_t k) {
     double s = 0;
     for (int64_t i = k * kChunk; i < std::min(n, (k + 1) * kChunk); ++i) {
-      const double e = double(pred[i]) - double(target[i]);
+      const double e = p.left_out(i) ? 0.0 : double(pred[i]) - double(target[i]);
       s += e * e;
       if (dpred) dpred[i] = T(g * e);
     }
@@ -33,7 +36,7 @@ double mse_loss(const MseLossParams<T>& p) {
   });
   double total = 0;
   for (double s : partial) total += s;
-  return total / double(n);
+  return total / double(p.kept());
 }
 
 template double mse_loss<float>(const MseLossParams<float>&);

@@ -95,8 +95,13 @@ void CudaStageRunner::head_step(const void* w, const void* x, const StepInputs& 
   const int64_t D = cfg_.dim;
   o.zero(g, grad_numel(table_.stages().size() - 1));
   head_forward(w, x, velocity);
-  cuda::mse_loss({.pred = velocity, .target = in.target, .dpred = dvelocity, .n = video_numel(cfg_, dims_)}, loss_,
-                 loss_ + 1, o.stream);
+  cuda::mse_loss({.pred = velocity,
+                  .target = in.target,
+                  .dpred = dvelocity,
+                  .n = video_numel(cfg_, dims_),
+                  .period = dims_.F * dims_.H * dims_.W,
+                  .skip = dims_.cond_frames * dims_.H * dims_.W},
+                 loss_, loss_ + 1, o.stream);
   o.zero(ws_.de, dims_.Bt() * D);
   o.zero(ws_.de0, dims_.Bt() * 6 * D);
   o.zero(ws_.dctx, dims_.B * dims_.Lt * D);

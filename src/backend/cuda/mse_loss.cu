@@ -7,12 +7,14 @@ namespace {
 constexpr int kLossBlocks = 256;  // partial sums: a fixed count, so the summation order never changes
 
 // Block k sums (pred - target)^2 over its grid-stride share into partial[k] (float64) and writes dpred.
-__global__ void mse_partials(const float* pred, const float* target, float* dpred, double* partial, int64_t n,
-                             double grad_scale) {
+__global__ void mse_partials(MseLossParams<float> p, double* partial, double grad_scale) {
   __shared__ double smem[kRowThreads];
+  const float *pred = p.pred, *target = p.target;
+  float* dpred = p.dpred;
   double s = 0;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const double e = double(pred[i]) - double(target[i]);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * blockDim.x) {
+    const bool out = p.skip > 0 && i % p.period < p.skip;  // MseLossParams::left_out, inlined for the device
+    const double e = out ? 0.0 : double(pred[i]) - double(target[i]);
     s += e * e;
     if (dpred) dpred[i] = float(grad_scale * e);
   }
@@ -36,14 +38,12 @@ __global__ void mse_finish(const double* partial, double* loss, int64_t n) {
 int64_t mse_loss_scratch(int64_t) { return kLossBlocks; }
 
 void mse_loss(const MseLossParams<float>& p, double* loss, double* scratch, Stream stream) {
-  const float *pred = p.pred, *target = p.target;
-  float* dpred = p.dpred;
-  const int64_t n = p.n;
-  const double scale = p.scale;
-  MS_CHECK(n > 0, "mse_loss of ", n, " elements");
-  mse_partials<<<kLossBlocks, kRowThreads, 0, stream>>>(pred, target, dpred, scratch, n, 2.0 * scale / double(n));
+  MS_CHECK(p.n > 0, "mse_loss of ", p.n, " elements");
+  MS_CHECK(p.skip == 0 || (p.period > p.skip && p.n % p.period == 0), "mse_loss: skip ", p.skip, " of ", p.period,
+           " of ", p.n);
+  mse_partials<<<kLossBlocks, kRowThreads, 0, stream>>>(p, scratch, 2.0 * p.scale / double(p.kept()));
   MS_CUDA_CHECK_LAUNCH();
-  mse_finish<<<1, 1, 0, stream>>>(scratch, loss, n);
+  mse_finish<<<1, 1, 0, stream>>>(scratch, loss, p.kept());
   MS_CUDA_CHECK_LAUNCH();
 }
 
