@@ -7,6 +7,8 @@
 
 #include "cli_util.h"
 #include "core/dtype.h"
+#include "core/text.h"
+#include "file_util.h"
 #include "io/atomic_file.h"
 #include "model/export.h"
 #include "model/init.h"
@@ -75,6 +77,36 @@ TEST(Experts, EachLayoutGivesTheChosenExpertAndItsBoundary) {
   }
 }
 
+// `convert` of a two-expert folder: Wan's layout to diffusers' and back gives every weights file byte for byte, the
+// diffusers folder holds each expert where diffusers' WanPipeline looks (transformer_2 the low-noise one) with the
+// boundary, a diffusers folder's own boundary is named when Wan's layout cannot keep it, and --to megaslide is refused.
+TEST(Experts, ConvertRoundTripsBothLayoutsBitExact) {
+  TempDir dir;
+  const ExpertFolder f(dir.file("wan"), SaveFormat::wan);
+  CliResult r = run_cli("convert " + dir.file("wan") + " " + dir.file("d") + " --to diffusers");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(f.load(dir.file("d"), Expert::high), f.high);
+  EXPECT_EQ(f.load(dir.file("d"), Expert::low), f.low);
+  EXPECT_EQ(resolve_model(dir.file("d"), "", Expert::low).boundary, 0.875);
+  EXPECT_TRUE(fs::exists(dir.file("d/transformer_2/config.json")));
+  r = run_cli("convert " + dir.file("d") + " " + dir.file("w") + " --to wan");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* e : {"high_noise_model", "low_noise_model"})
+    for (const char* file : {"diffusion_pytorch_model.safetensors", "config.json"})
+      EXPECT_EQ(read_bytes(dir.file(cat("w/", e, "/", file))), read_bytes(dir.file(cat("wan/", e, "/", file))))
+          << e << "/" << file;
+
+  const ExpertFolder g(dir.file("dif"), SaveFormat::diffusers);  // boundary_ratio 0.9
+  r = run_cli("convert " + dir.file("dif") + " " + dir.file("w2") + " --to wan");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("boundary_ratio 0.9 is not kept"), std::string::npos) << r.output;
+  EXPECT_EQ(g.load(dir.file("w2"), Expert::low), g.low);
+  r = run_cli("convert " + dir.file("wan") + " " + dir.file("m") + " --to megaslide");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("holds two experts"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("m")));
+}
+
 nlohmann::json saved_options(const std::string& run) {
   std::ifstream in(run + "/latest/trainer.json");
   return nlohmann::json::parse(in)["options"];
@@ -128,17 +160,17 @@ TEST(Experts, SamplingSwitchesOnceFromTheHighToTheLowNoiseExpert) {
         events.push_back("release " + name);
         delete p;
       });
-      return ModelForward([&events, name, alive](const float*, float t, const float*, float*) {
-        events.push_back(name + " " + std::to_string(int(t)));
+      return ModelForward([&events, name, alive](const float*, const float* t, const float*, float*) {
+        events.push_back(name + " " + std::to_string(int(*t)));
       });
     };
   };
   {
     const ModelForward f = expert_forward(factory("high"), factory("low"), 0.875);
-    for (const float t : {1000.f, 900.f, 875.f, 874.f, 500.f, 0.f}) f(nullptr, t, nullptr, nullptr);
+    for (const float t : {1000.f, 900.f, 875.f, 874.f, 500.f, 0.f}) f(nullptr, &t, nullptr, nullptr);
   }
   EXPECT_EQ(events, (std::vector<std::string>{"make high", "high 1000", "high 900", "high 875", "release high",
-                                               "make low", "low 874", "low 500", "low 0", "release low"}));
+                                              "make low", "low 874", "low 500", "low 0", "release low"}));
   const Guidance g{nullptr, 4.0, 0.875, 3.0};
   EXPECT_EQ(g.scale_at(875), 4.0);
   EXPECT_EQ(g.scale_at(874.9), 3.0);
@@ -168,7 +200,8 @@ TEST(Experts, SampleRunsBothExpertsOfAFolder) {
   EXPECT_EQ(all_high.output.find("low-noise expert takes over"), std::string::npos) << all_high.output;
   EXPECT_EQ(read_file(dir.file("high.safetensors")), read_file(dir.file("alone.safetensors")));
   EXPECT_NE(read_file(dir.file("both.safetensors")), read_file(dir.file("alone.safetensors")));
-  const CliResult bad = run_cli("sample --model " + wan + "/high_noise_model --boundary 0.5" + common + dir.file("x.gif"));
+  const CliResult bad =
+      run_cli("sample --model " + wan + "/high_noise_model --boundary 0.5" + common + dir.file("x.gif"));
   EXPECT_EQ(bad.code, 1) << bad.output;
   EXPECT_NE(bad.output.find("--boundary applies to a Wan2.2 A14B folder"), std::string::npos) << bad.output;
 }
