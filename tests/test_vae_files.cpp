@@ -1,10 +1,9 @@
-// The VAE against files written by its owners' code (tests/data/vae/, tools/make_vae_fixtures.py): Wan's own
-// WanVAE_ module's float64 outputs, torch.save'd weights, diffusers' parameter names; and bad weight files.
+// The VAEs against files written by their owners' code (tests/data/vae/ and vae22/, tools/make_vae*_fixtures.py): Wan's
+// own WanVAE_ module's float64 outputs, torch.save'd weights, diffusers' parameter names; and bad weight files.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <set>
-#include <sstream>
 
 #include "core/dtype.h"
 #include "file_util.h"
@@ -17,44 +16,14 @@
 namespace ms::test {
 namespace {
 
-// diffusers' convert_vae_22 (scripts/convert_wan_to_diffusers.py) transcribed: Wan2.2's name -> diffusers'.
-std::string diffusers22_name(std::string key) {
-  auto replace = [](std::string s, const std::string& from, const std::string& to) {
-    const size_t at = s.find(from);
-    return at == std::string::npos ? s : s.substr(0, at) + to + s.substr(at + from.size());
-  };
-  static const std::pair<const char*, const char*> suffixes[] = {{".residual.0.gamma", ".norm1.gamma"},
-                                                                 {".residual.2.", ".conv1."},
-                                                                 {".residual.3.gamma", ".norm2.gamma"},
-                                                                 {".residual.6.", ".conv2."},
-                                                                 {".shortcut.", ".conv_shortcut."}};
-  auto rename_suffix = [&](std::string s) {
-    for (const auto& [from, to] : suffixes)
-      if (s.find(from) != std::string::npos) return replace(s, from, to);
-    return s;
-  };
-  for (const char* side : {"encoder", "decoder"}) {
-    const std::string sd = side;
-    if (key.starts_with(sd + ".middle.1.")) return replace(key, ".middle.1.", ".mid_block.attentions.0.");
-    if (key.starts_with(sd + ".middle.0.")) return rename_suffix(replace(key, ".middle.0.", ".mid_block.resnets.0."));
-    if (key.starts_with(sd + ".middle.2.")) return rename_suffix(replace(key, ".middle.2.", ".mid_block.resnets.1."));
-    if (key.starts_with(sd + ".head.0.")) return replace(key, ".head.0.", ".norm_out.");
-    if (key.starts_with(sd + ".head.2.")) return replace(key, ".head.2.", ".conv_out.");
-    if (key.starts_with(sd + ".conv1.")) return replace(key, ".conv1.", ".conv_in.");
-  }
-  if (key.starts_with("conv1.")) return "quant_conv." + key.substr(6);
-  if (key.starts_with("conv2.")) return "post_quant_conv." + key.substr(6);
-  const bool enc = key.starts_with("encoder.");
-  const std::string list = enc ? "downsamples" : "upsamples", blocks = enc ? "down_blocks" : "up_blocks";
-  key = replace(key, "." + list + ".", "." + blocks + ".");
-  if (key.find("residual") != std::string::npos || key.find("shortcut") != std::string::npos)
-    return rename_suffix(replace(key, "." + list + ".", ".resnets."));
-  std::vector<std::string> parts;
-  std::stringstream ss(key);
-  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
-  std::string out = parts[0] + "." + parts[1] + "." + parts[2] + "." + (enc ? "downsampler" : "upsampler");
-  for (size_t i = 5; i < parts.size(); ++i) out += "." + parts[i];
-  return out;
+const std::string kVae22Data = std::string(MEGASLIDE_TEST_DATA) + "/vae22/";
+
+// Wan2.2's name -> diffusers' as convert_vae_22 renames it (its rows in tests/data/vae22/, Wan2.2's own config; the
+// names depend on dim_mult and num_res_blocks alone).
+std::map<std::string, std::string> diffusers22_names() {
+  std::map<std::string, std::string> m;
+  for (const auto& r : read_json(kVae22Data + "diffusers_default_names.json")) m[r[1]] = r[0];
+  return m;
 }
 
 // Expects f to throw an ms::Error whose message holds `part`.
@@ -152,22 +121,9 @@ TEST(VaeFiles, DiffusersFolderLoads) {
         << name;
 }
 
-// Every Wan2.2 VAE tensor, renamed as diffusers' convert_vae_22 renames it, maps back one to one; and diffusers'
-// Wan2.2 config.json (the script's vae22_diffusers_config) reads as Wan2.2's VAE.
-TEST(VaeFiles, Wan22DiffusersNamesAndConfigMapOntoWans) {
+// diffusers' Wan2.2 config.json (convert_wan_to_diffusers.py's vae22_diffusers_config) reads as Wan2.2's VAE.
+TEST(VaeFiles, Wan22DiffusersConfigReadsAsWan22) {
   const VaeConfig c = VaeConfig::wan22();
-  std::set<std::string> seen;
-  for (const auto& [name, shape] : vae_param_shapes(c)) {
-    const std::string d = diffusers22_name(name);
-    EXPECT_NE(d, name);
-    EXPECT_EQ(wan_vae_name(d, c), name) << d;
-    EXPECT_TRUE(seen.insert(d).second) << d;
-  }
-  EXPECT_EQ(diffusers22_name("encoder.downsamples.2.downsamples.2.time_conv.bias"),
-            "encoder.down_blocks.2.downsampler.time_conv.bias");  // the transcription itself, on one row
-  EXPECT_EQ(wan_vae_name("decoder.up_blocks.1.upsampler.resample.1.weight", c),
-            "decoder.upsamples.1.upsamples.3.resample.1.weight");
-
   TempDir dir;
   nlohmann::json j{{"_class_name", "AutoencoderKLWan"},
                    {"base_dim", 160},
@@ -192,6 +148,49 @@ TEST(VaeFiles, Wan22DiffusersNamesAndConfigMapOntoWans) {
   EXPECT_EQ(vae_param_shapes(r), vae_param_shapes(c));
 }
 
+// Wan2.2's own module (vae2_2.py, float64, tests/data/vae22/ by tools/make_vae22_fixtures.py): its torch.save'd
+// weights read with no config (told by the shapes), its encode and decode at 1, 5 and 9 frames of a 32 x 48 clip;
+// diffusers' convert_vae_22 on Wan2.2's own config (every row) and diffusers' tiny is_residual module map onto Wan's
+// names and shapes; and Wan2.2's own config counts the parameters its module holds.
+TEST(VaeFiles, Wan22MatchesWansOwnModule) {
+  const std::string& data = kVae22Data;
+  const VaeWeights w = VaeWeights::load(data + "tiny_vae22.pth", "");
+  const VaeConfig& c = w.config();
+  ASSERT_TRUE(c.is_residual);
+  EXPECT_EQ(c.dim, 4);
+  EXPECT_EQ(c.decoder_dim(), 4);
+  EXPECT_EQ(w.count(), 305684);
+  const auto clip = SafetensorsFile::open(data + "clip.safetensors");
+  const auto video = tensor_values(clip, "video");  // [1, 3, 9, 32, 48]
+  const int64_t H = 32, W = 48, plane = H * W;
+  for (const int64_t F : {1, 5, 9}) {
+    std::vector<float> part(size_t(3 * F * plane));
+    for (int64_t ch = 0; ch < 3; ++ch)
+      std::copy_n(video.data() + ch * 9 * plane, F * plane, part.data() + ch * F * plane);
+    const auto want_lat = tensor_values(clip, cat("latents_f", F)), want_dec = tensor_values(clip, cat("decoded_f", F));
+    std::vector<float> lat(want_lat.size()), dec(want_dec.size());
+    ASSERT_EQ(lat.size(), size_t(48 * (1 + (F - 1) / 4) * 2 * 3));
+    vae_encode(w, part.data(), F, H, W, lat.data());
+    EXPECT_LT(rel_l2(lat, want_lat), 1e-5) << F << " frames";
+    vae_decode(w, want_lat.data(), 1 + (F - 1) / 4, 2, 3, dec.data());
+    EXPECT_LT(rel_l2(dec, want_dec), 1e-5) << F << " frames";
+  }
+  const VaeConfig wan22 = VaeConfig::wan22();
+  EXPECT_EQ(VaeWeights::count_for(wan22), 704688668);
+  const auto shapes = vae_param_shapes(wan22);
+  const std::map<std::string, Shape> wan(shapes.begin(), shapes.end());
+  const auto rows = read_json(data + "diffusers_default_names.json");
+  ASSERT_EQ(rows.size(), shapes.size());
+  for (const auto& r : rows) {
+    EXPECT_EQ(wan_vae_name(r[0], wan22), r[1].get<std::string>()) << r[0];
+    EXPECT_EQ(wan.at(r[1]), r[2].get<Shape>()) << r[1];
+  }
+  const auto tiny_shapes = vae_param_shapes(c);
+  std::map<std::string, Shape> want(tiny_shapes.begin(), tiny_shapes.end()), got;
+  for (const auto& r : read_json(data + "diffusers_tiny_names.json")) got[wan_vae_name(r[0], c)] = r[1].get<Shape>();
+  EXPECT_EQ(got, want);
+}
+
 // A Wan2.2 VAE file without a config: its 12-channel first conv tells it apart, its widths come from the shapes, and
 // in diffusers' names it loads to the same weights.
 TEST(VaeFiles, Wan22ConfigComesFromTheFilesShapes) {
@@ -199,11 +198,12 @@ TEST(VaeFiles, Wan22ConfigComesFromTheFilesShapes) {
   c.dim = 8;
   c.dec_dim = 12;
   const VaeWeights w = VaeWeights::random(c, 5);
+  const auto names = diffusers22_names();
   TempDir dir;
   std::vector<TensorRef> wan, dif;
   for (const auto& [name, shape] : vae_param_shapes(c)) {
     wan.push_back({name, DType::f32, shape, w.get(name)});
-    dif.push_back({diffusers22_name(name), DType::f32, shape, w.get(name)});
+    dif.push_back({names.at(name), DType::f32, shape, w.get(name)});
   }
   write_safetensors(dir.file("wan.safetensors"), wan);
   write_safetensors(dir.file("diffusers.safetensors"), dif);
