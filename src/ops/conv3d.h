@@ -47,9 +47,13 @@ struct ConvFrameParams {
 
 namespace ms::cpu {
 
-// Unfolds a band of output pixels at a time (im2col into a per-thread buffer of at most a few MiB) and multiplies it
+// Unfolds a band of output pixels at a time (im2col into a per-thread buffer of at most 64 MiB) and multiplies it
 // with OpenBLAS; a 1x1x1 kernel at stride 1 multiplies the frame directly.
 template <class T>
 void conv3d_frame_forward(const ConvFrameParams<T>& p);
+
+// The bytes of the unfolded band conv3d_frame_forward<float> holds for d (a per-thread buffer that keeps its largest
+// size): at most 64 MiB, or 64 pixels' worth where one pixel's unfolding is larger.
+int64_t conv3d_col_bytes(const ConvFrameDims& d);
 
 }  // namespace ms::cpu

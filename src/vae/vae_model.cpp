@@ -107,11 +107,14 @@ class Pass {
   Frames make(int64_t t, int64_t c, int64_t h, int64_t w) { return Frames(t, c, h, w, ops, &ledger); }
   // Scratch of `bytes` held for a moment on top of what lives.
   void spike(int64_t bytes) { ledger.peak = std::max(ledger.peak, ledger.live + bytes); }
-  PassCost cost() const { return {flops, ledger.peak}; }
+  // The convolutions' unfolded band lives on (a per-thread buffer at its largest size) beside the activations.
+  PassCost cost() const { return {flops, ledger.peak + scratch}; }
+  int64_t scratch = 0;
 
   // One output frame of a convolution (ops/conv3d.h) from d.kt input frames.
   void conv(const ConvFrameParams<float>& c) {
     flops += c.d.flops();
+    scratch = std::max(scratch, cpu::conv3d_col_bytes(c.d));
     if (!dry()) ops->conv(c);
   }
 };

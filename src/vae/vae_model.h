@@ -53,7 +53,7 @@ double vae_decode_flops(const VaeConfig& c, int64_t frames, int64_t height, int6
 
 // Host bytes vae_encode / vae_decode hold beside their input, output and weights for a clip of that pixel size: the
 // most activations a pass holds at once, counted by a dry pass of the same walk (every chunk, carried frame and
-// attention scratch; the convolution's banded scratch of a few MiB aside), and with tiles one tile's pass, the tile
+// attention scratch, and the convolutions' unfolded band of up to 64 MiB), and with tiles one tile's pass, the tile
 // buffers and the blend's accumulators. What the verbs check against the host memory they can get.
 int64_t vae_encode_bytes(const VaeConfig& c, int64_t frames, int64_t height, int64_t width,
                          const VaeChunking& chunking = {});

@@ -14,8 +14,13 @@
 namespace ms::cpu {
 namespace {
 
-constexpr int64_t kColBytes = int64_t(8) << 20;  // the unfolded band's budget
+constexpr int64_t kColBytes = int64_t(64) << 20;  // the unfolded band's budget (8 MiB: narrow, slow GEMMs)
 constexpr int64_t kMinBand = 64;                 // pixels: below this a GEMM is too narrow to run well
+
+// Output pixels per band: as many as kColBytes holds unfolded, at least kMinBand, at most the frame.
+int64_t band_pixels(const ConvFrameDims& d, size_t element) {
+  return std::min(d.out_h * d.out_w, std::max(kMinBand, kColBytes / int64_t(element) / d.k()));
+}
 
 int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
@@ -79,13 +84,17 @@ void conv3d_frame_forward(const ConvFrameParams<T>& p) {
     return;
   }
   static thread_local std::vector<T> col;
-  const int64_t band = std::min(pixels, std::max(kMinBand, kColBytes / int64_t(sizeof(T)) / K));
+  const int64_t band = band_pixels(d, sizeof(T));
   col.resize(size_t(K * band));
   for (int64_t p0 = 0; p0 < pixels; p0 += band) {
     const int64_t p1 = std::min(pixels, p0 + band);
     unfold_band(x, d, p0, p1, col.data());
     gemm<T>(false, false, d.co, p1 - p0, K, T(1), w, K, col.data(), p1 - p0, T(1), y + p0, pixels);
   }
+}
+
+int64_t conv3d_col_bytes(const ConvFrameDims& d) {
+  return d.pointwise() ? 0 : band_pixels(d, sizeof(float)) * d.k() * int64_t(sizeof(float));
 }
 
 template void conv3d_frame_forward<float>(const ConvFrameParams<float>&);
