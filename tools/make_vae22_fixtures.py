@@ -144,14 +144,6 @@ def main(argv=None):
         # 3. diffusers' convert_vae_22 on Wan2.2's own config ------------------------------------------------
         with v21.no_init():
             wan_default_sd = wan.WanVAE_(**WAN22, dropout=0.0).state_dict()
-        captured = {}
-        real_load = akw.AutoencoderKLWan.load_state_dict
-
-        def capture_load(self, state_dict, strict=True, assign=False):
-            captured.update(state_dict)
-            return real_load(self, state_dict, strict=True)
-
-        torch_proxy = types.SimpleNamespace(load=lambda *args, **kw: wan_default_sd)
         # The script's config names keys the constructor at HEAD does not take (clip_output): diffusers'
         # register_to_config passes only the constructor's own parameters, so this does too.
         params = inspect.signature(akw.AutoencoderKLWan.__init__).parameters
@@ -161,19 +153,11 @@ def main(argv=None):
             dropped.update(k for k in kw if k not in params)
             return akw.AutoencoderKLWan(**{k: v for k, v in kw.items() if k in params})
 
-        ns = {"hf_hub_download": lambda *args, **kw: "Wan2.2_VAE.pth", "torch": torch_proxy,
-              "init_empty_weights": v21.no_init, "AutoencoderKLWan": construct}
-        source = open(conv_py).read()
-        tree = ast.parse(source)
+        tree = ast.parse(open(conv_py).read())
         config_node = next(n for n in tree.body if isinstance(n, ast.Assign)
                            and getattr(n.targets[0], "id", "") == "vae22_diffusers_config")
-        ns["vae22_diffusers_config"] = ast.literal_eval(config_node.value)
-        convert_vae_22 = v21.function_from_source(conv_py, "convert_vae_22", ns)
-        akw.AutoencoderKLWan.load_state_dict = capture_load
-        try:
-            convert_vae_22()
-        finally:
-            akw.AutoencoderKLWan.load_state_dict = real_load
+        _, captured = v21.run_convert(conv_py, "convert_vae_22", akw, wan_default_sd, "Wan2.2_VAE.pth", construct,
+                                      {"vae22_diffusers_config": ast.literal_eval(config_node.value)})
         by_id = {id(t): k for k, t in wan_default_sd.items()}
         order = {k: i for i, k in enumerate(wan_default_sd)}
         rows = sorted(([d, by_id[id(t)], list(t.shape)] for d, t in captured.items()), key=lambda r: order[r[1]])

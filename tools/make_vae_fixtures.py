@@ -233,6 +233,28 @@ def function_from_source(path, name, namespace):
     return namespace[name]
 
 
+def run_convert(conv_py, name, akw, wan_sd, ckpt, construct=None, ns_extra=None):
+    """Runs the convert script's function `name` on the state dict wan_sd (its hf_hub_download and torch.load stood
+    in; `construct` in place of AutoencoderKLWan when given) and returns what it returned and the state dict it
+    loaded into AutoencoderKLWan (diffusers' names, Wan's tensors)."""
+    captured = {}
+    real_load = akw.AutoencoderKLWan.load_state_dict
+
+    def capture_load(self, state_dict, strict=True, assign=False):
+        captured.update(state_dict)
+        return real_load(self, state_dict, strict=True)
+
+    ns = {"hf_hub_download": lambda *args, **kw: ckpt, "torch": types.SimpleNamespace(load=lambda *args, **kw: wan_sd),
+          "init_empty_weights": no_init, "AutoencoderKLWan": construct or akw.AutoencoderKLWan, **(ns_extra or {})}
+    fn = function_from_source(conv_py, name, ns)
+    akw.AutoencoderKLWan.load_state_dict = capture_load
+    try:
+        result = fn()
+    finally:
+        akw.AutoencoderKLWan.load_state_dict = real_load
+    return result, captured
+
+
 # ------------------------------------------------------------------------------------------------------------
 # weights, video
 # ------------------------------------------------------------------------------------------------------------
@@ -371,22 +393,7 @@ def main(argv=None):
         # 5. diffusers' convert_vae on Wan's default-config state dict --------------------------------------
         with no_init():
             wan_default_sd = wan.WanVAE_(**WAN_DEFAULT, dropout=0.0).state_dict()
-        captured = {}
-        real_load = akw.AutoencoderKLWan.load_state_dict
-
-        def capture_load(self, state_dict, strict=True, assign=False):
-            captured.update(state_dict)
-            return real_load(self, state_dict, strict=True)
-
-        torch_proxy = types.SimpleNamespace(load=lambda *args, **kw: wan_default_sd)
-        ns = {"hf_hub_download": lambda *args, **kw: "Wan2.1_VAE.pth", "torch": torch_proxy,
-              "init_empty_weights": no_init, "AutoencoderKLWan": akw.AutoencoderKLWan}
-        convert_vae = function_from_source(conv_py, "convert_vae", ns)
-        akw.AutoencoderKLWan.load_state_dict = capture_load
-        try:
-            dif_default = convert_vae()
-        finally:
-            akw.AutoencoderKLWan.load_state_dict = real_load
+        dif_default, captured = run_convert(conv_py, "convert_vae", akw, wan_default_sd, "Wan2.1_VAE.pth")
         by_id = {id(v): k for k, v in wan_default_sd.items()}
         dif_default_sd = dif_default.state_dict()
         assert set(captured) == set(dif_default_sd) and len(captured) == len(wan_default_sd)
