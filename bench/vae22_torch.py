@@ -57,7 +57,7 @@ def main(argv=None):
             sys.modules["einops"] = types.SimpleNamespace(rearrange=v22.rearrange)
         path = v21.extract(v21.resolve_gitdir(a.wan_repo), v22.WAN_VAE_PY, os.path.join(tmp, "wan_vae22.py"))
         wan = v21.load_module("wan_vae22", path)
-        mean, std = v22.latent_constants(path)
+        mean, std = v21.latent_constants(path, "Wan2_2_VAE")
     torch.manual_seed(0)
     with v21.no_init():
         model = wan.WanVAE_(**v22.WAN22, dropout=0.0).float().eval()

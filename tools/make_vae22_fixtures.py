@@ -76,19 +76,6 @@ def rearrange(x, pattern, **sizes):
     return v21._rearrange(x, pattern, **sizes)
 
 
-def latent_constants(vae_py_path):
-    """The `mean` and `std` lists Wan2_2_VAE.__init__ passes to torch.tensor, read from the source."""
-    tree = ast.parse(open(vae_py_path).read())
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Wan2_2_VAE")
-    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
-    found = {}
-    for node in ast.walk(init):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and node.targets[0].id in ("mean", "std") and isinstance(node.value, ast.Call):
-            found[node.targets[0].id] = [float(v) for v in ast.literal_eval(node.value.args[0])]
-    return found["mean"], found["std"]
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--wan-repo", default=DEFAULT_WAN_REPO)
@@ -110,7 +97,7 @@ def main(argv=None):
         conv_py = v21.extract(dif_git, v21.DIFFUSERS_CONVERT_PY, os.path.join(tmp, "convert_wan_to_diffusers.py"))
         wan = v21.load_module("wan_vae22_snapshot", wan_py)
         akw = v21.load_module(v21.install_diffusers_stubs(), akw_py)
-        mean, std = latent_constants(wan_py)
+        mean, std = v21.latent_constants(wan_py, "Wan2_2_VAE")
         assert len(mean) == len(std) == 48
 
         # 1. weights: Wan2.2_VAE.pth's form ------------------------------------------------------------------

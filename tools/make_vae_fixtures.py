@@ -213,16 +213,18 @@ def no_init():
         conv.reset_parameters = saved
 
 
-def wan_latent_constants(vae_py_path):
-    """The `mean` and `std` lists assigned in WanVAE.__init__, read from the source (no evaluation)."""
+def latent_constants(vae_py_path, class_name="WanVAE"):
+    """The `mean` and `std` lists assigned in class_name.__init__ (as lists, or as the list torch.tensor is given),
+    read from the source (no evaluation)."""
     tree = ast.parse(open(vae_py_path).read())
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "WanVAE")
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
     init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
     found = {}
     for node in ast.walk(init):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                 and node.targets[0].id in ("mean", "std"):
-            found[node.targets[0].id] = [float(v) for v in ast.literal_eval(node.value)]
+            value = node.value.args[0] if isinstance(node.value, ast.Call) else node.value
+            found[node.targets[0].id] = [float(v) for v in ast.literal_eval(value)]
     return found["mean"], found["std"]
 
 
@@ -346,7 +348,7 @@ def main(argv=None):
         conv_py = extract(dif_git, DIFFUSERS_CONVERT_PY, os.path.join(tmp, "convert_wan_to_diffusers.py"))
         wan = load_module("wan_vae_snapshot", wan_py)
         akw = load_module(install_diffusers_stubs(), akw_py)
-        mean, std = wan_latent_constants(wan_py)
+        mean, std = latent_constants(wan_py)
         assert len(mean) == len(std) == 16
 
         # 1. config -------------------------------------------------------------------------------------------
