@@ -7,6 +7,7 @@
 // a frame of zeros (causal time padding). Padding after the frame is whatever Ho, Wo imply (Wan's downsampler pads
 // the right and bottom only).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 namespace ms {
@@ -52,8 +53,21 @@ namespace ms::cpu {
 template <class T>
 void conv3d_frame_forward(const ConvFrameParams<T>& p);
 
+// The unfolded band's budget (8 MiB made the wide VAE decoders' GEMMs too narrow: docs/benchmarks.md) and the fewest
+// output pixels a band takes (a narrower GEMM runs poorly).
+inline constexpr int64_t kConvColBytes = int64_t(64) << 20;
+inline constexpr int64_t kConvMinBand = 64;
+
+// Output pixels per band for elements of `element` bytes: as many as kConvColBytes holds unfolded, at least
+// kConvMinBand, at most the frame.
+inline int64_t conv3d_band_pixels(const ConvFrameDims& d, int64_t element) {
+  return std::min(d.out_h * d.out_w, std::max(kConvMinBand, kConvColBytes / element / d.k()));
+}
+
 // The bytes of the unfolded band conv3d_frame_forward<float> holds for d (a per-thread buffer that keeps its largest
-// size): at most 64 MiB, or 64 pixels' worth where one pixel's unfolding is larger.
-int64_t conv3d_col_bytes(const ConvFrameDims& d);
+// size); header-only, so that the GPU binaries count it without linking the CPU kernel.
+inline int64_t conv3d_col_bytes(const ConvFrameDims& d) {
+  return d.pointwise() ? 0 : conv3d_band_pixels(d, int64_t(sizeof(float))) * d.k() * int64_t(sizeof(float));
+}
 
 }  // namespace ms::cpu

@@ -1,5 +1,5 @@
 // The dense convolution's CPU forward (ops/conv3d.h): im2col of a band of output pixels, then one GEMM per band,
-// y[:, band] = w [co, K] x col [K, band]. The band is sized so that the unfolded buffer stays within kColBytes,
+// y[:, band] = w [co, K] x col [K, band]. The band is sized so that the unfolded buffer stays within kConvColBytes,
 // which bounds the extra memory whatever the frame size (docs/vae.md).
 #include "ops/conv3d.h"
 
@@ -14,13 +14,6 @@
 namespace ms::cpu {
 namespace {
 
-constexpr int64_t kColBytes = int64_t(64) << 20;  // the unfolded band's budget (8 MiB: narrow, slow GEMMs)
-constexpr int64_t kMinBand = 64;                 // pixels: below this a GEMM is too narrow to run well
-
-// Output pixels per band: as many as kColBytes holds unfolded, at least kMinBand, at most the frame.
-int64_t band_pixels(const ConvFrameDims& d, size_t element) {
-  return std::min(d.out_h * d.out_w, std::max(kMinBand, kColBytes / int64_t(element) / d.k()));
-}
 
 int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
@@ -84,17 +77,13 @@ void conv3d_frame_forward(const ConvFrameParams<T>& p) {
     return;
   }
   static thread_local std::vector<T> col;
-  const int64_t band = band_pixels(d, sizeof(T));
+  const int64_t band = conv3d_band_pixels(d, int64_t(sizeof(T)));
   col.resize(size_t(K * band));
   for (int64_t p0 = 0; p0 < pixels; p0 += band) {
     const int64_t p1 = std::min(pixels, p0 + band);
     unfold_band(x, d, p0, p1, col.data());
     gemm<T>(false, false, d.co, p1 - p0, K, T(1), w, K, col.data(), p1 - p0, T(1), y + p0, pixels);
   }
-}
-
-int64_t conv3d_col_bytes(const ConvFrameDims& d) {
-  return d.pointwise() ? 0 : band_pixels(d, sizeof(float)) * d.k() * int64_t(sizeof(float));
 }
 
 template void conv3d_frame_forward<float>(const ConvFrameParams<float>&);
