@@ -70,6 +70,14 @@ AttentionConfig attention_from_json(const nlohmann::json& j, const std::string& 
 
 }  // namespace
 
+void ModelConfig::require_image_frame(const std::string& option) const {
+  if (model_type != "ti2v" || patch_size[0] != 1)
+    MS_FAIL(option,
+            " is for TI2V models (model_type \"ti2v\", e.g. wan2.2-ti2v-5b), which take the image as the "
+            "clean first latent frame; this model's model_type is \"",
+            model_type, "\"");
+}
+
 ModelConfig config_from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) MS_FAIL(source, ": a model config must be a JSON object");
   ModelConfig c;
@@ -144,9 +152,35 @@ constexpr Preset kPresets[] = {
     {"tiny-t4", nullptr, 96, 256, 3, 3, 3, 16, 64, 64, AttentionType::dense, 0, {4, 2, 2}},
     {"wan2.1-t2v-1.3b", "wan2.1-1.3b", 1536, 8960, 12, 30, 16, 512, 4096, 256},
     {"wan2.1-t2v-14b", "wan2.1-14b", 5120, 13824, 40, 40, 16, 512, 4096, 256},
-    {"wan2.2-t2v-a14b", nullptr, 5120, 13824, 40, 40, 16, 512, 4096, 256, AttentionType::dense, 0, {1, 2, 2}, "t2v",
+    {"wan2.2-t2v-a14b",
+     nullptr,
+     5120,
+     13824,
+     40,
+     40,
+     16,
+     512,
+     4096,
+     256,
+     AttentionType::dense,
+     0,
+     {1, 2, 2},
+     "t2v",
      {81, 720, 1280, {4, 8, 8}}},
-    {"wan2.2-ti2v-5b", nullptr, 3072, 14336, 24, 30, 48, 512, 4096, 256, AttentionType::dense, 0, {1, 2, 2}, "ti2v",
+    {"wan2.2-ti2v-5b",
+     nullptr,
+     3072,
+     14336,
+     24,
+     30,
+     48,
+     512,
+     4096,
+     256,
+     AttentionType::dense,
+     0,
+     {1, 2, 2},
+     "ti2v",
      {121, 704, 1280, {4, 16, 16}}},
     // The paper's scale points, Wan-shaped (head dim 128, ffn ~2.7 dim): 28.34 B, 33.26 B parameters; the 105 B
     // model with its DSA offset networks, two offset groups (104.88 B + 0.14 B: 14 B/param is the paper's 1.47 TB).

@@ -48,6 +48,9 @@ struct ModelConfig {
   int64_t groups() const { return attention.offset_groups ? attention.offset_groups : num_heads; }
   // Throws ms::Error naming the contradictory value and the fix.
   void validate() const;
+  // Throws ms::Error, naming `option`, unless the model takes an image as its clean first latent frame (TI2V, one
+  // latent frame per token frame).
+  void require_image_frame(const std::string& option) const;
 };
 
 // Parses Wan's config.json form. `source` names the file in messages. Keys real Wan2.1 configs carry

@@ -34,8 +34,7 @@ std::string config_file(const std::string& path, const std::string& config_path)
 }
 
 // With no config file, the file's shapes tell Wan2.1's VAE (3 input channels) from Wan2.2's (12: RGB folded 2x2).
-VaeConfig infer_config(const std::string& path) {
-  const WeightFiles files = WeightFiles::open(path);
+VaeConfig infer_config(const WeightFiles& files, const std::string& path) {
   auto shape = [&](const char* wan, const char* diffusers) -> Shape {
     for (const char* n : {wan, diffusers})
       if (const TensorEntry* e = files.find(n)) return e->shape;
@@ -85,7 +84,7 @@ VaeWeights VaeWeights::random(const VaeConfig& config, uint64_t seed) {
 
 VaeConfig VaeWeights::config_for(const std::string& path, const std::string& config_path) {
   const std::string config = config_file(path, config_path);
-  return config.empty() ? infer_config(path) : read_vae_config(config);
+  return config.empty() ? infer_config(WeightFiles::open(path), path) : read_vae_config(config);
 }
 
 int64_t VaeWeights::count_for(const VaeConfig& c) {
@@ -96,12 +95,12 @@ int64_t VaeWeights::count_for(const VaeConfig& c) {
 
 VaeWeights VaeWeights::load(const std::string& path, const std::string& config_path) {
   const std::string config = config_file(path, config_path);
+  WeightFiles files = WeightFiles::open(path);
   VaeWeights v;
-  v.config_ = config_for(path, config_path);
+  v.config_ = config.empty() ? infer_config(files, path) : read_vae_config(config);
   v.source_ = path;
   if (config.empty() && v.config_.is_residual)
     log_info("VAE ", path, ": Wan2.2's (48 latent channels, 4 x 16 x 16), told by its tensors' shapes");
-  WeightFiles files = WeightFiles::open(path);
   files.rename([&](const std::string& n) { return wan_vae_name(n, v.config_); });
   lay_out(v.config_, v.pool_, v.offset_);
   std::vector<std::string> missing;

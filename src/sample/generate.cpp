@@ -50,11 +50,7 @@ ModelForward cpu_model_forward(const ModelConfig& c, const float* params, const 
 
 int64_t sample_time_rows(const ModelConfig& c, const DataShape& shape, bool image) {
   if (!image) return 1;
-  if (c.model_type != "ti2v" || c.patch_size[0] != 1)
-    MS_FAIL(
-        "--image is for TI2V models (model_type \"ti2v\", e.g. wan2.2-ti2v-5b), which take the image as the "
-        "clean first latent frame; this model's model_type is \"",
-        c.model_type, "\"");
+  c.require_image_frame("--image");
   if (shape.frames < 2) MS_FAIL("--image needs at least 2 latent frames (5 video frames): the first is the image");
   return shape.frames;
 }

@@ -45,11 +45,7 @@ std::vector<float> rank_weights(int64_t clips, int ranks) {
 
 bool i2v_steps(const TrainOptions& opts, const ModelConfig& cfg) {
   if (opts.i2v_ratio == 0) return false;
-  if (cfg.model_type != "ti2v" || cfg.patch_size[0] != 1)
-    MS_FAIL(
-        "--i2v-ratio is for TI2V models (model_type \"ti2v\", e.g. wan2.2-ti2v-5b), which take the image as the "
-        "clean first latent frame; this model's model_type is \"",
-        cfg.model_type, "\"");
+  cfg.require_image_frame("--i2v-ratio");
   return true;
 }
 

@@ -357,17 +357,29 @@ Frames run_layers(Pass& p, const std::vector<VaeLayer>& layers, Frames x) {
   return x;
 }
 
-// Clip frames [b, e) of video [3, F, H, W] as the encoder takes them: [e - b, 3 p^2, H / p, W / p], each pixel's
-// p x p block folded into channels as Wan2.2's patchify does (channel (c p + column) p + row).
+// Wan2.2's patchify of one frame: pixel (channel k, row i, column j) of [3, H, W] is value (row i / p, column j / p)
+// of channel (k p + j % p) p + i % p of the folded frame [3 p^2, H / p, W / p] (einops' (c r q)); p = 1 is the frame
+// itself. Calls f(k, the pixel's offset in its channel's plane, its offset in the folded frame) for every pixel.
+template <class F>
+void for_each_folded(int64_t H, int64_t W, int64_t pt, F f) {
+  const int64_t h = H / pt, w = W / pt;
+  for (int64_t k = 0; k < 3; ++k)
+    for (int64_t q = 0; q < pt; ++q)    // row offset
+      for (int64_t r = 0; r < pt; ++r)  // column offset
+        for (int64_t i = 0; i < h; ++i) {
+          const int64_t pixel = (i * pt + q) * W + r, folded = (((k * pt + r) * pt + q) * h + i) * w;
+          for (int64_t j = 0; j < w; ++j) f(k, pixel + j * pt, folded + j);
+        }
+}
+
+// Clip frames [b, e) of video [3, F, H, W] as the encoder takes them: [e - b, 3 p^2, H / p, W / p].
 std::vector<float> fold_frames(const float* video, int64_t F, int64_t H, int64_t W, int64_t b, int64_t e, int64_t pt) {
-  const int64_t h = H / pt, w = W / pt, C = 3 * pt * pt;
-  std::vector<float> out(size_t((e - b) * C * h * w));
+  const int64_t frame = 3 * H * W;
+  std::vector<float> out(size_t((e - b) * frame));
   for (int64_t t = b; t < e; ++t)
-    for (int64_t c = 0; c < 3; ++c)
-      for (int64_t i = 0; i < H; ++i)
-        for (int64_t j = 0; j < W; ++j)
-          out[size_t((((t - b) * C + (c * pt + j % pt) * pt + i % pt) * h + i / pt) * w + j / pt)] =
-              video[((c * F + t) * H + i) * W + j];
+    for_each_folded(H, W, pt, [&](int64_t k, int64_t pixel, int64_t folded) {
+      out[size_t((t - b) * frame + folded)] = video[(k * F + t) * H * W + pixel];
+    });
   return out;
 }
 
@@ -442,13 +454,11 @@ PassCost decode_pass(const VaeConfig& c, VaeOps* ops, const float* latents, int6
     if (!p.dry()) {
       std::vector<float> host(size_t(y.size()));  // [t, 3 p^2, H / p, W / p]
       ops->download(host.data(), y.data, y.size());
-      for (int64_t k = 0; k < 3; ++k)  // unfolded as Wan2.2's unpatchify does
-        for (int64_t t = 0; t < y.t; ++t)
-          for (int64_t i = 0; i < H; ++i)
-            for (int64_t j = 0; j < W; ++j)
-              video[((k * F + f_out + t) * H + i) * W + j] =
-                  std::clamp(host[size_t(((t * y.c + (k * pt + j % pt) * pt + i % pt) * y.h + i / pt) * y.w + j / pt)],
-                             -1.0f, 1.0f);
+      for (int64_t t = 0; t < y.t; ++t)  // unfolded as Wan2.2's unpatchify does
+        for_each_folded(H, W, pt, [&](int64_t k, int64_t pixel, int64_t folded) {
+          video[(k * F + f_out + t) * H * W + pixel] =
+              std::clamp(host[size_t(t * y.frame_size() + folded)], -1.0f, 1.0f);
+        });
     }
     f_out += y.t;
   }
