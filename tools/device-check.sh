@@ -75,7 +75,10 @@ tests=("$bin/megaslide_cuda_tests") # not --gtest_brief: a hung suite's log then
 
 step nvidia-smi 10 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv
 step list-tests 15 "${tests[@]}" --gtest_list_tests # also shows at once whether the binaries start here
-suites=$(grep -E '^[A-Za-z][A-Za-z0-9_]*\.$' "$work/list-tests.log" | tr -d '.' | grep -v '^CudaLargeShapes$')
+# First the inline-PTX wrappers against plain loops (mma.sync, ldmatrix, cp.async): the emulator and the tensor-core
+# kernels could misread the ISA's fragment tables alike, and only the hardware tells.
+step test-CudaPtx 20 "${tests[@]}" --gtest_filter='CudaPtx.*' --gtest_output="json:$work/tests/CudaPtx.json"
+suites=$(grep -E '^[A-Za-z][A-Za-z0-9_]*\.$' "$work/list-tests.log" | tr -d '.' | grep -vE '^(CudaLargeShapes|CudaPtx)$')
 memchecks=0
 for suite in $suites; do
   step "test-$suite" 40 "${tests[@]}" --gtest_filter="$suite.*" --gtest_output="json:$work/tests/$suite.json"

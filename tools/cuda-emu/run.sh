@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # tools/cuda-emu/run.sh [GTEST_FILTER | smoke] — runs the CUDA tests on the CPU, without a GPU: every CUDA kernel
-# (src/backend/cuda/*.cu, translated by translate.py) on an emulation of the CUDA subset they use (include/:
-# a block's threads are OS threads, __syncthreads and the warp intrinsics barriers, WMMA tiles computed in
-# fp32, cuBLASLt from its documented semantics, streams as threads running their work in order), against the
-# tests' CPU and float64 references. It checks the kernels' and the backend's logic (indexing, reductions, tiling,
-# masks, the GEMM mapping, event and stream ordering), not speed, resource limits (shared memory, registers) or
-# what real hardware reorders. Slow (a thread per CUDA thread): seconds to minutes per test. The default filter leaves
+# (src/backend/cuda/*.cu and tests/cuda/*.cu, translated by translate.py) on an emulation of the CUDA subset they use
+# (include/: a block's threads are fibers in a seeded random order, switching at barriers and warp-wide operations;
+# shared memory poisoned before each block, blocks shuffled; mma.sync, ldmatrix and cp.async as the PTX ISA defines
+# each lane's part; WMMA tiles computed in fp32, cuBLASLt from its documented semantics, streams as threads running
+# their work in order), against the tests' CPU and float64 references. It checks the kernels' and the backend's logic
+# (indexing, fragment maps, barriers and waits, reductions, tiling, masks, the GEMM mapping, event and stream
+# ordering), not speed or resource limits (shared memory, registers). MEGASLIDE_EMU_SEED=N replays a schedule (each
+# run prints its seed). Slow (a CUDA thread at a time): seconds to minutes per test. The default filter leaves
 # out the 32k-token tests (tests/cuda/test_large_shapes.cpp: hours here); `smoke` runs every op's forward and
 # backward once at small odd shapes (CI runs it: docs/cuda.md).
 #
@@ -24,11 +26,12 @@ smoke='CudaLayers.*:CudaOps.*:CudaAttention.SelfAttentionMatchesFloat64Loops:Cud
 smoke+=':CudaDsa.OffsetSquashingMatchesCpu:CudaDsa.DepthwiseConvolutionMatchesCpu:CudaStages.BlockForwardAndBackward*'
 smoke+=':CudaStages.DsaBlockMatchesFloat64:CudaStages.StemAndHeadMatchFloat64:CudaVae.ConvFrameMatchesPlainLoops'
 smoke+=':CudaVae.ChannelRmsNormMatchesTheCpuKernel:CudaVae.Wan22ShortcutsMatchTheReference:CudaT5.BiasedSoftmaxMatchesPlainLoops'
+smoke+=':CudaPtx.*'
 tests=(tests/cuda/test_*.cpp)
 filter=${1:-Cuda*:-CudaLargeShapes.*At32k*}
 if [ "$filter" = smoke ]; then
   filter=$smoke
-  tests=(tests/cuda/test_{attention,dsa,layers,ops,stages,t5,vae}.cpp)
+  tests=(tests/cuda/test_{attention,dsa,layers,ops,ptx,stages,t5,vae}.cpp)
 fi
 if [ ! -f "$cpu/libms_cli.a" ]; then
   cmake -S . -B "$cpu" -DCMAKE_BUILD_TYPE=Release -DMEGASLIDE_CUDA=OFF >/dev/null
@@ -37,7 +40,8 @@ fi
 mkdir -p "$out/src" "$out/obj" "$out/include/backend/cuda"
 python3 tools/cuda-emu/translate.py src/backend/cuda/kernel_util.cuh "$out/include/backend/cuda/kernel_util.cuh"
 for f in src/backend/cuda/*.cu; do python3 tools/cuda-emu/translate.py "$f" "$out/src/$(basename "$f" .cu).cpp"; done
-flags=(-std=c++20 -O2 -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1 -I"$out/include" -Itools/cuda-emu/include -Isrc -Itests
+for f in tests/cuda/*.cu; do python3 tools/cuda-emu/translate.py "$f" "$out/src/tests_$(basename "$f" .cu).cpp"; done
+flags=(-std=c++20 -O2 -DMEGASLIDE_CUDA_EMU=1 -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1 -I"$out/include" -Itools/cuda-emu/include -Isrc -Itests
        -Itests/cuda)
 srcs=("$out"/src/*.cpp src/backend/cuda/*.cpp "${tests[@]}")
 # An object is current when it is newer than every file its compile read (the .d file c++ -MMD wrote beside it).
