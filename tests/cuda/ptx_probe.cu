@@ -1,9 +1,8 @@
-#include "ptx_probe.h"
-
 #include <cuda_bf16.h>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/ptx.cuh"
+#include "ptx_probe.h"
 
 namespace ms::test::ptx_probe {
 namespace {
@@ -21,7 +20,8 @@ __global__ void mma_kernel(const uint16_t* a, const uint16_t* b, const float* c,
   uint32_t ra[4], rb[2];
   float rc[4], rd[4];
   for (int e = 0; e < 8; e += 2)
-    ra[e / 2] = pack_bf16(bf(a, (a_row(g, e) ^ flip) * 16 + a_col(t, e)), bf(a, (a_row(g, e) ^ flip) * 16 + a_col(t, e + 1)));
+    ra[e / 2] =
+        pack_bf16(bf(a, (a_row(g, e) ^ flip) * 16 + a_col(t, e)), bf(a, (a_row(g, e) ^ flip) * 16 + a_col(t, e + 1)));
   for (int e = 0; e < 4; e += 2) {
     const int k = 2 * t + 8 * (e / 2);
     rb[e / 2] = pack_bf16(bf(b, k * 8 + g), bf(b, (k + 1) * 8 + g));
@@ -90,7 +90,7 @@ __global__ void tile_gemm_kernel(const uint16_t* a, const uint16_t* b, const flo
   __syncwarp();
   uint32_t ra[4], rb[2];
   ms::cuda::ptx::ldmatrix<4>(ra, sa + (l % 16) * 16 + (l / 16) * 8);  // matrices: rows 0-7 | 8-15, columns 0-7 | 8-15
-  ms::cuda::ptx::ldmatrix_trans<2>(rb, sb + (l % 16) * 8);           // k 0-7 | 8-15, transposed to k-pairs per n
+  ms::cuda::ptx::ldmatrix_trans<2>(rb, sb + (l % 16) * 8);            // k 0-7 | 8-15, transposed to k-pairs per n
   float rc[4], rd[4];
   for (int e = 0; e < 4; ++e) rc[e] = c[(g + 8 * (e / 2)) * 8 + 2 * t + e % 2];
   ms::cuda::ptx::mma_bf16_16816(rd, ra, rb, rc);

@@ -43,8 +43,13 @@ struct MmaCase {
   DeviceBuffer<uint16_t> da, db;
   DeviceBuffer<float> dc, dd;
   explicit MmaCase(uint64_t seed)
-      : a(random_bf16(16 * 16, seed, 3.0)), b(random_bf16(16 * 8, seed + 1, 3.0)), c(random_floats(seed + 2)),
-        da(a.bits), db(b.bits), dc(c), dd(16 * 8, NAN) {}
+      : a(random_bf16(16 * 16, seed, 3.0)),
+        b(random_bf16(16 * 8, seed + 1, 3.0)),
+        c(random_floats(seed + 2)),
+        da(a.bits),
+        db(b.bits),
+        dc(c),
+        dd(16 * 8, NAN) {}
   static std::vector<float> random_floats(uint64_t seed) {
     std::vector<float> v;
     for (double x : randn(16 * 8, seed)) v.push_back(float(x));

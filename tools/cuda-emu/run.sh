@@ -3,13 +3,13 @@
 # (src/backend/cuda/*.cu and tests/cuda/*.cu, translated by translate.py) on an emulation of the CUDA subset they use
 # (include/: a block's threads are fibers in a seeded random order, switching at barriers and warp-wide operations;
 # shared memory poisoned before each block, blocks shuffled; mma.sync, ldmatrix and cp.async as the PTX ISA defines
-# each lane's part; WMMA tiles computed in fp32, cuBLASLt from its documented semantics, streams as threads running
-# their work in order), against the tests' CPU and float64 references. It checks the kernels' and the backend's logic
-# (indexing, fragment maps, barriers and waits, reductions, tiling, masks, the GEMM mapping, event and stream
-# ordering), not speed or resource limits (shared memory, registers). MEGASLIDE_EMU_SEED=N replays a schedule (each
-# run prints its seed). Slow (a CUDA thread at a time): seconds to minutes per test. The default filter leaves
-# out the 32k-token tests (tests/cuda/test_large_shapes.cpp: hours here); `smoke` runs every op's forward and
-# backward once at small odd shapes (CI runs it: docs/cuda.md).
+# each lane's part; cuBLASLt from its documented semantics, streams as threads running their work in order),
+# against the tests' CPU and float64 references. It checks the kernels' and the backend's logic (indexing, fragment
+# maps, barriers and waits, reductions, tiling, masks, the GEMM mapping, event and stream ordering), not speed or
+# resource limits (shared memory, registers). MEGASLIDE_EMU_SEED=N replays a schedule (each run prints its seed).
+# Slow (a CUDA thread at a time): seconds to minutes per test. The default filter leaves out the 32k-token tests
+# (tests/cuda/test_large_shapes.cpp: hours here); `smoke` runs every op's forward and backward once at small odd
+# shapes (CI runs it: docs/cuda.md).
 #
 # The other layers' code comes from a build in $CPU_BUILD (default build-cpu, a CPU-only build made here if missing;
 # works in build-cuda-emu/, or build-cuda-emu-NAME for another). Given a CUDA build (CI's release build where nvcc

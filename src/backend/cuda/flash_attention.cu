@@ -1,28 +1,23 @@
 #include <cuda_bf16.h>
-#include <mma.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/flash_attention.h"
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/ptx.cuh"
 
 namespace ms::cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
 using bf16 = __nv_bfloat16;
 
 constexpr int kTile = 64;  // query and key rows per tile
 constexpr int kWarps = 4;  // warp w owns rows 16 w .. 16 w + 15 of the block's own tile
 constexpr int kFlashThreads = 32 * kWarps;
-constexpr int kMma = 16;  // the WMMA shape: 16 x 16 x 16
+constexpr int kMaxDp = int(kFlashMaxHeadDim);
+constexpr int kPad = 8;  // bf16 added to each staged row: 16 bytes, so that ldmatrix's eight rows hit distinct banks
 constexpr float kLog2e = 1.4426950408889634f;
-
-using FragA = wmma::fragment<wmma::matrix_a, kMma, kMma, kMma, bf16, wmma::row_major>;
-using FragB = wmma::fragment<wmma::matrix_b, kMma, kMma, kMma, bf16, wmma::row_major>;
-using FragBt = wmma::fragment<wmma::matrix_b, kMma, kMma, kMma, bf16, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, kMma, kMma, kMma, float>;
 
 // Shared memory handed out in 128-byte aligned pieces, in order. Carving from address 0 counts the bytes a launch
 // needs, so the host's size and the kernel's layout come from the same code.
@@ -70,14 +65,14 @@ __device__ Smem shared_layout(Smem (*layout)(Carve&, int), int Dp) {
   return layout(carve, Dp);
 }
 
-// The calling thread's place: warp w owns the tile's rows 16 w .. 16 w + 15; lanes 2 r and 2 r + 1 share row
-// 16 w + r, each taking half of its columns.
+// The calling thread's place: warp w owns rows 16 w .. 16 w + 15 of the block's own tile; lane 4 g + t holds rows g
+// and g + 8 of them and, of each 8-wide column tile of an mma result, columns 2 t and 2 t + 1 (ptx.cuh).
 struct Lane {
-  int w, half, row;
+  int w, lane, g, t;
 };
 __device__ Lane lane_of() {
   const int w = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  return {w, lane % 2, w * kMma + lane / 2};
+  return {w, lane, lane / 4, lane % 4};
 }
 
 // Where a block works: its sample, group and the first of its 64 rows (of `rows_per_group` tiles of 64).
@@ -90,146 +85,39 @@ __device__ BlockRows block_rows(const FlashRows& rows, int64_t rows_per_group) {
   return {blockIdx.z, blockIdx.y, int64_t(blockIdx.x) % tiles * kTile, group_of(rows, int64_t(blockIdx.x) / tiles)};
 }
 
-// Head h of sample b, group rows r0 .. r0 + kTile (count in the group, tokens by gr) of a [B, L, nh, d] tensor into
-// tile [kTile, Dp]: zeros past the group's rows and past d.
-__device__ void load_tile(bf16* tile, const uint16_t* x, int64_t b, int64_t r0, int64_t h, int64_t L, int64_t nh,
-                          int64_t d, int Dp, int64_t count, const Group& gr) {
+// Whether tiles of these [B, L, nh, d] tensors can be staged by cp.async: rows of whole 16-byte pieces, aligned.
+template <class... P>
+__device__ bool stageable(int64_t d, const P*... p) {
+  return d % 8 == 0 && ((uintptr_t(p) | ...) & 15) == 0;
+}
+
+// Group rows r0 .. r0 + kTile (count in the group, tokens by gr) of head h of sample b of a [B, L, nh, d] tensor into
+// tile [kTile, Dp + kPad], zeros past the group's rows and past d: by cp.async where `async` (the caller commits and
+// waits), else element by element.
+__device__ void stage_tile(bf16* tile, const uint16_t* x, int64_t b, int64_t r0, int64_t h, int64_t L, int64_t nh,
+                           int64_t d, int Dp, int64_t count, const Group& gr, bool async) {
+  const int ld = Dp + kPad;
+  if (async) {
+    const int pieces = Dp / 8;
+    for (int e = threadIdx.x; e < kTile * pieces; e += blockDim.x) {
+      const int r = e / pieces, c = e % pieces * 8;
+      const bool in = r0 + r < count && c < d;
+      const uint16_t* src = in ? x + ((b * L + gr.token(r0 + r)) * nh + h) * d + c : x;
+      ptx::cp_async16(tile + r * ld + c, src, in ? 16 : 0);
+    }
+    return;
+  }
   const bf16* src = reinterpret_cast<const bf16*>(x);
   for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) {
     const int r = e / Dp, c = e % Dp;
     const int64_t i = r0 + r;
-    tile[e] = i < count && c < d ? src[((b * L + gr.token(i)) * nh + h) * d + c] : __float2bfloat16(0.f);
+    tile[r * ld + c] = i < count && c < d ? src[((b * L + gr.token(i)) * nh + h) * d + c] : __float2bfloat16(0.f);
   }
 }
 
-// out [16, ldo] fp32 = a [16, Dp] times b^T, b [kTile, Dp]: one warp's rows of a tile of scores.
-__device__ void mma_abt(float* out, int ldo, const bf16* a, const bf16* b, int Dp) {
-  for (int n = 0; n < kTile; n += kMma) {
-    FragC acc;
-    wmma::fill_fragment(acc, 0.f);
-    for (int k = 0; k < Dp; k += kMma) {
-      FragA fa;
-      FragBt fb;
-      wmma::load_matrix_sync(fa, a + k, unsigned(Dp));
-      wmma::load_matrix_sync(fb, b + n * Dp + k, unsigned(Dp));
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(out + n, acc, unsigned(ldo), wmma::mem_row_major);
-  }
-}
-
-// acc [16, Dp] fp32 += a [16, kTile] (row stride kTile) times b [kTile, Dp]: one warp's rows.
-__device__ void mma_ab_acc(float* acc, const bf16* a, const bf16* b, int Dp) {
-  for (int n = 0; n < Dp; n += kMma) {
-    FragC c;
-    wmma::load_matrix_sync(c, acc + n, unsigned(Dp), wmma::mem_row_major);
-    for (int k = 0; k < kTile; k += kMma) {
-      FragA fa;
-      FragB fb;
-      wmma::load_matrix_sync(fa, a + k, unsigned(kTile));
-      wmma::load_matrix_sync(fb, b + k * Dp + n, unsigned(Dp));
-      wmma::mma_sync(c, fa, fb, c);
-    }
-    wmma::store_matrix_sync(acc + n, c, unsigned(Dp), wmma::mem_row_major);
-  }
-}
-
-// Group rows r0 .. r0 + kTile (count in the group, tokens by gr) of a [B, L, nh, d] bf16 tensor, the block's
-// sample and head: channels c < d get their value + scale * acc[r, c].
-__device__ void accumulate_rows(uint16_t* x, const float* acc, float scale, int64_t b, int64_t r0, int64_t h, int64_t L,
-                                int64_t nh, int64_t d, int Dp, int64_t count, const Group& gr) {
-  for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) {
-    const int r = e / Dp, c = e % Dp;
-    const int64_t i = r0 + r;
-    if (i < count && c < d) {
-      const int64_t at = ((b * L + gr.token(i)) * nh + h) * d + c;
-      store(x, at, load(x, at) + scale * acc[e]);
-    }
-  }
-}
-
-struct ForwardSmem {
-  bf16 *q, *k, *v, *p;  // [kTile, Dp] x 3, [kTile, kTile]
-  float *s, *o;         // [kTile, kTile], [kTile, Dp]
-};
-__host__ __device__ ForwardSmem forward_smem(Carve& c, int Dp) {
-  ForwardSmem m;
-  m.q = c.take<bf16>(kTile * Dp), m.k = c.take<bf16>(kTile * Dp), m.v = c.take<bf16>(kTile * Dp);
-  m.p = c.take<bf16>(kTile * kTile);
-  m.s = c.take<float>(kTile * kTile), m.o = c.take<float>(kTile * Dp);
-  return m;
-}
-
-// Block (group x query tile, h, b): out, lse for its 64 queries, over every key tile of the group.
-__global__ void __launch_bounds__(kFlashThreads)
-    flash_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
-                         FlashRows rows, int Dp, float scale) {
-  const ForwardSmem m = shared_layout(forward_smem, Dp);
-  const AttentionDims& a = rows.a;
-  const BlockRows br = block_rows(rows, rows.max_q);
-  const int64_t i0 = br.r0, h = br.h, b = br.b;
-  const Group& gr = br.g;
-  if (i0 >= gr.nq) return;                // the whole block: a tile past a small cell
-  const auto [w, half, row] = lane_of();  // row: the lane's query row in the tile
-  load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
-  for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) m.o[e] = 0.f;
-  const float scale2 = scale * kLog2e;  // scores in log2 units
-  float mx = -INFINITY, l = 0;          // the row's running max and sum
-  for (int64_t j0 = 0; j0 < gr.nk; j0 += kTile) {
-    __syncthreads();  // the previous tile's k and v are no longer read
-    load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
-    load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
-    __syncthreads();
-    mma_abt(m.s + w * kMma * kTile, kTile, m.q + w * kMma * Dp, m.k, Dp);
-    __syncwarp();
-    float* s = m.s + row * kTile;
-    float tile_max = -INFINITY;
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      s[c] = j0 + c < gr.nk ? s[c] * scale2 : -INFINITY;
-      tile_max = fmaxf(tile_max, s[c]);
-    }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    const float mnew = fmaxf(mx, tile_max), alpha = exp2f(mx - mnew);  // every tile has a valid key: mnew finite
-    float sum = 0;
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const bf16 p = __float2bfloat16(exp2f(s[c] - mnew));
-      m.p[row * kTile + c] = p;
-      sum += __bfloat162float(p);  // the rounded p that the product uses: the normalisation matches it
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    l = l * alpha + sum;
-    mx = mnew;
-    for (int c = half; c < Dp; c += 2) m.o[row * Dp + c] *= alpha;
-    __syncwarp();
-    mma_ab_acc(m.o + w * kMma * Dp, m.p + w * kMma * kTile, m.v, Dp);
-    __syncwarp();
-  }
-  if (i0 + row < gr.nq) {
-    const int64_t i = gr.token(i0 + row);
-    uint16_t* o = out + ((b * a.Lq + i) * a.nh + h) * a.d;
-    for (int c = half; c < a.d; c += 2) store(o, c, m.o[row * Dp + c] / l);
-    if (half == 0) lse[(b * a.nh + h) * a.Lq + i] = (mx + log2f(l)) / kLog2e;
-  }
-}
-
-struct KeySmem {
-  bf16 *k, *v, *q, *dout, *pt, *dst;  // [kTile, Dp] x 4, [kTile, kTile] x 2 (key rows by query columns)
-  float *dk, *dv, *st, *dpt;          // [kTile, Dp] x 2, [kTile, kTile] x 2
-  float *lse, *delta;                 // [kTile] of the query tile, lse in log2 units
-};
-__host__ __device__ KeySmem key_smem(Carve& c, int Dp) {
-  KeySmem m;
-  m.k = c.take<bf16>(kTile * Dp), m.v = c.take<bf16>(kTile * Dp), m.q = c.take<bf16>(kTile * Dp);
-  m.dout = c.take<bf16>(kTile * Dp), m.pt = c.take<bf16>(kTile * kTile), m.dst = c.take<bf16>(kTile * kTile);
-  m.dk = c.take<float>(kTile * Dp), m.dv = c.take<float>(kTile * Dp);
-  m.st = c.take<float>(kTile * kTile), m.dpt = c.take<float>(kTile * kTile);
-  m.lse = c.take<float>(kTile), m.delta = c.take<float>(kTile);
-  return m;
-}
-
-// Loads one query tile's lse (in log2 units) and delta, zeros past the group's queries.
-__device__ void load_row_stats(float* lse2, float* dl, const float* lse, const float* delta, const AttentionDims& a,
-                               int64_t b, int64_t h, int64_t i0, const Group& gr) {
+// One query tile's lse (in log2 units) and delta, zeros past the group's queries.
+__device__ void stage_stats(float* lse2, float* dl, const float* lse, const float* delta, const AttentionDims& a,
+                            int64_t b, int64_t h, int64_t i0, const Group& gr) {
   for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
     const bool valid = i0 + r < gr.nq;
     const int64_t at = (b * a.nh + h) * a.Lq + (valid ? gr.token(i0 + r) : 0);
@@ -238,8 +126,190 @@ __device__ void load_row_stats(float* lse2, float* dl, const float* lse, const f
   }
 }
 
-// Block (group x key tile, h, b): dk, dv of its 64 keys, over every query tile of the group. p^T and ds^T per
-// warp's key rows.
+// Loops over channels run to the largest head dim, unrolled and cut at Dp, so that the fragments stay in registers.
+
+// acc (this warp's 16 rows of `a` by the 64 rows of `b`, 8 columns a fragment) = a b^T over Dp channels; a and b
+// [kTile, Dp + kPad] in shared memory.
+__device__ void scores(float (&acc)[kTile / 8][4], const bf16* a, const bf16* b, int Dp, const Lane& L) {
+  const int ld = Dp + kPad;
+#pragma unroll
+  for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+#pragma unroll
+  for (int kc = 0; kc < kMaxDp / 16; ++kc) {
+    if (kc >= Dp / 16) break;
+    uint32_t af[4];  // rows 0-7 | 8-15 by channels 0-7 | 8-15 of the chunk
+    ptx::ldmatrix<4>(af, a + (16 * L.w + L.lane % 16) * ld + 16 * kc + 8 * (L.lane / 16));
+#pragma unroll
+    for (int n = 0; n < kTile / 8; n += 2) {
+      uint32_t bf[2][2];  // b's rows 8 n .. 8 n + 15 by the chunk's channels: two B fragments
+      ptx::ldmatrix<4>(reinterpret_cast<uint32_t(&)[4]>(bf),
+                       b + (8 * n + 8 * (L.lane / 16) + L.lane % 8) * ld + 16 * kc + 8 * (L.lane / 8 % 2));
+      ptx::mma_bf16_16816(acc[n], af, bf[0], acc[n]);
+      ptx::mma_bf16_16816(acc[n + 1], af, bf[1], acc[n + 1]);
+    }
+  }
+}
+
+// An mma result over 64 columns, rounded to bf16, as the A fragments of a product over those columns (16 each).
+__device__ void a_fragments(uint32_t (&f)[kTile / 16][4], const float (&x)[kTile / 8][4]) {
+#pragma unroll
+  for (int n = 0; n < kTile / 8; ++n) {
+    f[n / 2][2 * (n % 2)] = ptx::pack_bf16(__float2bfloat16(x[n][0]), __float2bfloat16(x[n][1]));
+    f[n / 2][2 * (n % 2) + 1] = ptx::pack_bf16(__float2bfloat16(x[n][2]), __float2bfloat16(x[n][3]));
+  }
+}
+
+// acc (this warp's 16 rows by Dp channels) += p (16 x 64, A fragments) times b, 64 rows by Dp channels in shared memory
+// ([kTile, Dp + kPad]): its B fragments by ldmatrix .trans.
+__device__ void accumulate(float (&acc)[kMaxDp / 8][4], const uint32_t (&p)[kTile / 16][4], const bf16* b, int Dp,
+                           const Lane& L) {
+  const int ld = Dp + kPad;
+#pragma unroll
+  for (int c = 0; c < kTile / 16; ++c)
+#pragma unroll
+    for (int n = 0; n < kMaxDp / 8; n += 2) {
+      if (n >= Dp / 8) break;
+      uint32_t bf[2][2];  // b's rows 16 c .. 16 c + 15 by channels 8 n .. 8 n + 15, transposed: two B fragments
+      ptx::ldmatrix_trans<4>(reinterpret_cast<uint32_t(&)[4]>(bf),
+                             b + (16 * c + 8 * (L.lane / 8 % 2) + L.lane % 8) * ld + 8 * n + 8 * (L.lane / 16));
+      ptx::mma_bf16_16816(acc[n], p[c], bf[0], acc[n]);
+      ptx::mma_bf16_16816(acc[n + 1], p[c], bf[1], acc[n + 1]);
+    }
+}
+
+// This warp's rows of the block's tile (group rows r0 ..., count in the group, tokens by gr) of head h, sample b of a
+// [B, L, nh, d] tensor: channel c < d gets factor[row] times acc, added to its value where `add`.
+__device__ void write_rows(uint16_t* x, const float (&acc)[kMaxDp / 8][4], const float (&factor)[2], bool add,
+                           int64_t b, int64_t r0, int64_t h, int64_t L, int64_t nh, int64_t d, int64_t count,
+                           const Group& gr, const Lane& ln) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = r0 + 16 * ln.w + ln.g + 8 * r;
+    if (i >= count) continue;
+    uint16_t* row = x + ((b * L + gr.token(i)) * nh + h) * d;
+#pragma unroll
+    for (int n = 0; n < kMaxDp / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = 8 * n + 2 * ln.t + e;
+        if (c >= d) continue;
+        const float v = factor[r] * acc[n][2 * r + e];
+        store(row, c, add ? load(row, c) + v : v);
+      }
+  }
+}
+
+// The forward's shared memory: the query tile and two stages of key and value tiles.
+struct ForwardSmem {
+  bf16 *q, *k[2], *v[2];  // [kTile, Dp + kPad] each
+};
+__host__ __device__ ForwardSmem forward_smem(Carve& c, int Dp) {
+  ForwardSmem m;
+  m.q = c.take<bf16>(kTile * (Dp + kPad));
+  for (int s = 0; s < 2; ++s) m.k[s] = c.take<bf16>(kTile * (Dp + kPad)), m.v[s] = c.take<bf16>(kTile * (Dp + kPad));
+  return m;
+}
+
+// Block (group x query tile, h, b): out, lse for its 64 queries, over every key tile of the group, in
+// FlashAttention-2's structure: scores, probabilities and the output in registers through mma.sync, the next key and
+// value tiles loading by cp.async while this one is used.
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                         FlashRows rows, int Dp, float scale) {
+  const ForwardSmem m = shared_layout(forward_smem, Dp);
+  const AttentionDims& a = rows.a;
+  const BlockRows br = block_rows(rows, rows.max_q);
+  const int64_t i0 = br.r0, h = br.h, b = br.b;
+  const Group& gr = br.g;
+  if (i0 >= gr.nq) return;  // the whole block: a tile past a small cell
+  const Lane L = lane_of();
+  const bool async = stageable(a.d, q, k, v);
+  const int64_t tiles = (gr.nk + kTile - 1) / kTile;
+  stage_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
+  stage_tile(m.k[0], k, b, 0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+  stage_tile(m.v[0], v, b, 0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+  ptx::cp_async_commit();
+  const float scale2 = scale * kLog2e;  // scores in log2 units
+  float o[kMaxDp / 8][4] = {};
+  float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g, g + 8: running max, this lane's part of the sum
+  for (int64_t jt = 0; jt < tiles; ++jt) {
+    const int s = int(jt % 2);
+    const int64_t j0 = jt * kTile;
+    if (jt + 1 < tiles) {
+      stage_tile(m.k[1 - s], k, b, j0 + kTile, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+      stage_tile(m.v[1 - s], v, b, j0 + kTile, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+    }
+    ptx::cp_async_commit();  // empty past the last tile, so that waiting for all but one always means tile jt
+    ptx::cp_async_wait<1>();
+    __syncthreads();
+    float sc[kTile / 8][4];
+    scores(sc, m.q, m.k[s], Dp, L);
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sc[n][e] = j0 + 8 * n + 2 * L.t + e % 2 < gr.nk ? sc[n][e] * scale2 : -INFINITY;
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], sc[n][e]);
+      }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {  // the row's four lanes agree on its max
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float mnew = fmaxf(mx[r], tile_max[r]);  // every tile has a valid key: finite
+      alpha[r] = exp2f(mx[r] - mnew);
+      mx[r] = mnew;
+      l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {  // p rounded to bf16 as the product uses it: the normalisation matches it
+        sc[n][e] = __bfloat162float(__float2bfloat16(exp2f(sc[n][e] - mx[e / 2])));
+        l[e / 2] += sc[n][e];
+      }
+#pragma unroll
+    for (int n = 0; n < kMaxDp / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
+    uint32_t pf[kTile / 16][4];
+    a_fragments(pf, sc);
+    accumulate(o, pf, m.v[s], Dp, L);
+    __syncthreads();  // every read of stage s done before the next iteration loads tile jt + 2 into it
+  }
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    inv[r] = 1.f / l[r];
+    const int64_t i = i0 + 16 * L.w + L.g + 8 * r;
+    if (L.t == 0 && i < gr.nq) lse[(b * a.nh + h) * a.Lq + gr.token(i)] = (mx[r] + log2f(l[r])) / kLog2e;
+  }
+  write_rows(out, o, inv, false, b, i0, h, a.Lq, a.nh, a.d, gr.nq, gr, L);
+}
+
+// The key-side backward's shared memory: the block's key and value tiles, two stages of query and output-gradient
+// tiles with their rows' lse and delta.
+struct KeySmem {
+  bf16 *k, *v, *q[2], *dout[2];  // [kTile, Dp + kPad] each
+  float *lse[2], *delta[2];      // [kTile], lse in log2 units
+};
+__host__ __device__ KeySmem key_smem(Carve& c, int Dp) {
+  KeySmem m;
+  m.k = c.take<bf16>(kTile * (Dp + kPad)), m.v = c.take<bf16>(kTile * (Dp + kPad));
+  for (int s = 0; s < 2; ++s) {
+    m.q[s] = c.take<bf16>(kTile * (Dp + kPad)), m.dout[s] = c.take<bf16>(kTile * (Dp + kPad));
+    m.lse[s] = c.take<float>(kTile), m.delta[s] = c.take<float>(kTile);
+  }
+  return m;
+}
+
+// Block (group x key tile, h, b): dk, dv of its 64 keys, over every query tile of the group; warp w's keys by the
+// tile's queries: p^T = exp2(k q^T - lse), dv += p^T dout, ds^T = p^T (v dout^T - delta), dk += ds^T q.
 __global__ void __launch_bounds__(kFlashThreads)
     flash_dkv_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse, const uint16_t* dout,
                      const float* delta, uint16_t* dk, uint16_t* dv, FlashRows rows, int Dp, float scale) {
@@ -249,52 +319,70 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int64_t j0 = br.r0, h = br.h, b = br.b;
   const Group& gr = br.g;
   if (j0 >= gr.nk) return;  // the whole block: a tile past a small cell
-  const auto [w, half, row] = lane_of();
-  load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
-  load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
-  for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) m.dk[e] = m.dv[e] = 0.f;
+  const Lane L = lane_of();
+  const bool async = stageable(a.d, q, k, v, dout);
+  const int64_t tiles = (gr.nq + kTile - 1) / kTile;
+  stage_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+  stage_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+  stage_tile(m.q[0], q, b, 0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
+  stage_tile(m.dout[0], dout, b, 0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
+  stage_stats(m.lse[0], m.delta[0], lse, delta, a, b, h, 0, gr);
+  ptx::cp_async_commit();
   const float scale2 = scale * kLog2e;
-  const bool key_valid = j0 + row < gr.nk;
-  for (int64_t i0 = 0; i0 < gr.nq; i0 += kTile) {
-    __syncthreads();
-    load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
-    load_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
-    load_row_stats(m.lse, m.delta, lse, delta, a, b, h, i0, gr);
-    __syncthreads();
-    mma_abt(m.st + w * kMma * kTile, kTile, m.k + w * kMma * Dp, m.q, Dp);      // s^T = k q^T
-    mma_abt(m.dpt + w * kMma * kTile, kTile, m.v + w * kMma * Dp, m.dout, Dp);  // dp^T = v dout^T
-    __syncwarp();
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const int at = row * kTile + c;
-      const float p = key_valid && i0 + c < gr.nq ? exp2f(m.st[at] * scale2 - m.lse[c]) : 0.f;
-      m.pt[at] = __float2bfloat16(p);
-      m.dst[at] = __float2bfloat16(p * (m.dpt[at] - m.delta[c]));
+  float dka[kMaxDp / 8][4] = {}, dva[kMaxDp / 8][4] = {};
+  for (int64_t it = 0; it < tiles; ++it) {
+    const int s = int(it % 2);
+    const int64_t i0 = it * kTile;
+    if (it + 1 < tiles) {
+      stage_tile(m.q[1 - s], q, b, i0 + kTile, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
+      stage_tile(m.dout[1 - s], dout, b, i0 + kTile, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
+      stage_stats(m.lse[1 - s], m.delta[1 - s], lse, delta, a, b, h, i0 + kTile, gr);
     }
-    __syncwarp();
-    mma_ab_acc(m.dv + w * kMma * Dp, m.pt + w * kMma * kTile, m.dout, Dp);  // dv += p^T dout
-    mma_ab_acc(m.dk + w * kMma * Dp, m.dst + w * kMma * kTile, m.q, Dp);    // dk += ds^T q (scaled below)
-    __syncwarp();
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();
+    __syncthreads();
+    float pt[kTile / 8][4], dst[kTile / 8][4];
+    scores(pt, m.k, m.q[s], Dp, L);  // s^T = k q^T
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = 8 * n + 2 * L.t + e % 2;  // the query in the tile
+        const bool valid = j0 + 16 * L.w + L.g + 8 * (e / 2) < gr.nk && i0 + c < gr.nq;
+        pt[n][e] = valid ? exp2f(pt[n][e] * scale2 - m.lse[s][c]) : 0.f;
+      }
+    uint32_t f[kTile / 16][4];
+    a_fragments(f, pt);
+    accumulate(dva, f, m.dout[s], Dp, L);  // dv += p^T dout
+    scores(dst, m.v, m.dout[s], Dp, L);    // dp^T = v dout^T
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dst[n][e] = pt[n][e] * (dst[n][e] - m.delta[s][8 * n + 2 * L.t + e % 2]);
+    a_fragments(f, dst);
+    accumulate(dka, f, m.q[s], Dp, L);  // dk += ds^T q (scaled below)
+    __syncthreads();                    // every read of stage s done before the next iteration loads into it
   }
-  __syncthreads();
-  accumulate_rows(dk, m.dk, scale, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
-  accumulate_rows(dv, m.dv, 1.f, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
+  write_rows(dk, dka, {scale, scale}, true, b, j0, h, a.Lk, a.nh, a.d, gr.nk, gr, L);
+  write_rows(dv, dva, {1.f, 1.f}, true, b, j0, h, a.Lk, a.nh, a.d, gr.nk, gr, L);
 }
 
+// The query-side backward's shared memory: the block's query and output-gradient tiles with their rows' lse and delta,
+// two stages of key and value tiles.
 struct QuerySmem {
-  bf16 *q, *dout, *k, *v, *ds;  // [kTile, Dp] x 4, [kTile, kTile]
-  float *dq, *s, *dp;           // [kTile, Dp], [kTile, kTile] x 2
-  float *lse, *delta;           // [kTile], lse in log2 units
+  bf16 *q, *dout, *k[2], *v[2];  // [kTile, Dp + kPad] each
+  float *lse, *delta;            // [kTile], lse in log2 units
 };
 __host__ __device__ QuerySmem query_smem(Carve& c, int Dp) {
   QuerySmem m;
-  m.q = c.take<bf16>(kTile * Dp), m.dout = c.take<bf16>(kTile * Dp), m.k = c.take<bf16>(kTile * Dp);
-  m.v = c.take<bf16>(kTile * Dp), m.ds = c.take<bf16>(kTile * kTile);
-  m.dq = c.take<float>(kTile * Dp), m.s = c.take<float>(kTile * kTile), m.dp = c.take<float>(kTile * kTile);
+  m.q = c.take<bf16>(kTile * (Dp + kPad)), m.dout = c.take<bf16>(kTile * (Dp + kPad));
+  for (int s = 0; s < 2; ++s) m.k[s] = c.take<bf16>(kTile * (Dp + kPad)), m.v[s] = c.take<bf16>(kTile * (Dp + kPad));
   m.lse = c.take<float>(kTile), m.delta = c.take<float>(kTile);
   return m;
 }
 
-// Block (group x query tile, h, b): dq of its 64 queries, over every key tile of the group.
+// Block (group x query tile, h, b): dq of its 64 queries, over every key tile of the group: p = exp2(q k^T - lse),
+// ds = p (dout v^T - delta), dq += ds k.
 __global__ void __launch_bounds__(kFlashThreads)
     flash_dq_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* lse, const uint16_t* dout,
                     const float* delta, uint16_t* dq, FlashRows rows, int Dp, float scale) {
@@ -304,39 +392,52 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int64_t i0 = br.r0, h = br.h, b = br.b;
   const Group& gr = br.g;
   if (i0 >= gr.nq) return;  // the whole block: a tile past a small cell
-  const auto [w, half, row] = lane_of();
-  load_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
-  load_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
-  load_row_stats(m.lse, m.delta, lse, delta, a, b, h, i0, gr);
-  for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) m.dq[e] = 0.f;
+  const Lane L = lane_of();
+  const bool async = stageable(a.d, q, k, v, dout);
+  const int64_t tiles = (gr.nk + kTile - 1) / kTile;
+  stage_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
+  stage_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
+  stage_stats(m.lse, m.delta, lse, delta, a, b, h, i0, gr);
+  stage_tile(m.k[0], k, b, 0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+  stage_tile(m.v[0], v, b, 0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+  ptx::cp_async_commit();
   const float scale2 = scale * kLog2e;
-  const bool query_valid = i0 + row < gr.nq;
-  for (int64_t j0 = 0; j0 < gr.nk; j0 += kTile) {
-    __syncthreads();
-    load_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
-    load_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr);
-    __syncthreads();
-    mma_abt(m.s + w * kMma * kTile, kTile, m.q + w * kMma * Dp, m.k, Dp);      // s = q k^T
-    mma_abt(m.dp + w * kMma * kTile, kTile, m.dout + w * kMma * Dp, m.v, Dp);  // dp = dout v^T
-    __syncwarp();
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const int at = row * kTile + c;
-      const float p = query_valid && j0 + c < gr.nk ? exp2f(m.s[at] * scale2 - m.lse[row]) : 0.f;
-      m.ds[at] = __float2bfloat16(p * (m.dp[at] - m.delta[row]));
+  float dqa[kMaxDp / 8][4] = {};
+  for (int64_t jt = 0; jt < tiles; ++jt) {
+    const int s = int(jt % 2);
+    const int64_t j0 = jt * kTile;
+    if (jt + 1 < tiles) {
+      stage_tile(m.k[1 - s], k, b, j0 + kTile, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+      stage_tile(m.v[1 - s], v, b, j0 + kTile, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
     }
-    __syncwarp();
-    mma_ab_acc(m.dq + w * kMma * Dp, m.ds + w * kMma * kTile, m.k, Dp);  // dq += ds k (scaled below)
-    __syncwarp();
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();
+    __syncthreads();
+    float sc[kTile / 8][4], ds[kTile / 8][4];
+    scores(sc, m.q, m.k[s], Dp, L);     // s = q k^T
+    scores(ds, m.dout, m.v[s], Dp, L);  // dp = dout v^T
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 16 * L.w + L.g + 8 * (e / 2);  // the query in the tile
+        const bool valid = i0 + r < gr.nq && j0 + 8 * n + 2 * L.t + e % 2 < gr.nk;
+        const float p = valid ? exp2f(sc[n][e] * scale2 - m.lse[r]) : 0.f;
+        ds[n][e] = p * (ds[n][e] - m.delta[r]);
+      }
+    uint32_t f[kTile / 16][4];
+    a_fragments(f, ds);
+    accumulate(dqa, f, m.k[s], Dp, L);  // dq += ds k (scaled below)
+    __syncthreads();                    // every read of stage s done before the next iteration loads into it
   }
-  __syncthreads();
-  accumulate_rows(dq, m.dq, scale, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr);
+  write_rows(dq, dqa, {scale, scale}, true, b, i0, h, a.Lq, a.nh, a.d, gr.nq, gr, L);
 }
 
 int padded_head_dim(const AttentionDims& a) {
   MS_CHECK(a.d > 0 && a.d <= kFlashMaxHeadDim, "flash attention: head dim ", a.d, " must be in 1..", kFlashMaxHeadDim);
   MS_CHECK(a.Lq > 0 && a.Lk > 0 && a.nh > 0 && a.B > 0, "flash attention: empty dims");
   MS_CHECK(a.nh <= 65535 && a.B <= 65535, "flash attention: at most 65535 heads and samples");
-  return int((a.d + kMma - 1) / kMma * kMma);
+  return int((a.d + 15) / 16 * 16);
 }
 
 // Launches kernel over (groups x tiles of `rows_per_group`, nh, B) with the dynamic shared memory its layout needs.

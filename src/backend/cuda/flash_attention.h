@@ -1,11 +1,12 @@
 // Flash-style attention on tensor cores (backend/cuda/flash_attention.cu), behind cuda::attention_forward and
-// attention_backward (ops/attention.h) for head dims up to kFlashMaxHeadDim. Tiles of 64 queries by 64 keys: the
-// scores of one tile pair live in shared memory only (O(L) memory), the softmax runs online (running max and
-// sum per query row), lse is saved for the backward. bf16 operands through WMMA (16x16x16, fp32 accumulation);
-// the probabilities and their gradients are rounded to bf16 before their products, as in FlashAttention-2.
-// The backward is two kernels without atomics, so it is deterministic: one per key tile (dk, dv), one per query
-// tile (dq), each recomputing the tile's scores. The same kernels run window attention (ops/window_attention.h):
-// a group of rows is then one Swin cell of the token grid instead of a whole sample.
+// attention_backward (ops/attention.h) for head dims up to kFlashMaxHeadDim, in FlashAttention-2's structure: tiles of
+// 64 queries by 64 keys, 4 warps of 16 rows; mma.sync m16n8k16 (bf16 in, fp32 accumulate) with operands by ldmatrix
+// from shared memory, the next tiles loaded by cp.async while the current one is used (ptx.cuh); scores,
+// probabilities and accumulators in registers (O(L) memory), the softmax online, lse saved for the backward; the
+// probabilities and their gradients rounded to bf16 before their products, as in FlashAttention-2. The backward is two
+// kernels without atomics, so it is deterministic: one per key tile (dk, dv), one per query tile (dq), each recomputing
+// the tile's scores. The same kernels run window attention (ops/window_attention.h): a group of rows is then one Swin
+// cell of the token grid instead of a whole sample.
 #pragma once
 #include <array>
 #include <cstdint>

@@ -244,11 +244,17 @@ inline void emu_fiber_main() {
   emu_fiber().done = true;  // cp.async never waited for are dropped: their destinations stay poisoned
 }
 
-// Runs a kernel now, on the calling thread's behalf (one kernel at a time: the static "shared" arrays are shared).
+// One kernel at a time in the process, whichever stream runs it: the static "shared" arrays, the poisoning of all of
+// them, the fiber stacks and the schedule's generator are shared.
+inline std::mutex& emu_one_kernel_at_a_time() {
+  static std::mutex m;
+  return m;
+}
+
+// Runs a kernel now, on the calling thread's behalf.
 template <class K, class... Args>
 void emu_run_kernel(Dim3 grid, Dim3 block, size_t smem, K kernel, Args... args) {
-  static std::mutex one_at_a_time;
-  const std::lock_guard<std::mutex> lock(one_at_a_time);
+  const std::lock_guard<std::mutex> lock(emu_one_kernel_at_a_time());
   constexpr size_t kStack = 256 << 10;
   std::mt19937_64& rng = emu_rng();
   EmuBlock b;
