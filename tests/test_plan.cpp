@@ -122,7 +122,9 @@ TEST(Plan, AttentionFlops) {
   in.video.frames = 64;
   auto attention = [&](const char* type) {
     in.model.attention.type = parse_name<AttentionType>(type, "test");
-    return make_plan(in).flops.attention;
+    const Flops f = make_plan(in).flops;
+    EXPECT_EQ(f.dsa == 0, in.model.attention.type == AttentionType::dense) << type;  // DSA's kernels' own family
+    return f.attention + f.dsa;
   };
   const double dense = attention("dense"), dsa = attention("dsa"), fixed = attention("dsa_fixed");
   EXPECT_GT(dense, 100 * dsa);  // 522k keys per query against 27 slots
@@ -130,6 +132,101 @@ TEST(Plan, AttentionFlops) {
   // every block's forward runs twice and its backward costs two forwards.
   const double N = 64 * 68 * 120, D = 10240, blocks_x4 = 74 * 4;
   EXPECT_NEAR(dsa - fixed, blocks_x4 * (7 * 4 * N * 27 * D + 2 * N * D * 27), 1e-9 * dsa);
+}
+
+// The compute bound is each kernel family's work at its rate: GEMM, flash-type attention (self and cross), DSA's
+// sampling and offset conv, and the memory-bound passes' bytes (25 [N, dim] and 2 [N, ffn_dim] reads or writes per
+// block forward, 4 forwards' worth a step with the recompute).
+TEST(Plan, ComputeBoundSumsTheKernelFamiliesAtTheirRates) {
+  PlanInputs in = paper_105b();
+  in.video.frames = 17;
+  for (const char* type : {"dense", "dsa"}) {
+    in.model.attention.type = parse_name<AttentionType>(type, "test");
+    const Plan p = make_plan(in);
+    const ModelConfig& c = in.model;
+    const double N = double(p.latent.dims.N());
+    EXPECT_DOUBLE_EQ(p.memory_bytes, 4 * N * double(25 * c.dim + 2 * c.ffn_dim) * 2 * double(c.num_layers));
+    const KernelRates r = default_kernel_rates(in.hw);
+    EXPECT_DOUBLE_EQ(r.gemm.per_s, 0.7 * 989e12);
+    EXPECT_DOUBLE_EQ(r.memory.per_s, 0.8 * 4.8e12);
+    const double want = p.flops.gemm / r.gemm.per_s + p.flops.attention / r.attention.per_s +
+                        p.flops.dsa / r.dsa.per_s + p.memory_bytes / r.memory.per_s;
+    EXPECT_NEAR(p.bounds.compute, want, 1e-12 * want) << type;
+    EXPECT_GT(p.flops.attention, 0) << type;  // cross-attention runs the flash kernels under DSA too
+    // MFU stays model FLOPs over the step at the datasheet peak, not at the kernel rates.
+    EXPECT_NEAR(p.mfu, p.model_flops.total() / (p.step_s * 989e12), 1e-12);
+  }
+}
+
+// `plan --rates FILE`: the families `bench cuda --json` measured replace the defaults, the rest stay; GEMM is the
+// model shapes' FLOP-weighted rate (their total FLOPs over their total time), attention and DSA the rows with the most
+// tokens, the memory-bound passes the device copy.
+TEST(Plan, RatesFileReplacesTheMeasuredFamilies) {
+  TempDir dir;
+  const std::string file = (dir.path / "bench.jsonl").string();
+  std::ofstream(file) << R"({"device":"NVIDIA H100 80GB HBM3","measure":"device"}
+{"gbps":2900.5,"measure":"copy","what":"device_copy_gbps"}
+{"gbps":51.0,"measure":"copy","what":"pinned_h2d_gbps"}
+{"K":8192,"M":8192,"N":8192,"measure":"gemm","shape":"square 8192","tflops":700.0}
+{"K":5120,"M":32760,"N":5120,"measure":"gemm","shape":"Wan-14B q/k/v/o, 32760 tokens","tflops":600.0}
+{"K":5120,"M":32760,"N":13824,"measure":"gemm","shape":"Wan-14B ffn.0, 32760 tokens","tflops":650.0}
+{"K":4096,"M":4096,"N":4096,"measure":"gemm","shape":"fp32 square 4096","tflops":50.0}
+{"measure":"attention","type":"dsa","tokens":4096,"forward_tflops":1.0,"step_tflops":1.5}
+
+{"measure":"attention","type":"dense","tokens":32768,"forward_tflops":300.0,"step_tflops":250.0}
+{"measure":"attention","type":"dense","tokens":4096,"forward_tflops":200.0,"step_tflops":150.0}
+{"measure":"attention","type":"window","tokens":32768,"forward_tflops":90.0,"step_tflops":80.0}
+{"measure":"done"}
+)";
+  const HardwareProfile hw = hardware_profile("h100-sxm");
+  const KernelRates d = default_kernel_rates(hw), r = read_kernel_rates(file, d);
+  const double f1 = 2.0 * 32760 * 5120 * 5120, f2 = 2.0 * 32760 * 13824 * 5120;
+  EXPECT_NEAR(r.gemm.per_s, (f1 + f2) / (f1 / 600e12 + f2 / 650e12), 1e-3);
+  EXPECT_DOUBLE_EQ(r.attention.per_s, 250e12);
+  EXPECT_DOUBLE_EQ(r.dsa.per_s, 1.5e12);
+  EXPECT_DOUBLE_EQ(r.memory.per_s, 2900.5e9);
+  for (const KernelRate* k : {&r.gemm, &r.attention, &r.dsa, &r.memory})
+    EXPECT_NE(k->source.find("measured: " + file + " (bench cuda on NVIDIA H100 80GB HBM3)"), std::string::npos)
+        << k->source;
+  // Only a GEMM measured: the other families keep their defaults; the square GEMM stands in for the model's shapes.
+  std::ofstream(file) << R"({"K":8192,"M":8192,"N":8192,"measure":"gemm","shape":"square 8192","tflops":700.0})"
+                      << "\n";
+  const KernelRates g = read_kernel_rates(file, d);
+  EXPECT_DOUBLE_EQ(g.gemm.per_s, 700e12);
+  EXPECT_DOUBLE_EQ(g.attention.per_s, d.attention.per_s);
+  EXPECT_EQ(g.dsa.source, d.dsa.source);
+  // The verb prints which it used, on a line of its own.
+  const CliResult cli = run_cli("plan --preset wan2.1-14b --gpu h100-sxm --rates '" + file + "'");
+  ASSERT_EQ(cli.code, 0) << cli.output;
+  EXPECT_NE(cli.output.find("\nkernel rates  GEMM 700 TFLOP/s (measured: "), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("attention 247 TFLOP/s (assumed"), std::string::npos) << cli.output;
+}
+
+TEST(Plan, BadRatesFilesAreClearErrors) {
+  TempDir dir;
+  const std::string file = (dir.path / "bench.jsonl").string();
+  const KernelRates d = default_kernel_rates(hardware_profile("h200"));
+  auto error = [&](const std::string& text) {
+    std::ofstream(file) << text;
+    try {
+      read_kernel_rates(file, d);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error("{\"measure\":\"device\",\"device\":\"x\"}\nnot json\n").find("line 2 is not a JSON object"),
+            std::string::npos);
+  EXPECT_NE(error("{\"measure\":\"gemm\",\"shape\":\"square 8192\"}\n").find("line 1 (gemm)"), std::string::npos);
+  EXPECT_NE(error("{\"measure\":\"device\",\"device\":\"x\"}\n").find("no GEMM, attention or copy measurement"),
+            std::string::npos);
+  EXPECT_NE(error("{\"measure\":\"gemm\",\"shape\":\"a\",\"M\":1,\"N\":1,\"K\":1,\"tflops\":0}\n").find("GEMM rate"),
+            std::string::npos);
+  const CliResult cli = run_cli("plan --preset tiny --rates /nonexistent/bench.jsonl");
+  EXPECT_EQ(cli.code, 1) << cli.output;
+  EXPECT_NE(cli.output.find("megaslide: error: plan --rates: cannot read '/nonexistent/bench.jsonl'"),
+            std::string::npos)
+      << cli.output;
 }
 
 // The device accounting of the resident schedule (--offload none on the CPU backend: f32 weights, gradients in the

@@ -34,6 +34,7 @@ struct PlanArgs {
   std::shared_ptr<TrainOptions> train = std::make_shared<TrainOptions>();  // .runtime: the shared flags
   std::string gpu = "h200";
   std::optional<double> tflops, host_link_gbps, host_mem_gbps;  // profile overrides
+  std::string rates;                                            // --rates FILE: bench cuda --json lines
   bool json = false;
 };
 
@@ -63,6 +64,7 @@ PlanInputs plan_inputs(const PlanArgs& a) {
   if (a.host_link_gbps) in.hw.link_bytes_per_s = in.hw.link_peak_bytes_per_s = *a.host_link_gbps * 1e9;
   if (a.host_mem_gbps && !(*a.host_mem_gbps > 0)) MS_FAIL("--host-mem-gbps must be positive, got ", *a.host_mem_gbps);
   if (a.host_mem_gbps) in.hw.host_mem_bytes_per_s = *a.host_mem_gbps * 1e9;
+  if (!a.rates.empty()) in.rates = read_kernel_rates(a.rates, default_kernel_rates(in.hw));
   const RuntimeOptions& r = a.train->runtime;
   for (const TrainOption& o : train_option_table())
     if (std::find(kSharedFlags.begin(), kSharedFlags.end(), o.flag) != kSharedFlags.end()) o.check(*a.train);
@@ -121,7 +123,12 @@ void add_plan_command(CLI::App& app) {
                       "--gpu cpu: what this process can get)"}});
   cmd->add_option("--gpu", a->gpu, "Hardware profile: h200, h100-sxm, h100-nvl or cpu")->capture_default_str();
   cmd->add_option("--hbm", a->hbm, "Override the profile's device memory, e.g. 141GB");
-  cmd->add_option("--tflops", a->tflops, "Override the profile's dense GEMM rate, TFLOP/s");
+  cmd->add_option("--tflops", a->tflops,
+                  "Override the profile's peak bf16 rate, TFLOP/s (MFU's denominator; the default kernel rates are "
+                  "fractions of it)");
+  cmd->add_option("--rates", a->rates,
+                  "The kernel rates to predict with: the JSON lines of `megaslide bench cuda --json` (GEMM, attention, "
+                  "DSA, device copy); families it lacks keep their defaults");
   cmd->add_option("--host-link-gbps", a->host_link_gbps,
                   "Override the profile's host link, GB/s per direction (0: none; train's --link-gbps emulates one)");
   cmd->add_option("--host-mem-gbps", a->host_mem_gbps, "Override the host DRAM bandwidth, GB/s");

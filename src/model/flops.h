@@ -7,9 +7,9 @@ namespace ms {
 
 struct Flops {
   double gemm = 0;       // linear layers (the patch embedding and DSA's offset_proj included)
-  double attention = 0;  // q.k scores and probability-weighted values, self and cross; DSA's trilinear sampling
-                         // and its depthwise offset conv
-  double total() const { return gemm + attention; }
+  double attention = 0;  // dense, window and cross attention: q.k scores and probability-weighted values
+  double dsa = 0;        // dsa and dsa_fixed self-attention (trilinear sampling) and DSA's depthwise offset conv
+  double total() const { return gemm + attention + dsa; }
 };
 
 // Keys one query attends to in self-attention (per head) over a token grid of extents (t, h, w): every token for
@@ -37,5 +37,11 @@ Flops train_step_flops(const ModelConfig& c, const ModelDims& d);
 
 // One training step without the recomputation, 3x the forward: the model FLOPs that MFU counts.
 Flops model_step_flops(const ModelConfig& c, const ModelDims& d);
+
+// Bytes the memory-bound passes of one training step move through device memory (an estimate, for `plan`'s kernel
+// rates): per block forward, 25 reads or writes of the [N, dim] activations (the norms with their modulation, the
+// q/k norms, RoPE on q and k, three gated residuals) and 2 of the FFN's [N, ffn_dim] (its GELU); the backward twice
+// that, and with `recompute` every block's forward once more. act_bytes per element.
+double step_memory_bytes(const ModelConfig& c, const ModelDims& d, int act_bytes, bool recompute);
 
 }  // namespace ms

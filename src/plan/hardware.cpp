@@ -25,8 +25,9 @@ constexpr int64_t kPaperHost = 1'500'000'000'000;  // the paper's 1.5 TB of DDR5
 // NCCL's measured bus bandwidth is lower (about 80 %).
 constexpr double kNvlink4 = 450e9, kNvlinkBridge = 300e9, kNdr = 50e9;
 
-HardwareProfile gpu(const char* name, int64_t hbm, double flops, double peer, const char* source) {
+HardwareProfile gpu(const char* name, int64_t hbm, double hbm_rate, double flops, double peer, const char* source) {
   HardwareProfile p;
+  p.hbm_bytes_per_s = hbm_rate;
   p.peer_bytes_per_s = peer;
   p.network_bytes_per_s = kNdr;
   p.name = name;
@@ -49,7 +50,7 @@ HardwareProfile cpu() {
   p.device_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE));
   p.host_bytes = std::min(p.device_bytes, host_limit().bytes);  // what this process can get (core/memory_usage.h)
   p.flops_per_s = 1e12;
-  p.host_mem_bytes_per_s = 100e9;
+  p.host_mem_bytes_per_s = p.hbm_bytes_per_s = 100e9;
   p.weight_bytes = p.act_bytes = 4;
   p.grad_slots = 0;
   p.peer_bytes_per_s = p.host_mem_bytes_per_s / 2;  // ranks of one machine exchange through its memory
@@ -65,14 +66,14 @@ HardwareProfile cpu() {
 HardwareProfile hardware_profile(const std::string& name) {
   // NVIDIA datasheets: dense bf16 tensor-core rate (half the "with sparsity" figure), HBM capacity.
   if (name == "h200")
-    return gpu("h200", 141'000'000'000, 989e12, kNvlink4,
-               "NVIDIA H200 SXM datasheet: 141 GB HBM3e, 989 TFLOP/s bf16 dense; PCIe Gen5 x16");
+    return gpu("h200", 141'000'000'000, 4.8e12, 989e12, kNvlink4,
+               "NVIDIA H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s, 989 TFLOP/s bf16 dense; PCIe Gen5 x16");
   if (name == "h100-sxm")
-    return gpu("h100-sxm", 80'000'000'000, 989e12, kNvlink4,
-               "NVIDIA H100 SXM datasheet: 80 GB HBM3, 989 TFLOP/s bf16 dense; PCIe Gen5 x16");
+    return gpu("h100-sxm", 80'000'000'000, 3.35e12, 989e12, kNvlink4,
+               "NVIDIA H100 SXM datasheet: 80 GB HBM3 at 3.35 TB/s, 989 TFLOP/s bf16 dense; PCIe Gen5 x16");
   if (name == "h100-nvl")
-    return gpu("h100-nvl", 94'000'000'000, 835e12, kNvlinkBridge,
-               "NVIDIA H100 NVL datasheet: 94 GB HBM3, 835 TFLOP/s bf16 dense; PCIe Gen5 x16");
+    return gpu("h100-nvl", 94'000'000'000, 3.9e12, 835e12, kNvlinkBridge,
+               "NVIDIA H100 NVL datasheet: 94 GB HBM3 at 3.9 TB/s, 835 TFLOP/s bf16 dense; PCIe Gen5 x16");
   if (name == "cpu") return cpu();
   std::string all;
   for (const auto& n : hardware_names()) all += " " + n;

@@ -11,6 +11,7 @@ struct HardwareProfile {
   std::string name;
   int64_t device_bytes = 0;          // device memory (HBM); on the cpu profile, host RAM (the arena lives there)
   double flops_per_s = 0;            // dense GEMM rate at the compute dtype: bf16 on GPUs, f32 on the CPU
+  double hbm_bytes_per_s = 0;        // device memory bandwidth (the memory-bound kernels); on the cpu profile, DRAM's
   double link_bytes_per_s = 0;       // host<->device, per direction, effective; 0: none (device memory is host memory)
   double link_peak_bytes_per_s = 0;  // the same, theoretical (reported only)
   double host_mem_bytes_per_s = 0;   // host DRAM bandwidth available to the optimizer and the DMA engines

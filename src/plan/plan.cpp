@@ -20,6 +20,9 @@ Plan evaluate_kept(const PlanInputs& in) {
   if (hw.device_bytes <= 0 || hw.flops_per_s <= 0 || hw.host_mem_bytes_per_s <= 0 || hw.link_bytes_per_s < 0)
     MS_FAIL("hardware profile '", hw.name, "': device memory, FLOP rate and host memory bandwidth must be positive ",
             "and the link bandwidth >= 0 (check --hbm, --tflops, --host-mem-gbps, --link-gbps)");
+  if (in.rates)
+    for (const KernelRate* r : {&in.rates->gemm, &in.rates->attention, &in.rates->dsa, &in.rates->memory})
+      if (!(r->per_s > 0)) MS_FAIL("kernel rates must be positive (", r->source, ")");
   const ModelConfig& c = in.model;
   c.validate();
   p.latent = latent_shape(c, in.video);
@@ -71,7 +74,11 @@ Plan evaluate_kept(const PlanInputs& in) {
   p.flops = in.arena.keep_block_acts ? model_step_flops(c, d) : train_step_flops(c, d);  // what is executed
   p.model_flops = model_step_flops(c, d);
   const double link = hw.link_bytes_per_s;
-  p.bounds.compute = p.flops.total() / hw.flops_per_s;
+  p.rates = in.rates ? *in.rates : default_kernel_rates(hw);
+  p.memory_bytes = step_memory_bytes(c, d, in.arena.act_bytes, !in.arena.keep_block_acts);
+  p.compute = {p.flops.gemm / p.rates.gemm.per_s, p.flops.attention / p.rates.attention.per_s,
+               p.flops.dsa / p.rates.dsa.per_s, p.memory_bytes / p.rates.memory.per_s};
+  p.bounds.compute = p.compute.total();
   const double up = hw.unified() ? 0 : double(p.traffic.h2d()) / link,
                down = hw.unified() ? 0 : double(p.traffic.d2h()) / link;
   p.bounds.link = std::max(up + co.gather_s, down + co.scatter_s);

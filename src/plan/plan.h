@@ -11,6 +11,7 @@
 #include "model/flops.h"
 #include "model/param_table.h"
 #include "plan/hardware.h"
+#include "plan/kernel_rates.h"
 #include "plan/video_shape.h"
 #include "runtime/arena.h"
 #include "runtime/host_state.h"
@@ -20,10 +21,11 @@ namespace ms {
 struct PlanInputs {
   ModelConfig model;  // with any --attention / --window override applied
   VideoShape video;
-  HardwareProfile hw;         // with any --hbm / --tflops / --link-gbps / --host-mem-gbps override applied
-  ArenaOptions arena;         // prefetch, resident, offload_activations; dtypes and grad slots from hw
-  int64_t device_memory = 0;  // --device-memory; 0 (absent): hw.device_bytes - hw.reserve_bytes
-  int64_t host_budget = 0;    // --host-memory; 0: hw.host_bytes
+  HardwareProfile hw;                // with any --hbm / --tflops / --link-gbps / --host-mem-gbps override applied
+  std::optional<KernelRates> rates;  // --rates FILE read over the defaults; absent: default_kernel_rates(hw)
+  ArenaOptions arena;                // prefetch, resident, offload_activations; dtypes and grad slots from hw
+  int64_t device_memory = 0;         // --device-memory; 0 (absent): hw.device_bytes - hw.reserve_bytes
+  int64_t host_budget = 0;           // --host-memory; 0: hw.host_bytes
   std::optional<OptimizerSchedule> schedule;  // --schedule; absent (auto): deferred where its gradient pool fits
   // --recompute, as train resolves it: a resident run (--offload none) keeps every block's activations (never) or
   // recomputes them (always); auto keeps them where the run then fits. arena.keep_block_acts is set from it.
@@ -76,8 +78,15 @@ struct Collectives {
   double gather_s = 0, scatter_s = 0;
 };
 
+// The compute bound by kernel family: executed FLOPs (recompute included) at the family's rate, and the memory-bound
+// passes' bytes at theirs.
+struct ComputeTime {
+  double gemm = 0, attention = 0, dsa = 0, memory = 0;
+  double total() const { return gemm + attention + dsa + memory; }
+};
+
 struct Bounds {            // seconds per step
-  double compute = 0;      // executed FLOPs (recompute included) at the profile's dense rate
+  double compute = 0;      // ComputeTime::total: the kernels run one after another
   double link = 0;         // the busier direction of the full-duplex host link, with the collectives that share its
                            // stream (all-gathers after uploads, reduce-scatters before downloads)
   double host_memory = 0;  // AdamW plus every DMA byte through host DRAM (of every GPU of the machine)
@@ -100,11 +109,14 @@ struct Plan {
   int64_t host_dram_bytes = 0;  // host DRAM traffic per step: AdamW and DMA, of every rank on a machine
   Flops flops;                  // executed (blocks 4x forward with recompute)
   Flops model_flops;            // 3x forward: what MFU counts
+  double memory_bytes = 0;      // the memory-bound passes' device-memory traffic (step_memory_bytes)
+  KernelRates rates;            // what the compute bound used
+  ComputeTime compute;
   Bounds bounds;
-  double step_s = 0;         // perfect overlap: the largest bound
-  double step_serial_s = 0;  // no overlap: compute, then each link direction, then the optimizer
-  double mfu = 0, mfu_serial = 0;
-  std::string bound_by;  // compute | host link | host memory
+  double step_s = 0;               // perfect overlap: the largest bound
+  double step_serial_s = 0;        // no overlap: compute, then each link direction, then the optimizer
+  double mfu = 0, mfu_serial = 0;  // model FLOPs over the step at the profile's peak rate
+  std::string bound_by;            // compute | host link | host memory
   bool fits = false;
   std::vector<std::string> reasons;  // why not
   std::string suggestion;            // the smallest change that makes it fit ("" when it fits)

@@ -40,6 +40,7 @@ nlohmann::json plan_to_json(const Plan& p) {
   const auto& v = p.device;
   const auto& h = p.host;
   using nlohmann::json;
+  auto rate = [](const KernelRate& r) { return json{{"per_s", r.per_s}, {"source", r.source}}; };
   return json{
       {"model",
        {{"dim", c.dim},
@@ -116,9 +117,24 @@ nlohmann::json plan_to_json(const Plan& p) {
         {"d2h_grads", p.traffic.d2h_grads},
         {"d2h_activations", p.traffic.d2h_activations},
         {"host_dram", p.host_dram_bytes}}},
-      {"flops", {{"gemm", p.flops.gemm}, {"attention", p.flops.attention}, {"total", p.flops.total()}}},
+      {"flops",
+       {{"gemm", p.flops.gemm}, {"attention", p.flops.attention}, {"dsa", p.flops.dsa}, {"total", p.flops.total()}}},
       {"model_flops",
-       {{"gemm", p.model_flops.gemm}, {"attention", p.model_flops.attention}, {"total", p.model_flops.total()}}},
+       {{"gemm", p.model_flops.gemm},
+        {"attention", p.model_flops.attention},
+        {"dsa", p.model_flops.dsa},
+        {"total", p.model_flops.total()}}},
+      {"memory_bytes", p.memory_bytes},
+      {"kernel_rates",
+       {{"gemm", rate(p.rates.gemm)},
+        {"attention", rate(p.rates.attention)},
+        {"dsa", rate(p.rates.dsa)},
+        {"memory", rate(p.rates.memory)}}},
+      {"compute_s",
+       {{"gemm", p.compute.gemm},
+        {"attention", p.compute.attention},
+        {"dsa", p.compute.dsa},
+        {"memory", p.compute.memory}}},
       {"bounds", {{"compute_s", p.bounds.compute}, {"link_s", p.bounds.link}, {"host_memory_s", p.bounds.host_memory}}},
       {"bound_by", p.bound_by},
       {"predicted_step_s", p.step_s},
@@ -190,9 +206,12 @@ std::string plan_to_table(const Plan& p) {
                             seconds(p.collectives.scatter_s), " at ", format_bytes(p.collectives.bytes_per_s), "/s (",
                             p.in.nodes > 1 ? "network" : "between the GPUs of a machine", ")"));
   line("FLOPs", cat(fmt("%.3g", p.flops.total()), " (GEMM ", fmt("%.3g", p.flops.gemm), ", attention ",
-                    fmt("%.3g", p.flops.attention),
+                    fmt("%.3g", p.flops.attention), ", DSA ", fmt("%.3g", p.flops.dsa),
                     p.in.arena.keep_block_acts ? "; activations kept, nothing recomputed)" : "; recompute included)"));
-  line("compute bound", seconds(p.bounds.compute) + fmt(" at %.0f TFLOP/s", hw.flops_per_s / 1e12));
+  s += "kernel rates  " + describe(p.rates) + "\n";
+  line("compute bound", cat(seconds(p.bounds.compute), " (GEMM ", seconds(p.compute.gemm), ", attention ",
+                            seconds(p.compute.attention), ", DSA ", seconds(p.compute.dsa), ", memory-bound ",
+                            seconds(p.compute.memory), " for ", bytes(int64_t(p.memory_bytes)), ")"));
   line("host link bound",
        hw.unified() && p.ranks == 1
            ? std::string("none (device memory is host memory)")
@@ -205,9 +224,9 @@ std::string plan_to_table(const Plan& p) {
                                                  (p.ranks > 1 ? " with the collectives on its streams" : "")));
   line("host memory bound", seconds(p.bounds.host_memory) + cat(" (", bytes(p.host_dram_bytes), " at ",
                                                                 format_bytes(hw.host_mem_bytes_per_s), "/s)"));
-  line("predicted step",
-       cat(seconds(p.step_s), " overlapped (", p.bound_by, " bound), MFU ", fmt("%.0f%%", 100 * p.mfu), "; ",
-           seconds(p.step_serial_s), " serial, MFU ", fmt("%.0f%%", 100 * p.mfu_serial)));
+  line("predicted step", cat(seconds(p.step_s), " overlapped (", p.bound_by, " bound), MFU ",
+                             fmt("%.0f%%", 100 * p.mfu), "; ", seconds(p.step_serial_s), " serial, MFU ",
+                             fmt("%.0f%%", 100 * p.mfu_serial), " of ", fmt("%.0f TFLOP/s", hw.flops_per_s / 1e12)));
   s += p.fits ? "fits    yes\n" : "fits    NO: " + join(p.reasons, "; ") + "\n";
   if (!p.suggestion.empty()) s += "try     " + p.suggestion + "\n";
   for (const auto& n : p.notes) s += "note    " + n + "\n";
