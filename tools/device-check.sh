@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tools/device-check.sh [--dry-run] DIR — on a machine with one H100/H200, from the .device/ bundle that
-# tools/device-bundle.sh built on the development machine (the device tool's carry: [".device"]): the CUDA tests
-# against the CPU reference, each suite in its own process, a failing one rerun under compute-sanitizer; the streaming
-# tests again with the host-synchronous wait; races sought in the flash tiles and the DSA halo; the GPU benchmarks,
-# one flushed JSON line per measurement; attention at 32k tokens against float64. Every step is capped and the whole
+# tools/device-bundle.sh built on the development machine (the device tool's carry: [".device"]): first the inline-PTX
+# wrappers against plain loops, then the CUDA tests against the CPU reference, each suite in its own process, a failing
+# one rerun under compute-sanitizer; the streaming tests again with the host-synchronous wait; races sought in the
+# flash tiles and the DSA halo; the GPU benchmarks, one flushed JSON line per measurement, with PyTorch's SDPA beside
+# the attention rows (bench/sdpa_torch.py); attention at 32k tokens against float64. Every step is capped and the whole
 # stays under 7 minutes on an H200, so a cut or broken step costs only itself. The table printed last is built from
 # whatever exists and says what is missing and why. DIR receives device-check.log, summary.json (the table's data)
 # and details.tgz (every step's log and report): three files, within what the device tool brings back.
@@ -110,6 +111,10 @@ bench ceilings 45 --copy-mib 256 --repeats 5 --stream-grid 0 0 0 --attention-tok
 # short copies: their TFLOP/s are compared with it).
 bench attention 75 --copy-mib 64 --repeats 1 --block-grid 0 0 0 --stream-grid 0 0 0 --attention-tokens 4096 32768 \
   --vae-clip 0 0 0 --t5-tokens 0
+# The peer: PyTorch's scaled_dot_product_attention at the dense rows' shapes, in the same minutes on the same card.
+sdpa_cap=40
+[ $dry -eq 1 ] && sdpa_cap=10
+step bench-sdpa $sdpa_cap python3 bench/sdpa_torch.py --tokens 4096 32768 --repeats 3
 # The streamed step: 4 Wan2.1-14B blocks at 6144 tokens, prefetch on, serialized, copies alone.
 bench stream 75 --copy-mib 64 --repeats 2 --block-grid 0 0 0 --attention-tokens 0 --stream-grid 4 32 48 \
   --stream-layers 4 --vae-clip 0 0 0 --t5-tokens 0

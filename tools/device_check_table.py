@@ -84,7 +84,7 @@ if dry:
     print("dry run: " + ("every CUDA test reported skipped" if skipped_only else "SOME CUDA TEST DID NOT REPORT SKIPPED"))
     summary["dry_run_ok"] = bool(skipped_only) and not summary["missing"]
 else:
-    bench = {k: lines(os.path.join(work, f"bench-{k}.log")) for k in ("ceilings", "attention", "stream", "models")}
+    bench = {k: lines(os.path.join(work, f"bench-{k}.log")) for k in ("ceilings", "attention", "sdpa", "stream", "models")}
     summary["bench"] = bench
     for k, rows in bench.items():
         if why(f"bench-{k}") or not any(r["measure"] == "done" for r in rows):
@@ -141,6 +141,14 @@ else:
             print(f"    {r['type']:12s} {r['tokens']:6d} tokens: forward {1e3 * r['forward_s']:8.2f} ms "
                   f"{r['forward_tflops']:6.1f} ({r['forward_tflops'] / r['gemm_tflops']:.3f}), backward "
                   f"{1e3 * r['backward_s']:8.2f} ms, step {r['step_tflops']:6.1f} TFLOP/s ({r['step_tflops'] / r['gemm_tflops']:.3f})")
+    own = {r["tokens"]: r for r in rows if r["type"] == "dense"}
+    for p in (r for r in bench["sdpa"] if r["measure"] == "attention_peer"):
+        mine = own.get(p["tokens"])
+        ratio = (f"; own dense at {mine['forward_tflops'] / p['forward_tflops']:.3f} (forward) and "
+                 f"{mine['step_tflops'] / p['step_tflops']:.3f} (step) of it") if mine else ""
+        print(f"    {p['peer']:12s} {p['tokens']:6d} tokens: forward {1e3 * p['forward_s']:8.2f} ms "
+              f"{p['forward_tflops']:6.1f}, backward {1e3 * p['backward_s']:8.2f} ms, step {p['step_tflops']:6.1f} "
+              f"TFLOP/s{ratio}")
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 ok = all(t["status"] != "FAILED" for t in summary["tests"]) and not summary["missing"] and \
      all(v.startswith(("ERROR SUMMARY: 0 ", "RACECHECK SUMMARY: 0 ")) for v in summary["sanitizers"].values())
