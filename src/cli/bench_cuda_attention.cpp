@@ -60,17 +60,19 @@ nlohmann::json bench_cuda_attention(cuda::GemmContext& gemm, const std::vector<i
     fill_offsets(off, noff, c.attention.offset_range, stream);
     MS_CUDA_CHECK(cudaMemsetAsync(t[5], 0, size_t(3 * n) * 2, stream));
     MS_CUDA_CHECK(cudaMemsetAsync(doff, 0, size_t(noff) * 2, stream));
-    // dsa_unstaged: dsa with no shared-memory staging (every corner read from global memory), to show what the
-    // staging of the K/V halo buys
-    // DSA first: a run cut short keeps the rows that matter most.
-    for (const std::string type : {"dsa", "dsa_fixed", "dsa_unstaged", "window", "dense"}) {
+    // dsa: on tensor cores; dsa_staged: the staged kernels instead, old beside new; dsa_unstaged: dsa_staged with no
+    // shared-memory staging (every corner read from global memory), to show what the staging of the K/V halo buys. DSA
+    // first: a run cut short keeps the rows that matter most.
+    for (const std::string type : {"dsa", "dsa_staged", "dsa_fixed", "dsa_unstaged", "window", "dense"}) {
       if (type == "dense" && L > dense_max) continue;
-      const AttentionSpec spec{.type = parse_name<AttentionType>(type == "dsa_unstaged" ? "dsa" : type, "type"),
+      const bool variant = type == "dsa_staged" || type == "dsa_unstaged";
+      const AttentionSpec spec{.type = parse_name<AttentionType>(variant ? "dsa" : type, "type"),
                                .dims = vd,
                                .window = window,
                                .shifted = true,
                                .groups = dsa.groups};
-      cuda::CudaOps ops{gemm, stream, scratch, scratch_floats, type == "dsa_unstaged" ? 0 : cuda::kDsaHaloRows};
+      cuda::CudaOps ops{gemm,    stream, scratch, scratch_floats, type == "dsa_unstaged" ? 0 : cuda::kDsaHaloRows,
+                        !variant};
       const AttentionTensors<uint16_t, float> tensors{
           .q = t[0], .k = t[1], .v = t[2], .out = t[3], .lse = lse, .dout = t[4], .dq = t[5], .dk = t[6], .dv = t[7]};
       auto forward = [&] { attention_forward(ops, spec, tensors, off); };

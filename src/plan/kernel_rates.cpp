@@ -32,8 +32,8 @@ KernelRates default_kernel_rates(const HardwareProfile& hw) {
       "assumed: 25 % of the bf16 peak, the own flash kernels (FlashAttention-2's structure, untuned, not yet "
       "run on a GPU)"};
   r.dsa = {kDsaReviewed * peak / kReviewedPeak,
-           "estimated from the review of dsa.cu in issue 53 (50-90 ms forward, 270-470 ms backward per Wan2.1-14B "
-           "layer at 75,600 tokens), not measured"};
+           "estimated from the review of the staged dsa.cu kernels in issue 53 (50-90 ms forward, 270-470 ms backward "
+           "per Wan2.1-14B layer at 75,600 tokens; both now on tensor cores, unmeasured)"};
   r.memory = {0.8 * hw.hbm_bytes_per_s, "assumed: 80 % of the datasheet HBM bandwidth"};
   return r;
 }

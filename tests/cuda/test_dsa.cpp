@@ -30,6 +30,18 @@ std::vector<double> rounded_bf16(const std::vector<double>& v) {
   return r;
 }
 
+// The float64 CPU forward (the reference) of a case's inputs: out and lse; offsets only where the case has them.
+void cpu_forward(const DsaCase& k, const Bf16Input& q, const Bf16Input& kk, const Bf16Input& v, const Bf16Input& off,
+                 std::vector<double>& out, std::vector<double>& lse) {
+  out.assign(q.values.size(), 0.0);
+  lse.assign(size_t(k.d.B * k.d.nh * k.d.L()), 0.0);
+  cpu::dsa_forward<double>({{q.values.data(), kk.values.data(), v.values.data(), out.data(), lse.data()},
+                            k.offset_scale > 0 ? off.values.data() : nullptr,
+                            nullptr,
+                            k.d,
+                            {k.window, k.groups}});
+}
+
 // Tolerances: out, dv are one bf16 rounding over fp32 sums (kBf16Tol); dq, dk and the position gradients take the
 // score gradients, whose delta term (dout . out) reads the bf16-rounded out on both sides but is summed in another
 // order, then a rounding of their own: twice that.
@@ -42,12 +54,8 @@ void check(const DsaCase& k, uint64_t seed) {
        dk0 = random_bf16(n, seed + 5, kAccumulateScale), dv0 = random_bf16(n, seed + 6, kAccumulateScale),
        off = random_bf16(no, seed + 7, k.offset_scale), doff0 = random_bf16(no, seed + 8, kAccumulateScale);
   const bool has_off = k.offset_scale > 0;
-  std::vector<double> out(n), lse(size_t(d.B * d.nh * d.L()));
-  cpu::dsa_forward<double>({{q.values.data(), kk.values.data(), v.values.data(), out.data(), lse.data()},
-                            has_off ? off.values.data() : nullptr,
-                            nullptr,
-                            d,
-                            a});
+  std::vector<double> out, lse;
+  cpu_forward(k, q, kk, v, off, out, lse);
   std::vector<double> out16 = rounded_bf16(out);  // what the GPU's backward reads
   std::vector<double> dq = dq0.values, dk = dk0.values, dv = dv0.values, doff = doff0.values;
   cpu::dsa_backward<double>({{q.values.data(), kk.values.data(), v.values.data(), out16.data(), lse.data(),
@@ -64,30 +72,41 @@ void check(const DsaCase& k, uint64_t seed) {
   const uint16_t* offp = has_off ? goff.get() : nullptr;
   cuda::Launch launch = scratch.launch();
   launch.dsa_halo_rows = k.halo_rows;
-  cuda::dsa_forward({{gq.get(), gk.get(), gv.get(), gout.get(), glse.get()}, offp, nullptr, d, a}, launch);
-  expect_close("out", widen(gout.read()), out, kBf16Tol);
-  expect_close("lse", glse.read(), lse, kDeviceF32Tol);
-  // The backward twice from the same start: the second must repeat the first bit for bit.
-  std::vector<std::vector<uint16_t>> runs[2];
-  for (auto& r : runs) {
-    DeviceBuffer<uint16_t> gdq(dq0.bits), gdk(dk0.bits), gdv(dv0.bits), gdoff(doff0.bits);
-    cuda::dsa_backward(
-        {{gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(), gdv.get()},
-         offp,
-         has_off ? gdoff.get() : nullptr,
-         d,
-         a},
-        launch);
-    r = {gdq.read(), gdk.read(), gdv.read(), gdoff.read()};
+  // The staged forward, then the tensor-core one where it applies (head dims up to 128, up to 64 slots), whose out and
+  // lse the backward then reads.
+  for (bool tensor_cores : {false, true}) {
+    SCOPED_TRACE(tensor_cores ? "tensor-core forward" : "staged forward");
+    launch.dsa_tensor_cores = tensor_cores;
+    cuda::dsa_forward({{gq.get(), gk.get(), gv.get(), gout.get(), glse.get()}, offp, nullptr, d, a}, launch);
+    expect_close("out", widen(gout.read()), out, kBf16Tol);
+    expect_close("lse", glse.read(), lse, kDeviceF32Tol);
   }
-  expect_close("dq", widen(runs[0][0]), dq, 2 * kBf16Tol);
-  expect_close("dk", widen(runs[0][1]), dk, 2 * kBf16Tol);
-  expect_close("dv", widen(runs[0][2]), dv, kBf16Tol);
-  if (has_off)
-    expect_close("doffsets", widen(runs[0][3]), doff, 2 * kBf16Tol);
-  else
-    EXPECT_EQ(runs[0][3], doff0.bits) << "dsa_fixed has no position gradients to add";
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(runs[0][size_t(i)], runs[1][size_t(i)]) << "gradient " << i << " differs";
+  // The backward with its query side on tensor cores (where it applies) and staged, each twice from the same start:
+  // the second must repeat the first bit for bit.
+  for (bool tensor_cores : {true, false}) {
+    SCOPED_TRACE(tensor_cores ? "tensor-core backward" : "staged backward");
+    launch.dsa_tensor_cores = tensor_cores;
+    std::vector<std::vector<uint16_t>> runs[2];
+    for (auto& r : runs) {
+      DeviceBuffer<uint16_t> gdq(dq0.bits), gdk(dk0.bits), gdv(dv0.bits), gdoff(doff0.bits);
+      cuda::dsa_backward(
+          {{gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), gdout.get(), gdq.get(), gdk.get(), gdv.get()},
+           offp,
+           has_off ? gdoff.get() : nullptr,
+           d,
+           a},
+          launch);
+      r = {gdq.read(), gdk.read(), gdv.read(), gdoff.read()};
+    }
+    expect_close("dq", widen(runs[0][0]), dq, 2 * kBf16Tol);
+    expect_close("dk", widen(runs[0][1]), dk, 2 * kBf16Tol);
+    expect_close("dv", widen(runs[0][2]), dv, kBf16Tol);
+    if (has_off)
+      expect_close("doffsets", widen(runs[0][3]), doff, 2 * kBf16Tol);
+    else
+      EXPECT_EQ(runs[0][3], doff0.bits) << "dsa_fixed has no position gradients to add";
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(runs[0][size_t(i)], runs[1][size_t(i)]) << "gradient " << i << " differs";
+  }
 }
 
 // Window 3 x 3 x 3, 4 heads of 40 (two channels per lane, the second partly idle) in 2 offset groups, offsets
@@ -134,6 +153,39 @@ TEST(CudaDsa, HaloLargerThanTheStagingSpace) {
 TEST(CudaDsa, FixedWindowMatchesCpu) {
   MS_REQUIRE_GPU();
   check({{2, 4, 5, 6, 3, 21}, {5, 3, 5}, 3, 0.0}, 41);
+}
+
+// The tensor-core forward alone (the box of keys every corner can be, 64 rows at a time; S = Q K^T and O = A V on
+// mma.sync) against the float64 CPU forward: tiles cut by the grid's end on every axis, offsets several tokens past the
+// borders and to the box's edge (the box is the largest offset's), head dims staged by cp.async (64, 128) and element
+// by element (24, 16), windows of 27, 45 and 64 slots, two groups, and dsa_fixed.
+TEST(CudaDsa, TensorCoreForwardMatchesCpu) {
+  MS_REQUIRE_GPU();
+  const struct {
+    DsaCase k;
+    uint64_t seed;
+  } cases[] = {{{{1, 2, 9, 11, 2, 64}, {3, 3, 3}, 2, 2.0}, 71},
+               {{{2, 3, 5, 9, 2, 24}, {5, 3, 3}, 1, 0.7}, 72},
+               {{{1, 5, 6, 7, 1, 128}, {4, 4, 4}, 1, 1.2}, 73},
+               {{{1, 2, 10, 9, 2, 16}, {3, 3, 3}, 2, 0.0}, 74}};
+  for (const auto& [k, seed] : cases) {
+    SCOPED_TRACE(seed);
+    const VideoAttentionDims& d = k.d;
+    const DsaArgs a{k.window, k.groups};
+    const size_t n = size_t(d.B * d.L() * d.nh * d.d), no = size_t(d.B * d.L() * a.groups * a.P() * 3);
+    const auto q = random_bf16(n, seed, 2.0), kk = random_bf16(n, seed + 1, 2.0), v = random_bf16(n, seed + 2),
+               off = random_bf16(no, seed + 3, k.offset_scale);
+    const bool has_off = k.offset_scale > 0;
+    std::vector<double> out, lse;
+    cpu_forward(k, q, kk, v, off, out, lse);
+    DeviceBuffer<uint16_t> gq(q.bits), gk(kk.bits), gv(v.bits), goff(off.bits), gout(std::vector<uint16_t>(n, 0x7fc0));
+    DeviceBuffer<float> glse(std::vector<float>(lse.size(), -1.f)), scratch(1, 0.f);
+    cuda::dsa_forward(
+        {{gq.get(), gk.get(), gv.get(), gout.get(), glse.get()}, has_off ? goff.get() : nullptr, nullptr, d, a},
+        scratch.launch());
+    expect_close("out", widen(gout.read()), out, kBf16Tol);
+    expect_close("lse", glse.read(), lse, kDeviceF32Tol);
+  }
 }
 
 // The offset squashing range * tanh(raw) and its backward, in place as the model runs it (draw aliases doffsets).

@@ -41,6 +41,7 @@ struct CudaOps {
   float* scratch;         // [scratch_numel] on the device
   int64_t scratch_numel;  // >= block_reduction_scratch (runtime/reduction_scratch.h) of the shapes it runs
   int64_t dsa_halo_rows = kDsaHaloRows;  // dsa's K/V rows staged in shared memory per block (0: none; speed only)
+  bool dsa_tensor_cores = true;          // dsa's forward on tensor cores where it applies (speed only)
 
   void zero(uint16_t* p, int64_t n);
   void zero(float* p, int64_t n);
@@ -87,7 +88,7 @@ struct CudaOps {
   void attention_backward(const AttentionParams<uint16_t, float>& p);
 
  private:
-  Launch launch() const { return {stream, scratch, scratch_numel, dsa_halo_rows}; }
+  Launch launch() const { return {stream, scratch, scratch_numel, dsa_halo_rows, dsa_tensor_cores}; }
 };
 
 }  // namespace ms::cuda

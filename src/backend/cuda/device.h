@@ -22,6 +22,7 @@ struct Launch {
   float* scratch = nullptr;  // [scratch_numel] on the device
   int64_t scratch_numel = 0;
   int64_t dsa_halo_rows = kDsaHaloRows;  // 0: none, every corner read from global memory (speed only)
+  bool dsa_tensor_cores = true;          // dsa's forward on tensor cores where it applies (speed only)
   // The scratch, checked to hold `need` floats.
   float* scratch_for(int64_t need) const;
 };

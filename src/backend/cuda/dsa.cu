@@ -1,15 +1,15 @@
 // The DSA kernels on the GPU (ops/dsa.h, CUDA section): the sampling geometry of docs/attention.md, which the CPU
-// kernels implement too, fp32 throughout on bf16 tensors.
+// kernels implement too, on bf16 tensors. Two sets: the tensor-core kernels (halo_*, further down: head dims up to
+// 128, up to 64 slots) and the staged kernels (fp32 throughout, any head dim up to 256), which run the rest.
 //
-// The forward and the backward's per-query pass are staged: a block takes a tile of up to 32 queries (w fastest) of
-// one head (one offset group in the backward) and stages the K or V halo its samples can reach, the box of tokens
-// within the tile's largest |offset| per axis of its windows, in shared memory, 64 channels at a time. Each warp
-// takes a query at a time: its lanes compute the slots' geometry, a slot each, into shared memory (SlotGeo), then
-// interpolate the slots' keys and values from the staged rows, two channels each (a corner outside the box, where
-// the halo outgrows the staging space, from global memory). Scores are summed
-// over the chunks, so the softmax runs once they are complete: the forward is two passes (K, then V), and the
-// backward's per-query pass three (K and V for the dot products, K again for dq).
-// Backward without atomics on the gradients, in two kernels:
+// The staged kernels. The forward and the backward's per-query pass are staged: a block takes a tile of up to 32
+// queries (w fastest) of one head (one offset group in the backward) and stages the K or V halo its samples can reach,
+// the box of tokens within the tile's largest |offset| per axis of its windows, in shared memory, 64 channels at a
+// time. Each warp takes a query at a time: its lanes compute the slots' geometry, a slot each, into shared memory
+// (SlotGeo), then interpolate the slots' keys and values from the staged rows, two channels each (a corner outside the
+// box, where the halo outgrows the staging space, from global memory). Scores are summed over the chunks, so the
+// softmax runs once they are complete: the forward is two passes (K, then V), and the backward's per-query pass three
+// (K and V for the dot products, K again for dq). Backward without atomics on the gradients, in two kernels:
 // - per query, block (b, group, tile) over the group's heads in head order: probabilities a and score gradients ds
 //   of every slot (saved as coefficients), dq, and the position gradients summed over the group's heads (shared
 //   memory) into doffsets;
@@ -18,12 +18,17 @@
 //   first, with an order-free atomicMax); the pairs are visited in a fixed order (slots, then the box in raster order).
 // Every sum therefore runs in an order fixed by the shapes and the offsets: deterministic.
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
+#include <climits>
 #include <initializer_list>
 #include <type_traits>
 
 #include "backend/cuda/dsa.h"
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/mma_tile.cuh"
+#include "backend/cuda/ptx.cuh"
+#include "core/log.h"
 
 namespace ms::cuda {
 namespace {
@@ -607,6 +612,427 @@ __global__ void __launch_bounds__(kWarps * 32)
   add_row(dv + g.row(b, j, n), g.d, gv);
 }
 
+// ---- The forward on tensor cores (issue 53's halo form) ----
+// Trilinear sampling is linear: q . k~_p = sum_c w_pc (q . k_c) over the corners c of slot p, and out = sum_p a_p v~_p
+// = sum_r A_r v_r over the rows r of the keys, A_r summing a_p w_pc over the corners at r. A block takes 64 queries
+// of one head (a 1 x 8 x 8 tile where the grid allows) and the box of keys every corner of theirs can be (halo_box,
+// unbounded), 64 box rows at a time: S = Q K_rows^T on tensor cores, each (query, slot) gathering its corners' scores
+// from S; the softmax per query; then A for the 64 rows (each query's thread scattering its slots' corners onto its own
+// row of A, in slot then corner order) and O += A V_rows on tensor cores. It multiplies every box row with every query
+// (about 50 times the slots' arithmetic for a 3 x 3 x 3 window), but on tensor cores, and each sum runs in a fixed
+// order.
+constexpr int kHaloMaxSlots = 64;      // slots per window this kernel takes; more run the staged kernel
+constexpr int kSld = tile::kRows + 4;  // the fp32 chunk's row stride
+
+struct HaloSmem {
+  tile::bf16 *q, *dout, *kv[2];  // [64, Dp + kPad]: queries, output gradients (backward), two stages of 64 box rows
+  float *s, *score, *da, *dpos;  // [64, kSld] a chunk's products; [64, P] the slots' scores, probabilities or ds,
+                                 // [64, P] da and [64, P, 3] the position gradients (backward)
+  float* stat;                   // [64, 2]: dout . out and lse (backward)
+};
+__host__ __device__ inline HaloSmem halo_smem(uintptr_t at, int Dp, int P, bool backward) {
+  auto take = [&](int64_t bytes) {
+    const uintptr_t p = at;
+    at += uintptr_t((bytes + 127) / 128 * 128);
+    return p;
+  };
+  const int64_t rows = int64_t(tile::kRows) * (Dp + tile::kPad) * 2, slots = int64_t(tile::kRows) * P * 4;
+  HaloSmem m{};
+  m.q = reinterpret_cast<tile::bf16*>(take(rows));
+  for (auto& kv : m.kv) kv = reinterpret_cast<tile::bf16*>(take(rows));
+  m.s = reinterpret_cast<float*>(take(int64_t(tile::kRows) * kSld * 4));
+  m.score = reinterpret_cast<float*>(take(slots));
+  if (backward) {
+    m.dout = reinterpret_cast<tile::bf16*>(take(rows));
+    m.da = reinterpret_cast<float*>(take(slots));
+    m.dpos = reinterpret_cast<float*>(take(3 * slots));
+    m.stat = reinterpret_cast<float*>(take(int64_t(tile::kRows) * 2 * 4));
+  }
+  return m;
+}
+// The bytes halo_smem carves.
+inline size_t halo_smem_bytes(int Dp, int P, bool backward) {
+  const HaloSmem m = halo_smem(0, Dp, P, backward);
+  return backward ? size_t(reinterpret_cast<uintptr_t>(m.stat)) + size_t(tile::kRows) * 2 * 4
+                  : size_t(reinterpret_cast<uintptr_t>(m.score)) + size_t(tile::kRows) * P * 4;
+}
+
+// f(box row, weight, the weight's derivatives per axis [3]) for the 8 corners of valid slot u of the query at
+// coordinates qc (offsets off [P, 3], or null), in corner order; its slot index returned. The sums of sampled rows skip
+// the corners of zero weight, as the CPU drops them; the position gradients take every corner. A corner outside the
+// box (none, by halo_box) gives row -1.
+template <class F>
+__device__ inline int slot_corners(const Geo& g, const Box& box, const int* qc, const uint16_t* off, int u, F f) {
+  const int j[3] = {u / (g.kc[1] * g.kc[2]), u / g.kc[2] % g.kc[1], u % g.kc[2]};
+  const int p = g.slot(j[0], j[1], j[2]);
+  Axis ax[3];
+  float fr[3], gr[3];
+  for (int i = 0; i < 3; ++i) {
+    ax[i] = axis_sample(g.start(qc[i], i) + j[i], off ? load(off, p * 3 + i) : 0.f, g.ext[i]);
+    fr[i] = ax[i].f;
+    gr[i] = ax[i].g;
+  }
+  for (int c = 0; c < 8; ++c) {
+    float dw[3];
+    const float w = corner_weight(fr, gr, c, dw);
+    int at[3];
+    for (int i = 0; i < 3; ++i) at[i] = c >> (2 - i) & 1 ? ax[i].i1 : ax[i].i0;
+    f(box.local(at), w, dw);
+  }
+  return p;
+}
+
+// A tensor-core block's rows of head n: its queries (the tile's, w fastest) and its box, as places in [B, L, nh, d].
+struct HaloRows {
+  const Geo& g;
+  const Block& blk;
+  const uint16_t* offsets;
+  int n, grp;
+
+  // Query qi of the tile, or -1 past the grid's end.
+  __device__ int64_t query(int qi) const {
+    int c[3];
+    return qi < g.queries() && blk.tile.query(g, qi, c) ? g.row(blk.b, g.token(c), n) : -1;
+  }
+  // Row i of the box (raster order), or -1 past it.
+  __device__ int64_t box_row(int i) const {
+    const Box& x = blk.box;
+    if (i >= x.rows()) return -1;
+    const int at[3] = {x.lo[0] + i / (x.n[1] * x.n[2]), x.lo[1] + i / x.n[2] % x.n[1], x.lo[2] + i % x.n[2]};
+    return g.row(blk.b, g.token(at), n);
+  }
+};
+struct QueryRows {  // tile::stage_rows' and write_rows' row_of: the tile's queries
+  const HaloRows* h;
+  __device__ int64_t operator()(int r) const { return h->query(r); }
+};
+struct BoxChunk {  // the box's rows c0 .. c0 + 63
+  const HaloRows* h;
+  int c0;
+  __device__ int64_t operator()(int r) const { return h->box_row(c0 + r); }
+};
+
+// f(qi, its coordinates, its offsets [P, 3] or null) for the tile's queries, a query per thread.
+template <class F>
+__device__ void for_each_query(const HaloRows& h, F f) {
+  for (int qi = int(threadIdx.x); qi < h.g.queries(); qi += int(blockDim.x)) {
+    int qc[3];
+    if (h.blk.tile.query(h.g, qi, qc)) f(qi, qc, h.g.offsets_of(h.offsets, h.blk.b, h.g.token(qc), h.grp));
+  }
+}
+// f(qi, coordinates, offsets, valid slot u) for every (query, valid slot), each pair by the same thread in every call.
+template <class F>
+__device__ void for_each_pair(const HaloRows& h, F f) {
+  const int nv = h.g.valid_slots();
+  for (int i = int(threadIdx.x); i < h.g.queries() * nv; i += int(blockDim.x)) {
+    int qc[3];
+    if (h.blk.tile.query(h.g, i / nv, qc))
+      f(i / nv, qc, h.g.offsets_of(h.offsets, h.blk.b, h.g.token(qc), h.grp), i % nv);
+  }
+}
+
+// body(c0, the staged rows) for each 64 rows c0 .. of the box of x, staged by cp.async into kv[2] in turn (the next
+// while the body works on this one); the block synchronised after each.
+template <class F>
+__device__ void over_box_chunks(const HaloRows& h, const uint16_t* x, tile::bf16* const* kv, int Dp, bool async,
+                                F body) {
+  const int chunks = (h.blk.box.rows() + tile::kRows - 1) / tile::kRows;
+  tile::stage_rows(kv[0], x, h.g.d, Dp, async, BoxChunk{&h, 0});
+  ptx::cp_async_commit();
+  for (int ch = 0; ch < chunks; ++ch) {
+    const int st = ch % 2, c0 = ch * tile::kRows;
+    if (ch + 1 < chunks) tile::stage_rows(kv[1 - st], x, h.g.d, Dp, async, BoxChunk{&h, c0 + tile::kRows});
+    tile::previous_stage_ready();
+    body(c0, kv[st]);
+    __syncthreads();  // the chunk read before its stage is overwritten
+  }
+}
+
+// s [64, kSld] = this warp's rows of an mma result over 64 box rows.
+__device__ inline void store_chunk(float* s, const float (&acc)[tile::kRows / 8][4], const tile::Lane& L) {
+  for (int nt = 0; nt < tile::kRows / 8; ++nt)
+    for (int e = 0; e < 4; ++e) s[(16 * L.w + L.g + 8 * (e / 2)) * kSld + 8 * nt + 2 * L.t + e % 2] = acc[nt][e];
+}
+// This warp's rows of s [64, kSld] as the A fragments of a product over the 64 box rows, rounded to bf16.
+__device__ inline void chunk_a_fragments(uint32_t (&af)[tile::kRows / 16][4], const float* s, const tile::Lane& L) {
+  for (int c = 0; c < tile::kRows / 16; ++c)
+    for (int r = 0; r < 4; ++r) {  // rows g, g + 8; columns 2 t, 2 t + 8 of each 16
+      const float* x = s + (16 * L.w + L.g + 8 * (r % 2)) * kSld + 16 * c + 2 * L.t + 8 * (r / 2);
+      af[c][r] = ptx::pack_bf16(__float2bfloat16(x[0]), __float2bfloat16(x[1]));
+    }
+}
+// s [64, kSld] = box rows c0 .. c0 + 63 of each query's sum of x(qi, u) w_pc over its valid slots u and their corners
+// of nonzero weight: each query's own thread, in slot then corner order. Synchronises the block before and after.
+template <class X>
+__device__ void scatter_chunk(const HaloRows& h, float* s, int c0, X x) {
+  for (int i = int(threadIdx.x); i < tile::kRows * kSld; i += int(blockDim.x)) s[i] = 0.f;
+  __syncthreads();
+  const int nv = h.g.valid_slots();
+  for_each_query(h, [&](int qi, const int* qc, const uint16_t* off) {
+    for (int u = 0; u < nv; ++u) {
+      const float a = x(qi, u);
+      slot_corners(h.g, h.blk.box, qc, off, u, [&](int r, float w, const float*) {
+        if (w != 0.f && r >= c0 && r < c0 + tile::kRows) s[qi * kSld + r - c0] += a * w;
+      });
+    }
+  });
+  __syncthreads();
+}
+
+// For each 64 box rows of x: m.s = their products with the block's 64 staged rows `a` (S = A X^T), then
+// gather(qi, coordinates, offsets, valid slot u, c0) for every (query, valid slot).
+template <class F>
+__device__ void over_products(const HaloRows& h, const HaloSmem& m, const tile::bf16* a, const uint16_t* x, int Dp,
+                              bool async, const tile::Lane& L, F gather) {
+  over_box_chunks(h, x, m.kv, Dp, async, [&](int c0, const tile::bf16* rows) {
+    float sc[tile::kRows / 8][4];
+    tile::scores(sc, a, rows, Dp, L);
+    store_chunk(m.s, sc, L);
+    __syncthreads();
+    for_each_pair(h, [&](int qi, const int* qc, const uint16_t* off, int u) { gather(qi, qc, off, u, c0); });
+  });
+}
+
+// m.score[qi, p] of valid slot u += its share of the products in m.s (box rows c0 ..): w_pc times the product at each
+// corner of nonzero weight there; NaN for such a corner outside the box (never, by halo_box, but loud if it were).
+__device__ inline void add_slot_share(const HaloRows& h, const HaloSmem& m, int qi, const int* qc, const uint16_t* off,
+                                      int u, int c0) {
+  float add = 0.f;
+  const int p = slot_corners(h.g, h.blk.box, qc, off, u, [&](int r, float w, const float*) {
+    if (r < 0 && w != 0.f) add = NAN;
+    if (w != 0.f && r >= c0 && r < c0 + tile::kRows) add += w * m.s[qi * kSld + r - c0];
+  });
+  m.score[qi * h.g.P + p] += add;
+}
+
+// Block (b, n, tile of 64 queries): out and lse of its queries.
+__global__ void __launch_bounds__(tile::kThreads)
+    halo_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets, uint16_t* out,
+                        float* lse, Geo g, int Dp) {
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  __shared__ unsigned reach[3];
+  const HaloSmem m = halo_smem(uintptr_t(smem_bytes), Dp, g.P, false);
+  const Block blk = block_of(g, g.nh, offsets, reach);
+  const HaloRows h{g, blk, offsets, blk.h, blk.h / (g.nh / g.G)};
+  const tile::Lane L = tile::lane_of();
+  const bool async = tile::stageable(g.d, q, k, v);
+  for (int i = int(threadIdx.x); i < tile::kRows * g.P; i += int(blockDim.x)) m.score[i] = 0.f;
+  tile::stage_rows(m.q, q, g.d, Dp, async, QueryRows{&h});
+  // Scores: per 64 box rows, S = Q K^T, then each (query, valid slot) adds its corners' shares.
+  over_products(h, m, m.q, k, Dp, async, L, [&](int qi, const int* qc, const uint16_t* off, int u, int c0) {
+    add_slot_share(h, m, qi, qc, off, u, c0);
+  });
+  // The softmax per query over its valid slots (a NaN score propagates), lse saved.
+  const int nv = g.valid_slots();
+  for_each_query(h, [&](int qi, const int* qc, const uint16_t*) {
+    float* sq = m.score + qi * g.P;
+    float mx = -FLT_MAX, sum = 0.f;
+    for (int u = 0; u < nv; ++u) mx = nan_max(mx, sq[g.valid_slot(u)] * g.scale);
+    for (int u = 0; u < nv; ++u) sum += __expf(sq[g.valid_slot(u)] * g.scale - mx);
+    for (int u = 0; u < nv; ++u) sq[g.valid_slot(u)] = __expf(sq[g.valid_slot(u)] * g.scale - mx) / sum;
+    lse[(blk.b * g.nh + h.n) * g.L + g.token(qc)] = mx + logf(sum);
+  });
+  // Output: per 64 box rows, A (each query's thread its own row) and O += A V.
+  float o[tile::kMaxDp / 8][4] = {};
+  over_box_chunks(h, v, m.kv, Dp, async, [&](int c0, const tile::bf16* rows) {
+    scatter_chunk(h, m.s, c0, [&](int qi, int u) { return m.score[qi * g.P + g.valid_slot(u)]; });
+    uint32_t af[tile::kRows / 16][4];
+    chunk_a_fragments(af, m.s, L);
+    tile::accumulate(o, af, rows, Dp, L);
+  });
+  tile::write_rows(out, o, {1.f, 1.f}, false, g.d, L, QueryRows{&h});
+}
+
+// The backward's query side on tensor cores, block (b, group, tile of 64 queries), the group's heads in head order,
+// as query_kernel computes it: per head, S = Q K^T gathered into the slots' scores; DP = dOut V^T gathered into
+// da_p = dout . v~_p, with the position gradients' a_p dout . dv~/dpos; a_p, ds_p = a_p (da_p - dout . out) scale
+// saved in coef for key_kernel; then S again for the position gradients' ds_p q . dk~/dpos, and DS (ds_p w_pc
+// scattered onto the box rows) for dq += DS K on tensor cores. doffsets += the position gradients summed over the
+// heads. Every sum in a fixed order.
+__global__ void __launch_bounds__(tile::kThreads)
+    halo_query_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* offsets,
+                      const uint16_t* out, const float* lse, const uint16_t* dout, uint16_t* dq, uint16_t* doffsets,
+                      float2* coef, Geo g, int Dp) {
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  __shared__ unsigned reach[3];
+  const bool deriv = doffsets != nullptr;
+  const HaloSmem m = halo_smem(uintptr_t(smem_bytes), Dp, g.P, true);
+  const Block blk = block_of(g, g.G, offsets, reach);
+  const int grp = blk.h, hpg = g.nh / g.G, nv = g.valid_slots();
+  const tile::Lane L = tile::lane_of();
+  const bool async = tile::stageable(g.d, q, k, v, dout);
+  for (int i = int(threadIdx.x); deriv && i < tile::kRows * g.P * 3; i += int(blockDim.x)) m.dpos[i] = 0.f;
+  for (int n = grp * hpg; n < (grp + 1) * hpg; ++n) {
+    const HaloRows h{g, blk, offsets, n, grp};
+    __syncthreads();  // the previous head's last pass is done with the tiles and the slots' sums
+    for (int i = int(threadIdx.x); i < tile::kRows * g.P; i += int(blockDim.x)) m.score[i] = m.da[i] = 0.f;
+    tile::stage_rows(m.q, q, g.d, Dp, async, QueryRows{&h});
+    tile::stage_rows(m.dout, dout, g.d, Dp, async, QueryRows{&h});
+    for_each_query(h, [&](int qi, const int* qc, const uint16_t*) {  // delta = dout . out, and lse
+      const int64_t r = g.row(blk.b, g.token(qc), n);
+      float delta = 0.f;
+      for (int c = 0; c < g.d; ++c) delta += load(dout, r + c) * load(out, r + c);
+      m.stat[2 * qi] = delta;
+      m.stat[2 * qi + 1] = lse[(blk.b * g.nh + n) * g.L + g.token(qc)];
+    });
+    // The slots' scores.
+    over_products(h, m, m.q, k, Dp, async, L, [&](int qi, const int* qc, const uint16_t* off, int u, int c0) {
+      add_slot_share(h, m, qi, qc, off, u, c0);
+    });
+    // da_p, and the position gradients' a_p dout . dv~/dpos (a_p from the complete scores and lse).
+    over_products(h, m, m.dout, v, Dp, async, L, [&](int qi, const int* qc, const uint16_t* off, int u, int c0) {
+      const int p = g.valid_slot(u);
+      const float a = __expf(g.scale * m.score[qi * g.P + p] - m.stat[2 * qi + 1]);
+      float add = 0.f, dpos[3] = {};
+      slot_corners(g, blk.box, qc, off, u, [&](int r, float w, const float* dw) {
+        if (r < c0 || r >= c0 + tile::kRows) return;
+        const float x = m.s[qi * kSld + r - c0];
+        if (w != 0.f) add += w * x;
+        for (int i = 0; i < 3; ++i) dpos[i] += dw[i] * x;
+      });
+      m.da[qi * g.P + p] += add;
+      for (int i = 0; deriv && i < 3; ++i) m.dpos[(qi * g.P + p) * 3 + i] += a * dpos[i];
+    });
+    // a_p and ds_p: saved in coef; ds_p kept in place of the score.
+    for_each_pair(h, [&](int qi, const int* qc, const uint16_t*, int u) {
+      const int p = g.valid_slot(u);
+      const float a = __expf(g.scale * m.score[qi * g.P + p] - m.stat[2 * qi + 1]),
+                  ds = a * (m.da[qi * g.P + p] - m.stat[2 * qi]) * g.scale;
+      coef[((blk.b * g.nh + n) * g.L + g.token(qc)) * g.P + p] = make_float2(a, ds);
+      m.score[qi * g.P + p] = ds;
+    });
+    // The position gradients' ds_p q . dk~/dpos from S again, and dq += DS K.
+    float dqa[tile::kMaxDp / 8][4] = {};
+    over_box_chunks(h, k, m.kv, Dp, async, [&](int c0, const tile::bf16* rows) {
+      if (deriv) {
+        float sc[tile::kRows / 8][4];
+        tile::scores(sc, m.q, rows, Dp, L);
+        store_chunk(m.s, sc, L);
+        __syncthreads();
+        for_each_pair(h, [&](int qi, const int* qc, const uint16_t* off, int u) {
+          const int p = g.valid_slot(u);
+          float dpos[3] = {};
+          slot_corners(g, blk.box, qc, off, u, [&](int r, float, const float* dw) {
+            if (r < c0 || r >= c0 + tile::kRows) return;
+            for (int i = 0; i < 3; ++i) dpos[i] += dw[i] * m.s[qi * kSld + r - c0];
+          });
+          for (int i = 0; i < 3; ++i) m.dpos[(qi * g.P + p) * 3 + i] += m.score[qi * g.P + p] * dpos[i];
+        });
+        __syncthreads();  // S read before DS takes its place
+      }
+      scatter_chunk(h, m.s, c0, [&](int qi, int u) { return m.score[qi * g.P + g.valid_slot(u)]; });
+      uint32_t af[tile::kRows / 16][4];
+      chunk_a_fragments(af, m.s, L);
+      tile::accumulate(dqa, af, rows, Dp, L);
+    });
+    tile::write_rows(dq, dqa, {1.f, 1.f}, true, g.d, L, QueryRows{&h});
+  }
+  if (!deriv) return;
+  __syncthreads();
+  const HaloRows h{g, blk, offsets, grp * hpg, grp};
+  for_each_query(h, [&](int qi, const int* qc, const uint16_t*) {
+    uint16_t* dof = doffsets + ((blk.b * g.L + g.token(qc)) * g.G + grp) * g.P * 3;  // [P, 3]
+    for (int i = 0; i < g.P * 3; ++i) store(dof, i, load(dof, i) + m.dpos[qi * g.P * 3 + i]);
+  });
+}
+
+struct HaloKeySmem {
+  tile::bf16 *q[2], *dout[2];  // [64, Dp + kPad]: two stages of 64 candidate queries' q and dout rows
+  float *at, *dst;             // [64 keys, kSld]: A^T and DS^T of the chunk
+};
+__host__ __device__ inline HaloKeySmem halo_key_smem(uintptr_t at, int Dp) {
+  const uintptr_t rows = uintptr_t(tile::kRows) * (Dp + tile::kPad) * 2, chunk = uintptr_t(tile::kRows) * kSld * 4;
+  HaloKeySmem m;
+  for (int s = 0; s < 2; ++s) {
+    m.q[s] = reinterpret_cast<tile::bf16*>(at + (2 * s) * rows);
+    m.dout[s] = reinterpret_cast<tile::bf16*>(at + (2 * s + 1) * rows);
+  }
+  m.at = reinterpret_cast<float*>(at + 4 * rows);
+  m.dst = reinterpret_cast<float*>(at + 4 * rows + chunk);
+  return m;
+}
+inline size_t halo_key_smem_bytes(int Dp) {
+  return size_t(reinterpret_cast<uintptr_t>(halo_key_smem(0, Dp).dst)) + size_t(tile::kRows) * kSld * 4;
+}
+
+// The backward's key side on tensor cores, block (b, n, tile of 64 keys): dk += DS^T Q and dv += A^T dOut over the
+// queries whose corners can be among the tile's keys (a box of queries: a slot's base s + j lies within the reach of
+// its corners, and the window start s is monotone in the query), 64 at a time. For each, the query's own thread
+// scatters its slots' coefficients (coef: a_p, ds_p) times the corner weights into its column of A^T and DS^T (the
+// keys by the chunk's queries), so every sum runs in a fixed order; the products on mma.sync.
+__global__ void __launch_bounds__(tile::kThreads)
+    halo_key_kernel(const uint16_t* q, const uint16_t* offsets, const uint16_t* dout, const float2* coef,
+                    const unsigned* reach, uint16_t* dk, uint16_t* dv, Geo g, int Dp) {
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  const HaloKeySmem m = halo_key_smem(uintptr_t(smem_bytes), Dp);
+  float *at = m.at, *dst = m.dst;
+  const int64_t t = blockIdx.x % g.tiles(), rest = blockIdx.x / g.tiles();
+  Block blk{rest / g.nh, int(rest % g.nh), tile_of(g, t), {}};
+  const int n = blk.h, grp = n / (g.nh / g.G);
+  Box keys;  // the tile's keys as a box, for slot_corners' rows: the whole tile, rows in Tile::query's order
+  for (int i = 0; i < 3; ++i) {
+    keys.lo[i] = blk.tile.c0[i];
+    keys.n[i] = g.tile[i];
+    // Queries with a corner among the keys: their start s within [lo - ceil(r) - (k' - 1), hi + ceil(r)].
+    const float r = reach ? __uint_as_float(reach[i]) : 0.f;
+    const int R = r <= float(g.ext[i]) ? int(ceilf(r)) : g.ext[i], smax = g.ext[i] - g.kc[i], half = g.kc[i] / 2;
+    const int s0 = max(keys.lo[i] - R - g.kc[i], 0), s1 = min(keys.lo[i] + blk.tile.n[i] - 1 + R, smax);
+    const int lo = s0 == 0 ? 0 : s0 + half, hi = s1 == smax ? g.ext[i] - 1 : s1 + half;
+    blk.box.lo[i] = lo;
+    blk.box.n[i] = s0 <= s1 ? hi - lo + 1 : 0;
+  }
+  const HaloRows h{g, blk, offsets, n, grp};  // its box: the candidate queries
+  const tile::Lane L = tile::lane_of();
+  const bool async = tile::stageable(g.d, q, dout);
+  const int chunks = (blk.box.rows() + tile::kRows - 1) / tile::kRows, nv = g.valid_slots();
+  tile::bf16* const* qs = m.q;
+  tile::bf16* const* ds = m.dout;
+  float gk[tile::kMaxDp / 8][4] = {}, gv[tile::kMaxDp / 8][4] = {};
+  if (chunks > 0) {
+    tile::stage_rows(qs[0], q, g.d, Dp, async, BoxChunk{&h, 0});
+    tile::stage_rows(ds[0], dout, g.d, Dp, async, BoxChunk{&h, 0});
+    ptx::cp_async_commit();
+  }
+  for (int ch = 0; ch < chunks; ++ch) {
+    const int st = ch % 2, c0 = ch * tile::kRows;
+    if (ch + 1 < chunks) {
+      tile::stage_rows(qs[1 - st], q, g.d, Dp, async, BoxChunk{&h, c0 + tile::kRows});
+      tile::stage_rows(ds[1 - st], dout, g.d, Dp, async, BoxChunk{&h, c0 + tile::kRows});
+    }
+    tile::previous_stage_ready();
+    for (int i = int(threadIdx.x); i < tile::kRows * kSld; i += int(blockDim.x)) at[i] = dst[i] = 0.f;
+    __syncthreads();
+    for (int j = int(threadIdx.x); j < tile::kRows; j += int(blockDim.x)) {  // column j: candidate query c0 + j
+      const int i = c0 + j;
+      if (i >= blk.box.rows()) continue;
+      const int qc[3] = {blk.box.lo[0] + i / (blk.box.n[1] * blk.box.n[2]),
+                         blk.box.lo[1] + i / blk.box.n[2] % blk.box.n[1], blk.box.lo[2] + i % blk.box.n[2]};
+      const int64_t tok = g.token(qc);
+      const uint16_t* off = g.offsets_of(offsets, blk.b, tok, grp);
+      const float2* cf = coef + ((blk.b * g.nh + n) * g.L + tok) * g.P;
+      for (int u = 0; u < nv; ++u) {
+        const float2 c = cf[g.valid_slot(u)];
+        slot_corners(g, keys, qc, off, u, [&](int r, float w, const float*) {
+          if (w == 0.f || r < 0) return;
+          at[r * kSld + j] += c.x * w;
+          dst[r * kSld + j] += c.y * w;
+        });
+      }
+    }
+    __syncthreads();
+    uint32_t af[tile::kRows / 16][4];
+    chunk_a_fragments(af, dst, L);
+    tile::accumulate(gk, af, qs[st], Dp, L);  // dk += ds^T q
+    chunk_a_fragments(af, at, L);
+    tile::accumulate(gv, af, ds[st], Dp, L);  // dv += a^T dout
+    __syncthreads();                          // the chunk read before its stage is overwritten
+  }
+  const HaloRows keyrows{g, blk, offsets, n, grp};
+  auto key_row = [&](int r) -> int64_t { return keyrows.query(r); };  // the tile's keys, as the forward's queries
+  tile::write_rows(dk, gk, {1.f, 1.f}, true, g.d, L, key_row);
+  tile::write_rows(dv, gv, {1.f, 1.f}, true, g.d, L, key_row);
+}
+
 Geo geometry(const VideoAttentionDims& d, const DsaArgs& a) {
   MS_CHECK(d.d > 0 && d.d <= kDsaMaxHeadDim, "cuda dsa: head dim ", d.d, " must be in 1..", kDsaMaxHeadDim);
   MS_CHECK(d.B > 0 && d.T > 0 && d.H > 0 && d.W > 0 && d.nh > 0, "cuda dsa: empty dims");
@@ -648,14 +1074,14 @@ void with_channels(int d, F&& f) {
   return f(std::integral_constant<int, 8>{});
 }
 
-// The staged kernels' tiles: at most kTileQueries queries, fewer when their slot_floats floats per (query, slot)
+// The staged kernels' tiles: at most max_queries queries, fewer when their slot_floats floats per (query, slot)
 // would pass kSlotBytes; 8 wide in w where the grid allows (a halo grows with the tile's extent plus the window and
 // the reach on each axis, so a 4 x 8 tile's is half a 1 x 32 one's), then as tall in h as it can be, then wider;
 // and the staged rows at most.
-void set_tiles(Geo& g, int slot_floats, int64_t halo_rows) {
+void set_tiles(Geo& g, int max_queries, int slot_floats, int64_t halo_rows) {
   MS_CHECK(halo_rows >= 0 && halo_rows <= kDsaMaxHaloRows, "cuda dsa: ", halo_rows, " staged rows; at most ",
            kDsaMaxHaloRows);
-  int Q = kTileQueries;
+  int Q = max_queries;
   while (Q > 1 && size_t(Q) * size_t(g.P) * size_t(slot_floats) * sizeof(float) > kSlotBytes) Q /= 2;
   g.tile[2] = std::min({Q, 8, g.ext[2]});
   g.tile[1] = std::min(Q / g.tile[2], g.ext[1]);
@@ -692,11 +1118,44 @@ size_t staged_smem(K kernel, const Geo& g, int64_t floats) {
   return bytes;
 }
 
+// The head dim padded to the tensor-core tiles' 16 channels.
+int padded_dim(const Geo& g) { return (g.d + 15) / 16 * 16; }
+
+// Whether the tensor-core kernels run this launch's DSA (its choice, head dims up to 128, up to 64 slots); where they
+// were asked for and cannot, one log line says why.
+bool on_tensor_cores(const Launch& l, const Geo& g) {
+  if (!l.dsa_tensor_cores) return false;
+  if (g.d <= tile::kMaxDp && g.P <= kHaloMaxSlots) return true;
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    log_info("cuda dsa: the staged kernels run, not the tensor-core ones, for head dim ", g.d, " and ", g.P,
+             " slots (those take head dims up to ", tile::kMaxDp, " and up to ", kHaloMaxSlots, " slots)");
+  return false;
+}
+
+// The tensor-core kernels' geometry: tiles of up to 64 queries, and the box every corner can be, however large (it is
+// taken 64 rows at a time). Their dynamic shared memory, smem bytes, set for `kernel` and returned.
+template <class K>
+size_t halo_launch(Geo& g, K kernel, size_t smem) {
+  set_tiles(g, tile::kRows, 1, 0);
+  g.halo = INT_MAX;
+  MS_CHECK(smem <= kMaxSharedBytes, "cuda dsa: ", smem, " bytes of shared memory for the tensor-core kernels");
+  MS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  return smem;
+}
+
 }  // namespace
 
 void dsa_forward(const DsaParams<uint16_t, float>& p, const Launch& l) {
   Geo g = geometry(p.dims, p.args);
-  set_tiles(g, 1, l.dsa_halo_rows);
+  if (on_tensor_cores(l, g)) {
+    const size_t smem = halo_launch(g, halo_forward_kernel, halo_smem_bytes(padded_dim(g), g.P, false));
+    halo_forward_kernel<<<staged_blocks(g, g.nh), tile::kThreads, smem, l.stream>>>(p.t.q, p.t.k, p.t.v, p.offsets,
+                                                                                    p.t.out, p.t.lse, g, padded_dim(g));
+    MS_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  set_tiles(g, kTileQueries, 1, l.dsa_halo_rows);
   g.unit = copy_unit(g.d, {p.t.k, p.t.v});
   const int Q = g.tile[0] * g.tile[1] * g.tile[2];
   const size_t smem = staged_smem(forward_kernel, g, int64_t(Q) * g.P);
@@ -721,13 +1180,29 @@ void dsa_backward(const DsaParams<uint16_t, float>& p, const Launch& l) {
     MS_CUDA_CHECK_LAUNCH();
   }
   uint16_t* dof = offsets ? p.doffsets : nullptr;
-  const int slot_floats = kDots + (dof ? 3 : 0);
-  set_tiles(g, slot_floats, l.dsa_halo_rows);
-  g.unit = copy_unit(g.d, {k, v});
-  const int Q = g.tile[0] * g.tile[1] * g.tile[2];
-  const size_t smem = staged_smem(query_kernel, g, int64_t(Q) * (g.P * slot_floats + 2));
-  query_kernel<<<staged_blocks(g, g.G), kTileWarps * 32, smem, stream>>>(q, k, v, offsets, out, lse, dout, dq, dof,
-                                                                         coef, g);
+  if (on_tensor_cores(l, g)) {
+    Geo h = g;
+    const int Dp = padded_dim(h);
+    size_t smem = halo_launch(h, halo_query_kernel, halo_smem_bytes(Dp, h.P, true));
+    halo_query_kernel<<<staged_blocks(h, h.G), tile::kThreads, smem, stream>>>(q, k, v, offsets, out, lse, dout, dq,
+                                                                               dof, coef, h, Dp);
+    MS_CUDA_CHECK_LAUNCH();
+    smem = halo_launch(h, halo_key_kernel, halo_key_smem_bytes(Dp));
+    halo_key_kernel<<<staged_blocks(h, h.nh), tile::kThreads, smem, stream>>>(q, offsets, dout, coef, reach, dk, dv, h,
+                                                                              Dp);
+    MS_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  {
+    Geo h = g;
+    const int slot_floats = kDots + (dof ? 3 : 0);
+    set_tiles(h, kTileQueries, slot_floats, l.dsa_halo_rows);
+    h.unit = copy_unit(h.d, {k, v});
+    const int Q = h.tile[0] * h.tile[1] * h.tile[2];
+    const size_t smem = staged_smem(query_kernel, h, int64_t(Q) * (h.P * slot_floats + 2));
+    query_kernel<<<staged_blocks(h, h.G), kTileWarps * 32, smem, stream>>>(q, k, v, offsets, out, lse, dout, dq, dof,
+                                                                           coef, h);
+  }
   MS_CUDA_CHECK_LAUNCH();
   with_channels(g.d, [&](auto ch) {
     key_kernel<decltype(ch)::value>

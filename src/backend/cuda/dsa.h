@@ -9,7 +9,9 @@
 
 // The CUDA kernels (backend/cuda/dsa.cu), enqueued on the launch's stream: q, k, v, out, dout, dq, dk, dv, offsets,
 // doffsets bf16, lse fp32, head dims up to 256, P up to 2048. Same geometry and semantics as the CPU kernels
-// (ops/dsa.h); the sums run in another order, so results agree to rounding. Deterministic: dq and doffsets are owned by
+// (ops/dsa.h); the sums run in another order, so results agree to rounding. Forward and backward run on tensor cores
+// for head dims up to 128 and up to 64 slots (the launch's dsa_tensor_cores), else the staged kernels, with one log
+// line. Deterministic: dq and doffsets are owned by
 // their query, dk and dv by their key, which gathers its (query, slot) shares in a fixed order; no atomics on the
 // gradients. The backward's scratch holds dsa_backward_scratch(dims, args) floats: the slots' softmax coefficients of
 // its first pass. The launch's dsa_halo_rows bounds the rows of K or V a block stages in shared memory; it changes

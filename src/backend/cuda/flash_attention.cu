@@ -5,6 +5,7 @@
 
 #include "backend/cuda/flash_attention.h"
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/mma_tile.cuh"
 #include "backend/cuda/ptx.cuh"
 
 namespace ms::cuda {
@@ -12,11 +13,17 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kTile = 64;  // query and key rows per tile
-constexpr int kWarps = 4;  // warp w owns rows 16 w .. 16 w + 15 of the block's own tile
-constexpr int kFlashThreads = 32 * kWarps;
-constexpr int kMaxDp = int(kFlashMaxHeadDim);
-constexpr int kPad = 8;  // bf16 added to each staged row: 16 bytes, so that ldmatrix's eight rows hit distinct banks
+using tile::a_fragments;
+using tile::accumulate;
+using tile::Lane;
+using tile::lane_of;
+using tile::previous_stage_ready;
+using tile::scores;
+using tile::stageable;
+constexpr int kTile = tile::kRows;  // query and key rows per tile, 16 a warp
+constexpr int kFlashThreads = tile::kThreads;
+constexpr int kMaxDp = tile::kMaxDp, kPad = tile::kPad;
+static_assert(kMaxDp == kFlashMaxHeadDim, "the flash kernels' head dims are the tile's");
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Shared memory handed out in 128-byte aligned pieces, in order. Carving from address 0 counts the bytes a launch
@@ -65,16 +72,6 @@ __device__ Smem shared_layout(Smem (*layout)(Carve&, int), int Dp) {
   return layout(carve, Dp);
 }
 
-// The calling thread's place: warp w owns rows 16 w .. 16 w + 15 of the block's own tile; lane 4 g + t holds rows g
-// and g + 8 of them and, of each 8-wide column tile of an mma result, columns 2 t and 2 t + 1 (ptx.cuh).
-struct Lane {
-  int w, lane, g, t;
-};
-__device__ Lane lane_of() {
-  const int w = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  return {w, lane, lane / 4, lane % 4};
-}
-
 // Where a block works: its sample, group and the first of its 64 rows (of `rows_per_group` tiles of 64).
 struct BlockRows {
   int64_t b, h, r0;
@@ -85,34 +82,35 @@ __device__ BlockRows block_rows(const FlashRows& rows, int64_t rows_per_group) {
   return {blockIdx.z, blockIdx.y, int64_t(blockIdx.x) % tiles * kTile, group_of(rows, int64_t(blockIdx.x) / tiles)};
 }
 
-// Whether tiles of these [B, L, nh, d] tensors can be staged by cp.async: rows of whole 16-byte pieces, aligned.
-template <class... P>
-__device__ bool stageable(int64_t d, const P*... p) {
-  return d % 8 == 0 && ((uintptr_t(p) | ...) & 15) == 0;
-}
+// Row r0 + r of a group (count rows, tokens by gr) of head h of sample b of a [B, L, nh, d] tensor: where it starts,
+// or -1 past the group's rows.
+struct GroupRows {
+  const Group& gr;
+  int64_t b, r0, h, L, nh, d, count;
+  __device__ int64_t operator()(int r) const { return r0 + r < count ? ((b * L + gr.token(r0 + r)) * nh + h) * d : -1; }
+};
 
-// Group rows r0 .. r0 + kTile (count in the group, tokens by gr) of head h of sample b of a [B, L, nh, d] tensor into
-// tile [kTile, Dp + kPad], zeros past the group's rows and past d: by cp.async where `async` (the caller commits and
-// waits), else element by element.
+// Group rows r0 .. r0 + kTile of head h of sample b of a [B, L, nh, d] tensor into tile [kTile, Dp + kPad], zeros past
+// the group's rows and past d (tile::stage_rows).
 __device__ void stage_tile(bf16* tile, const uint16_t* x, int64_t b, int64_t r0, int64_t h, int64_t L, int64_t nh,
                            int64_t d, int Dp, int64_t count, const Group& gr, bool async) {
-  const int ld = Dp + kPad;
-  if (async) {
-    const int pieces = Dp / 8;
-    for (int e = threadIdx.x; e < kTile * pieces; e += blockDim.x) {
-      const int r = e / pieces, c = e % pieces * 8;
-      const bool in = r0 + r < count && c < d;
-      const uint16_t* src = in ? x + ((b * L + gr.token(r0 + r)) * nh + h) * d + c : x;
-      ptx::cp_async16(tile + r * ld + c, src, in ? 16 : 0);
-    }
-    return;
-  }
-  const bf16* src = reinterpret_cast<const bf16*>(x);
-  for (int e = threadIdx.x; e < kTile * Dp; e += blockDim.x) {
-    const int r = e / Dp, c = e % Dp;
-    const int64_t i = r0 + r;
-    tile[r * ld + c] = i < count && c < d ? src[((b * L + gr.token(i)) * nh + h) * d + c] : __float2bfloat16(0.f);
-  }
+  tile::stage_rows(tile, x, d, Dp, async, GroupRows{gr, b, r0, h, L, nh, d, count});
+}
+
+// The same for two tensors' rows into their tiles: a stage of the pipeline (keys and values, or queries and output
+// gradients).
+__device__ void stage_pair(bf16* tx, bf16* ty, const uint16_t* x, const uint16_t* y, int64_t b, int64_t r0, int64_t h,
+                           int64_t L, int64_t nh, int64_t d, int Dp, int64_t count, const Group& gr, bool async) {
+  stage_tile(tx, x, b, r0, h, L, nh, d, Dp, count, gr, async);
+  stage_tile(ty, y, b, r0, h, L, nh, d, Dp, count, gr, async);
+}
+
+// This warp's rows of the block's tile (group rows r0 ...) of head h, sample b of a [B, L, nh, d] tensor
+// (tile::write_rows).
+__device__ void write_rows(uint16_t* x, const float (&acc)[kMaxDp / 8][4], const float (&factor)[2], bool add,
+                           int64_t b, int64_t r0, int64_t h, int64_t L, int64_t nh, int64_t d, int64_t count,
+                           const Group& gr, const Lane& ln) {
+  tile::write_rows(x, acc, factor, add, d, ln, GroupRows{gr, b, r0, h, L, nh, d, count});
 }
 
 // One query tile's lse (in log2 units) and delta, zeros past the group's queries.
@@ -123,81 +121,6 @@ __device__ void stage_stats(float* lse2, float* dl, const float* lse, const floa
     const int64_t at = (b * a.nh + h) * a.Lq + (valid ? gr.token(i0 + r) : 0);
     lse2[r] = valid ? lse[at] * kLog2e : 0.f;
     dl[r] = valid ? delta[at] : 0.f;
-  }
-}
-
-// Loops over channels run to the largest head dim, unrolled and cut at Dp, so that the fragments stay in registers.
-
-// acc (this warp's 16 rows of `a` by the 64 rows of `b`, 8 columns a fragment) = a b^T over Dp channels; a and b
-// [kTile, Dp + kPad] in shared memory.
-__device__ void scores(float (&acc)[kTile / 8][4], const bf16* a, const bf16* b, int Dp, const Lane& L) {
-  const int ld = Dp + kPad;
-#pragma unroll
-  for (int n = 0; n < kTile / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
-#pragma unroll
-  for (int kc = 0; kc < kMaxDp / 16; ++kc) {
-    if (kc >= Dp / 16) break;
-    uint32_t af[4];  // rows 0-7 | 8-15 by channels 0-7 | 8-15 of the chunk
-    ptx::ldmatrix<4>(af, a + (16 * L.w + L.lane % 16) * ld + 16 * kc + 8 * (L.lane / 16));
-#pragma unroll
-    for (int n = 0; n < kTile / 8; n += 2) {
-      uint32_t bf[2][2];  // b's rows 8 n .. 8 n + 15 by the chunk's channels: two B fragments
-      ptx::ldmatrix<4>(reinterpret_cast<uint32_t(&)[4]>(bf),
-                       b + (8 * n + 8 * (L.lane / 16) + L.lane % 8) * ld + 16 * kc + 8 * (L.lane / 8 % 2));
-      ptx::mma_bf16_16816(acc[n], af, bf[0], acc[n]);
-      ptx::mma_bf16_16816(acc[n + 1], af, bf[1], acc[n + 1]);
-    }
-  }
-}
-
-// An mma result over 64 columns, rounded to bf16, as the A fragments of a product over those columns (16 each).
-__device__ void a_fragments(uint32_t (&f)[kTile / 16][4], const float (&x)[kTile / 8][4]) {
-#pragma unroll
-  for (int n = 0; n < kTile / 8; ++n) {
-    f[n / 2][2 * (n % 2)] = ptx::pack_bf16(__float2bfloat16(x[n][0]), __float2bfloat16(x[n][1]));
-    f[n / 2][2 * (n % 2) + 1] = ptx::pack_bf16(__float2bfloat16(x[n][2]), __float2bfloat16(x[n][3]));
-  }
-}
-
-// acc (this warp's 16 rows by Dp channels) += p (16 x 64, A fragments) times b, 64 rows by Dp channels in shared memory
-// ([kTile, Dp + kPad]): its B fragments by ldmatrix .trans.
-__device__ void accumulate(float (&acc)[kMaxDp / 8][4], const uint32_t (&p)[kTile / 16][4], const bf16* b, int Dp,
-                           const Lane& L) {
-  const int ld = Dp + kPad;
-#pragma unroll
-  for (int c = 0; c < kTile / 16; ++c)
-#pragma unroll
-    for (int n = 0; n < kMaxDp / 8; n += 2) {
-      if (n >= Dp / 8) break;
-      uint32_t bf[2][2];  // b's rows 16 c .. 16 c + 15 by channels 8 n .. 8 n + 15, transposed: two B fragments
-      ptx::ldmatrix_trans<4>(reinterpret_cast<uint32_t(&)[4]>(bf),
-                             b + (16 * c + 8 * (L.lane / 8 % 2) + L.lane % 8) * ld + 8 * n + 8 * (L.lane / 16));
-      ptx::mma_bf16_16816(acc[n], p[c], bf[0], acc[n]);
-      ptx::mma_bf16_16816(acc[n + 1], p[c], bf[1], acc[n + 1]);
-    }
-}
-
-// This warp's rows of the block's tile (group rows r0 ..., count in the group, tokens by gr) of head h, sample b of a
-// [B, L, nh, d] tensor: channel c < d gets factor[row] times acc, added to its value where `add`.
-__device__ void write_rows(uint16_t* x, const float (&acc)[kMaxDp / 8][4], const float (&factor)[2], bool add,
-                           int64_t b, int64_t r0, int64_t h, int64_t L, int64_t nh, int64_t d, int64_t count,
-                           const Group& gr, const Lane& ln) {
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t i = r0 + 16 * ln.w + ln.g + 8 * r;
-    if (i >= count) continue;
-    uint16_t* row = x + ((b * L + gr.token(i)) * nh + h) * d;
-#pragma unroll
-    for (int n = 0; n < kMaxDp / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int c = 8 * n + 2 * ln.t + e;
-        if (c >= d) continue;
-        const float v = factor[r] * acc[n][2 * r + e];
-        store(row, c, add ? load(row, c) + v : v);
-      }
   }
 }
 
@@ -228,8 +151,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   const bool async = stageable(a.d, q, k, v);
   const int64_t tiles = (gr.nk + kTile - 1) / kTile;
   stage_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
-  stage_tile(m.k[0], k, b, 0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
-  stage_tile(m.v[0], v, b, 0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+  stage_pair(m.k[0], m.v[0], k, v, b, 0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
   ptx::cp_async_commit();
   const float scale2 = scale * kLog2e;  // scores in log2 units
   float o[kMaxDp / 8][4] = {};
@@ -237,13 +159,9 @@ __global__ void __launch_bounds__(kFlashThreads)
   for (int64_t jt = 0; jt < tiles; ++jt) {
     const int s = int(jt % 2);
     const int64_t j0 = jt * kTile;
-    if (jt + 1 < tiles) {
-      stage_tile(m.k[1 - s], k, b, j0 + kTile, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
-      stage_tile(m.v[1 - s], v, b, j0 + kTile, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
-    }
-    ptx::cp_async_commit();  // empty past the last tile, so that waiting for all but one always means tile jt
-    ptx::cp_async_wait<1>();
-    __syncthreads();
+    if (jt + 1 < tiles)
+      stage_pair(m.k[1 - s], m.v[1 - s], k, v, b, j0 + kTile, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+    previous_stage_ready();
     float sc[kTile / 8][4];
     scores(sc, m.q, m.k[s], Dp, L);
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -322,10 +240,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   const Lane L = lane_of();
   const bool async = stageable(a.d, q, k, v, dout);
   const int64_t tiles = (gr.nq + kTile - 1) / kTile;
-  stage_tile(m.k, k, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
-  stage_tile(m.v, v, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
-  stage_tile(m.q[0], q, b, 0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
-  stage_tile(m.dout[0], dout, b, 0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
+  stage_pair(m.k, m.v, k, v, b, j0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+  stage_pair(m.q[0], m.dout[0], q, dout, b, 0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
   stage_stats(m.lse[0], m.delta[0], lse, delta, a, b, h, 0, gr);
   ptx::cp_async_commit();
   const float scale2 = scale * kLog2e;
@@ -334,13 +250,10 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int s = int(it % 2);
     const int64_t i0 = it * kTile;
     if (it + 1 < tiles) {
-      stage_tile(m.q[1 - s], q, b, i0 + kTile, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
-      stage_tile(m.dout[1 - s], dout, b, i0 + kTile, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
+      stage_pair(m.q[1 - s], m.dout[1 - s], q, dout, b, i0 + kTile, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
       stage_stats(m.lse[1 - s], m.delta[1 - s], lse, delta, a, b, h, i0 + kTile, gr);
     }
-    ptx::cp_async_commit();
-    ptx::cp_async_wait<1>();
-    __syncthreads();
+    previous_stage_ready();
     float pt[kTile / 8][4], dst[kTile / 8][4];
     scores(pt, m.k, m.q[s], Dp, L);  // s^T = k q^T
 #pragma unroll
@@ -395,24 +308,18 @@ __global__ void __launch_bounds__(kFlashThreads)
   const Lane L = lane_of();
   const bool async = stageable(a.d, q, k, v, dout);
   const int64_t tiles = (gr.nk + kTile - 1) / kTile;
-  stage_tile(m.q, q, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
-  stage_tile(m.dout, dout, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
+  stage_pair(m.q, m.dout, q, dout, b, i0, h, a.Lq, a.nh, a.d, Dp, gr.nq, gr, async);
   stage_stats(m.lse, m.delta, lse, delta, a, b, h, i0, gr);
-  stage_tile(m.k[0], k, b, 0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
-  stage_tile(m.v[0], v, b, 0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+  stage_pair(m.k[0], m.v[0], k, v, b, 0, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
   ptx::cp_async_commit();
   const float scale2 = scale * kLog2e;
   float dqa[kMaxDp / 8][4] = {};
   for (int64_t jt = 0; jt < tiles; ++jt) {
     const int s = int(jt % 2);
     const int64_t j0 = jt * kTile;
-    if (jt + 1 < tiles) {
-      stage_tile(m.k[1 - s], k, b, j0 + kTile, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
-      stage_tile(m.v[1 - s], v, b, j0 + kTile, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
-    }
-    ptx::cp_async_commit();
-    ptx::cp_async_wait<1>();
-    __syncthreads();
+    if (jt + 1 < tiles)
+      stage_pair(m.k[1 - s], m.v[1 - s], k, v, b, j0 + kTile, h, a.Lk, a.nh, a.d, Dp, gr.nk, gr, async);
+    previous_stage_ready();
     float sc[kTile / 8][4], ds[kTile / 8][4];
     scores(sc, m.q, m.k[s], Dp, L);     // s = q k^T
     scores(ds, m.dout, m.v[s], Dp, L);  // dp = dout v^T
