@@ -107,17 +107,21 @@ bench() { # NAME CAP ARGS...
 [ $dry -eq 1 ] && step help-bench-cuda 10 "$bin/megaslide_device" bench cuda --help
 # Ceilings (256 MiB copies, bf16 GEMMs at Wan2.1-14B shapes) and one Wan2.1-14B block at 8192 tokens.
 bench ceilings 45 --copy-mib 256 --repeats 5 --stream-grid 0 0 0 --attention-tokens 0 --vae-clip 0 0 0 --t5-tokens 0
-# Attention per type at 4k and 32k tokens, one repeat, DSA first (the later runs measure their own GEMM ceiling on
-# short copies: their TFLOP/s are compared with it).
-bench attention 75 --copy-mib 64 --repeats 1 --block-grid 0 0 0 --stream-grid 0 0 0 --attention-tokens 4096 32768 \
-  --vae-clip 0 0 0 --t5-tokens 0
+# Attention per type at Wan2.1's 480p and 720p token counts (81 frames: 32,760 and 75,600 tokens), one repeat, DSA
+# first (tensor cores, staged, unstaged), dense at 32,760 only (the later runs measure their own GEMM ceiling on short
+# copies: their TFLOP/s are compared with it); each row with its memory floor.
+bench attention 90 --copy-mib 64 --repeats 1 --block-grid 0 0 0 --stream-grid 0 0 0 --attention-tokens 32760 75600 \
+  --attention-dense-max 32768 --vae-clip 0 0 0 --t5-tokens 0
 # The peer: PyTorch's scaled_dot_product_attention at the dense rows' shapes, in the same minutes on the same card.
 sdpa_cap=40
 [ $dry -eq 1 ] && sdpa_cap=10
-step bench-sdpa $sdpa_cap python3 bench/sdpa_torch.py --tokens 4096 32768 --repeats 3
+step bench-sdpa $sdpa_cap python3 bench/sdpa_torch.py --tokens 32760 --repeats 3
 # The streamed step: 4 Wan2.1-14B blocks at 6144 tokens, prefetch on, serialized, copies alone.
 bench stream 75 --copy-mib 64 --repeats 2 --block-grid 0 0 0 --attention-tokens 0 --stream-grid 4 32 48 \
   --stream-layers 4 --vae-clip 0 0 0 --t5-tokens 0
+# 4 Wan2.1-14B DSA blocks streamed at 75,600 tokens (720p, 81 frames), their MFU beside plan's prediction.
+bench stream-dsa 75 --copy-mib 64 --repeats 1 --block-grid 0 0 0 --attention-tokens 0 --stream-grid 21 45 80 \
+  --stream-layers 4 --stream-attention dsa --vae-clip 0 0 0 --t5-tokens 0
 # The frozen models: Wan2.1's VAE encoding and decoding 5 x 480 x 832 pixels in fp32, umT5-XXL encoding 50 tokens.
 bench models 75 --copy-mib 64 --repeats 2 --block-grid 0 0 0 --stream-grid 0 0 0 --attention-tokens 0 \
   --vae-clip 5 480 832 --t5-tokens 50

@@ -84,7 +84,8 @@ if dry:
     print("dry run: " + ("every CUDA test reported skipped" if skipped_only else "SOME CUDA TEST DID NOT REPORT SKIPPED"))
     summary["dry_run_ok"] = bool(skipped_only) and not summary["missing"]
 else:
-    bench = {k: lines(os.path.join(work, f"bench-{k}.log")) for k in ("ceilings", "attention", "sdpa", "stream", "models")}
+    bench = {k: lines(os.path.join(work, f"bench-{k}.log"))
+             for k in ("ceilings", "attention", "sdpa", "stream", "stream-dsa", "models")}
     summary["bench"] = bench
     for k, rows in bench.items():
         if why(f"bench-{k}") or not any(r["measure"] == "done" for r in rows):
@@ -112,15 +113,18 @@ else:
         print(f"  one Wan2.1-14B block, {b['tokens']} tokens: forward {1e3 * b['forward_s']:.2f} ms, backward "
               f"{1e3 * b['backward_s']:.2f} ms; MFU {b['mfu']:.3f}; attention {1e3 * b['attention_step_s']:.2f} ms of "
               f"the step; GEMMs outside it at {b['gemm_fraction_outside_attention']:.3f} of the square-8192 rate")
-    for s in (r for r in bench["stream"] if r["measure"] == "stream"):
+    for s in (r for r in bench["stream"] + bench["stream-dsa"] if r["measure"] == "stream"):
         gib = float(2**30)
-        print(f"  streamed step, {s['layers']} Wan2.1-14B blocks, {s['tokens']} tokens: prefetch on "
+        print(f"  streamed step, {s['layers']} Wan2.1-14B blocks ({s.get('attention', 'dense')}), {s['tokens']} tokens: prefetch on "
               f"{1e3 * s['step_s']:.1f} ms (MFU {s['mfu']:.3f}), off {1e3 * s['serialized_step_s']:.1f} ms (MFU "
               f"{s['serialized_mfu']:.3f}), copies alone {1e3 * s['copies_only_s']:.1f} ms; transfer hidden "
               f"{s['transfer_hidden']:.3f}; H2D {s['h2d_gbps_copies_only']:.1f} GB/s = "
               f"{s['h2d_gbps_copies_only'] / s['pinned_h2d_gbps']:.3f} of that run's pinned ceiling")
         print(f"    device memory in use {s['device_used_bytes'] / gib:.2f} GiB: arena {s['arena_bytes'] / gib:.2f} GiB "
               f"against plan {s['plan_bytes'] / gib:.2f} GiB and budget {s['budget_bytes'] / gib:.2f} GiB")
+        if "plan_mfu" in s:
+            print(f"    model FLOPs' MFU at the {s['plan_profile']} peak {s['model_mfu']:.3f}; plan predicts "
+                  f"{s['plan_mfu']:.3f} ({s['plan_step_s']:.2f} s a step, its default kernel rates)")
         if "forward_resident_s" in s:
             print(f"    sampling's forward alone: {'every stage resident' if s['forward_all_resident'] else 'NOT resident'} "
                   f"{1e3 * s['forward_resident_s']:.1f} ms (MFU {s['forward_resident_mfu']:.3f}), two slots streamed "
@@ -138,9 +142,11 @@ else:
     if rows:
         print("  self-attention, 40 heads of 128 (forward; forward + backward), TFLOP/s and share of the same run's GEMM rate")
         for r in rows:
+            floor = f", memory floor at {r['floor_gbps']:.0f} GB/s" if "floor_gbps" in r else ""
             print(f"    {r['type']:12s} {r['tokens']:6d} tokens: forward {1e3 * r['forward_s']:8.2f} ms "
                   f"{r['forward_tflops']:6.1f} ({r['forward_tflops'] / r['gemm_tflops']:.3f}), backward "
-                  f"{1e3 * r['backward_s']:8.2f} ms, step {r['step_tflops']:6.1f} TFLOP/s ({r['step_tflops'] / r['gemm_tflops']:.3f})")
+                  f"{1e3 * r['backward_s']:8.2f} ms, step {r['step_tflops']:6.1f} TFLOP/s ({r['step_tflops'] / r['gemm_tflops']:.3f})"
+                  f"{floor}")
     own = {r["tokens"]: r for r in rows if r["type"] == "dense"}
     for p in (r for r in bench["sdpa"] if r["measure"] == "attention_peer"):
         mine = own.get(p["tokens"])

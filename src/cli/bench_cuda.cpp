@@ -39,6 +39,7 @@ struct BenchCudaArgs {
   std::vector<int64_t> block_grid{8, 32, 32};   // token grid of the block benchmark; a zero skips it
   std::vector<int64_t> stream_grid{8, 32, 32};  // token grid of the streamed-step benchmark; a zero skips it
   int64_t stream_layers = 8;
+  std::string stream_attention = "dense";                             // the streamed-step benchmark's self-attention
   std::vector<int64_t> attention_tokens{4096, 16384, 32768, 131072};  // attention benchmark; 0 skips it
   int64_t attention_dense_max = 32768;                                // dense attention up to this many tokens
   std::vector<int64_t> vae_clip{5, 480, 832};  // frames, height, width of the VAE benchmark; a zero skips it
@@ -244,9 +245,11 @@ void bench_cuda(const BenchCudaArgs& a) {
                                             emit("attention", line);
                                           });
   if (std::all_of(a.stream_grid.begin(), a.stream_grid.end(), [](int64_t v) { return v > 0; })) {
-    const StreamBenchShape shape{
-        {a.stream_grid[0], a.stream_grid[1], a.stream_grid[2]}, a.stream_layers, std::min(a.repeats, 3)};
-    r["stream"] = bench_cuda_stream(shape, ceiling);
+    const StreamBenchShape shape{{a.stream_grid[0], a.stream_grid[1], a.stream_grid[2]},
+                                 a.stream_layers,
+                                 std::min(a.repeats, 3),
+                                 parse_name<AttentionType>(a.stream_attention, "--stream-attention")};
+    r["stream"] = bench_cuda_stream(shape, ceiling, dev.name);
     nlohmann::json line = r["stream"];
     line["pinned_h2d_gbps"] = r["pinned_h2d_gbps"];
     line["gemm_tflops"] = ceiling / 1e12;
@@ -312,6 +315,10 @@ void add_bench_cuda(CLI::App& bench) {
       ->expected(3)
       ->capture_default_str();
   cmd->add_option("--stream-layers", a->stream_layers, "Blocks of the streamed-step benchmark's model")
+      ->capture_default_str();
+  cmd->add_option("--stream-attention", a->stream_attention,
+                  "Self-attention of the streamed-step benchmark's blocks: dense, window, dsa or dsa_fixed")
+      ->check(CLI::IsMember({"dense", "window", "dsa", "dsa_fixed"}))
       ->capture_default_str();
   cmd->add_option("--attention-tokens", a->attention_tokens,
                   "Token counts of the attention benchmark (Wan2.1-14B heads; multiples of 1024); 0 skips it")

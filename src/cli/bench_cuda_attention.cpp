@@ -20,7 +20,11 @@ namespace ms::cli {
 namespace {
 
 std::array<int64_t, 3> grid_of(int64_t L) {
-  MS_CHECK(L > 0 && L % 1024 == 0, "bench cuda: attention token counts must be multiples of 1024, not ", L);
+  // Wan2.1's 81 frames at 480 x 832 and at 720 x 1280: 21 latent frames of 30 x 52 and 45 x 80 tokens.
+  if (L == 32760) return {21, 30, 52};
+  if (L == 75600) return {21, 45, 80};
+  MS_CHECK(L > 0 && L % 1024 == 0, "bench cuda: attention token counts must be multiples of 1024 (or Wan's 32760 or ",
+           "75600), not ", L);
   return L <= 32768 ? std::array<int64_t, 3>{L / 1024, 32, 32} : std::array<int64_t, 3>{L / 4096, 64, 64};
 }
 
@@ -82,13 +86,20 @@ nlohmann::json bench_cuda_attention(cuda::GemmContext& gemm, const std::vector<i
       counted.type = spec.type;
       counted.window = window;
       const double flops = double(L) * self_attention_forward_flops(counted, g) * double(c.dim);
+      // The memory floor: each tensor read or written once (bf16 rows, fp32 lse, DSA's offsets and their gradients).
+      const bool offsets = spec.type == AttentionType::dsa;
+      const double rows = double(n) * 2, lse_bytes = double(a.nh * L) * 4, off_bytes = offsets ? double(noff) * 2 : 0;
+      const double fwd_bytes = 4 * rows + lse_bytes + off_bytes, bwd_bytes = 8 * rows + lse_bytes + 2 * off_bytes;
       out.push_back({{"type", type},
                      {"tokens", L},
                      {"grid", g},
                      {"forward_s", fwd},
                      {"backward_s", bwd},
                      {"forward_tflops", flops / fwd / 1e12},
-                     {"step_tflops", 3.5 * flops / (fwd + bwd) / 1e12}});
+                     {"step_tflops", 3.5 * flops / (fwd + bwd) / 1e12},
+                     {"forward_floor_bytes", fwd_bytes},
+                     {"backward_floor_bytes", bwd_bytes},
+                     {"floor_gbps", (fwd_bytes + bwd_bytes) / (fwd + bwd) / 1e9}});
       measured(out.back());
     }
   }

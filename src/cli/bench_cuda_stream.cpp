@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "model/flops.h"
 #include "model/param_table.h"
+#include "plan/plan.h"
 #include "runtime/arena.h"
 #include "runtime/streamed_forward.h"
 #include "runtime/streamed_model.h"
@@ -85,9 +86,18 @@ std::pair<double, bool> run_forward(const ModelConfig& c, const ModelDims& d, Cu
 
 }  // namespace
 
-nlohmann::json bench_cuda_stream(const StreamBenchShape& s, double gemm_ceiling) {
+// The `plan` profile of a GPU by its name ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA H100 NVL"), or "".
+std::string profile_of(const std::string& device) {
+  if (device.find("H200") != std::string::npos) return "h200";
+  if (device.find("H100") != std::string::npos)
+    return device.find("NVL") != std::string::npos ? "h100-nvl" : "h100-sxm";
+  return "";
+}
+
+nlohmann::json bench_cuda_stream(const StreamBenchShape& s, double gemm_ceiling, const std::string& device) {
   ModelConfig c = preset_config("wan2.1-14b");
   c.num_layers = s.layers;
+  c.attention.type = s.attention;
   c.validate();
   const auto& ps = c.patch_size;
   const ModelDims d = ModelDims::make(c, 1, s.grid[0] * ps[0], s.grid[1] * ps[1], s.grid[2] * ps[2], c.text_len);
@@ -104,9 +114,13 @@ nlohmann::json bench_cuda_stream(const StreamBenchShape& s, double gemm_ceiling)
   std::fill(h.t.data(), h.t.data() + h.t.size(), 500.0f);
   ArenaOptions ao;  // the plan of K = 2 is the budget: the model's weights are many times larger
   const DevicePlan plan = plan_device(c, d, ao);
-  nlohmann::json r{{"tokens", d.N()},           {"grid", {s.grid[0], s.grid[1], s.grid[2]}},
-                   {"layers", c.num_layers},    {"weights_bytes", P * 2},
-                   {"plan_bytes", plan.peak()}, {"budget_bytes", plan.peak()}};
+  nlohmann::json r{{"tokens", d.N()},
+                   {"grid", {s.grid[0], s.grid[1], s.grid[2]}},
+                   {"layers", c.num_layers},
+                   {"attention", name_of(s.attention)},
+                   {"weights_bytes", P * 2},
+                   {"plan_bytes", plan.peak()},
+                   {"budget_bytes", plan.peak()}};
   {
     CudaBackend be;
     for (auto* b : {&h.xt, &h.t, &h.context, &h.target}) be.pin_host(b->data(), b->size() * 4);
@@ -147,6 +161,17 @@ nlohmann::json bench_cuda_stream(const StreamBenchShape& s, double gemm_ceiling)
   const double forward = forward_flops(c, d).gemm;
   r["forward_resident_mfu"] = forward / r["forward_resident_s"].get<double>() / gemm_ceiling;
   r["forward_streamed_mfu"] = forward / r["forward_streamed_s"].get<double>() / gemm_ceiling;
+  if (const std::string profile = profile_of(device); !profile.empty()) {
+    PlanInputs in;  // the same model and tokens (latent = pixels: VAE stride 1) on the card's profile
+    in.model = c;
+    in.video = {1, d.F, d.H, d.W, {1, 1, 1}};
+    in.hw = hardware_profile(profile);
+    const Plan p = make_plan(in);
+    r["plan_profile"] = profile;
+    r["model_mfu"] = model_step_flops(c, d).total() / step / in.hw.flops_per_s;
+    r["plan_mfu"] = p.mfu;
+    r["plan_step_s"] = p.step_s;
+  }
   return r;
 }
 
