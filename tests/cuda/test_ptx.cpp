@@ -132,7 +132,7 @@ TEST(CudaPtx, TileGemmThroughCpAsyncAndLdmatrixMatchesPlainLoops) {
   }
 }
 
-#ifdef MEGASLIDE_CUDA_EMU
+#ifdef MS_CUDA_EMULATED
 constexpr bool kEmulated = true;
 #else
 constexpr bool kEmulated = false;

@@ -41,7 +41,7 @@ mkdir -p "$out/src" "$out/obj" "$out/include/backend/cuda"
 python3 tools/cuda-emu/translate.py src/backend/cuda/kernel_util.cuh "$out/include/backend/cuda/kernel_util.cuh"
 for f in src/backend/cuda/*.cu; do python3 tools/cuda-emu/translate.py "$f" "$out/src/$(basename "$f" .cu).cpp"; done
 for f in tests/cuda/*.cu; do python3 tools/cuda-emu/translate.py "$f" "$out/src/tests_$(basename "$f" .cu).cpp"; done
-flags=(-std=c++20 -O2 -DMEGASLIDE_CUDA_EMU=1 -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1 -I"$out/include" -Itools/cuda-emu/include -Isrc -Itests
+flags=(-std=c++20 -O2 -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1 -I"$out/include" -Itools/cuda-emu/include -Isrc -Itests
        -Itests/cuda)
 srcs=("$out"/src/*.cpp src/backend/cuda/*.cpp "${tests[@]}")
 # An object is current when it is newer than every file its compile read (the .d file c++ -MMD wrote beside it).
