@@ -1,3 +1,5 @@
+#include <nlohmann/json.hpp>
+
 #include "backend/cpu/resident_model.h"
 #include "model/init.h"
 #include "model_case.h"
