@@ -201,6 +201,12 @@ struct Box {
   int lo[3], n[3];
 
   __device__ int rows() const { return n[0] * n[1] * n[2]; }
+  // The coordinates of row r (raster order).
+  __device__ void coords(int r, int* at) const {
+    at[0] = lo[0] + r / (n[1] * n[2]);
+    at[1] = lo[1] + r / n[2] % n[1];
+    at[2] = lo[2] + r % n[2];
+  }
   // The staged row of the token at coordinates at, or -1.
   __device__ int local(const int* at) const {
     int r = 0;
@@ -257,8 +263,8 @@ __device__ inline void stage_units(const Geo& g, const Box& box, const uint16_t*
   constexpr int kPer = int(sizeof(U) / 2), kUnits = kChunk / kPer;
   for (int i = int(threadIdx.x); i < box.rows() * kUnits; i += int(blockDim.x)) {
     const int r = i / kUnits, c = c0 + i % kUnits * kPer;
-    const int at[3] = {box.lo[0] + r / (box.n[1] * box.n[2]), box.lo[1] + r / box.n[2] % box.n[1],
-                       box.lo[2] + r % box.n[2]};
+    int at[3];
+    box.coords(r, at);
     reinterpret_cast<U*>(staged)[i] = c < g.d ? *reinterpret_cast<const U*>(x + g.row(b, g.token(at), n) + c) : U{};
   }
 }
@@ -629,33 +635,27 @@ struct HaloSmem {
   float *s, *score, *da, *dpos;  // [64, kSld] a chunk's products; [64, P] the slots' scores, probabilities or ds,
                                  // [64, P] da and [64, P, 3] the position gradients (backward)
   float* stat;                   // [64, 2]: dout . out and lse (backward)
+  uintptr_t end;                 // where the carving ended: from 0, the bytes
 };
 __host__ __device__ inline HaloSmem halo_smem(uintptr_t at, int Dp, int P, bool backward) {
-  auto take = [&](int64_t bytes) {
-    const uintptr_t p = at;
-    at += uintptr_t((bytes + 127) / 128 * 128);
-    return p;
-  };
-  const int64_t rows = int64_t(tile::kRows) * (Dp + tile::kPad) * 2, slots = int64_t(tile::kRows) * P * 4;
+  tile::Carve c{at};
+  const int64_t rows = int64_t(tile::kRows) * (Dp + tile::kPad), slots = int64_t(tile::kRows) * P;
   HaloSmem m{};
-  m.q = reinterpret_cast<tile::bf16*>(take(rows));
-  for (auto& kv : m.kv) kv = reinterpret_cast<tile::bf16*>(take(rows));
-  m.s = reinterpret_cast<float*>(take(int64_t(tile::kRows) * kSld * 4));
-  m.score = reinterpret_cast<float*>(take(slots));
+  m.q = c.take<tile::bf16>(rows);
+  for (auto& kv : m.kv) kv = c.take<tile::bf16>(rows);
+  m.s = c.take<float>(int64_t(tile::kRows) * kSld);
+  m.score = c.take<float>(slots);
   if (backward) {
-    m.dout = reinterpret_cast<tile::bf16*>(take(rows));
-    m.da = reinterpret_cast<float*>(take(slots));
-    m.dpos = reinterpret_cast<float*>(take(3 * slots));
-    m.stat = reinterpret_cast<float*>(take(int64_t(tile::kRows) * 2 * 4));
+    m.dout = c.take<tile::bf16>(rows);
+    m.da = c.take<float>(slots);
+    m.dpos = c.take<float>(3 * slots);
+    m.stat = c.take<float>(int64_t(tile::kRows) * 2);
   }
+  m.end = c.at;
   return m;
 }
 // The bytes halo_smem carves.
-inline size_t halo_smem_bytes(int Dp, int P, bool backward) {
-  const HaloSmem m = halo_smem(0, Dp, P, backward);
-  return backward ? size_t(reinterpret_cast<uintptr_t>(m.stat)) + size_t(tile::kRows) * 2 * 4
-                  : size_t(reinterpret_cast<uintptr_t>(m.score)) + size_t(tile::kRows) * P * 4;
-}
+inline size_t halo_smem_bytes(int Dp, int P, bool backward) { return halo_smem(0, Dp, P, backward).end; }
 
 // f(box row, weight, the weight's derivatives per axis [3]) for the 8 corners of valid slot u of the query at
 // coordinates qc (offsets off [P, 3], or null), in corner order; its slot index returned. The sums of sampled rows skip
@@ -698,7 +698,8 @@ struct HaloRows {
   __device__ int64_t box_row(int i) const {
     const Box& x = blk.box;
     if (i >= x.rows()) return -1;
-    const int at[3] = {x.lo[0] + i / (x.n[1] * x.n[2]), x.lo[1] + i / x.n[2] % x.n[1], x.lo[2] + i % x.n[2]};
+    int at[3];
+    x.coords(i, at);
     return g.row(blk.b, g.token(at), n);
   }
 };
@@ -939,21 +940,19 @@ __global__ void __launch_bounds__(tile::kThreads)
 struct HaloKeySmem {
   tile::bf16 *q[2], *dout[2];  // [64, Dp + kPad]: two stages of 64 candidate queries' q and dout rows
   float *at, *dst;             // [64 keys, kSld]: A^T and DS^T of the chunk
+  uintptr_t end;               // where the carving ended: from 0, the bytes
 };
 __host__ __device__ inline HaloKeySmem halo_key_smem(uintptr_t at, int Dp) {
-  const uintptr_t rows = uintptr_t(tile::kRows) * (Dp + tile::kPad) * 2, chunk = uintptr_t(tile::kRows) * kSld * 4;
+  tile::Carve c{at};
+  const int64_t rows = int64_t(tile::kRows) * (Dp + tile::kPad);
   HaloKeySmem m;
-  for (int s = 0; s < 2; ++s) {
-    m.q[s] = reinterpret_cast<tile::bf16*>(at + (2 * s) * rows);
-    m.dout[s] = reinterpret_cast<tile::bf16*>(at + (2 * s + 1) * rows);
-  }
-  m.at = reinterpret_cast<float*>(at + 4 * rows);
-  m.dst = reinterpret_cast<float*>(at + 4 * rows + chunk);
+  for (int s = 0; s < 2; ++s) m.q[s] = c.take<tile::bf16>(rows), m.dout[s] = c.take<tile::bf16>(rows);
+  m.at = c.take<float>(int64_t(tile::kRows) * kSld);
+  m.dst = c.take<float>(int64_t(tile::kRows) * kSld);
+  m.end = c.at;
   return m;
 }
-inline size_t halo_key_smem_bytes(int Dp) {
-  return size_t(reinterpret_cast<uintptr_t>(halo_key_smem(0, Dp).dst)) + size_t(tile::kRows) * kSld * 4;
-}
+inline size_t halo_key_smem_bytes(int Dp) { return halo_key_smem(0, Dp).end; }
 
 // The backward's key side on tensor cores, block (b, n, tile of 64 keys): dk += DS^T Q and dv += A^T dOut over the
 // queries whose corners can be among the tile's keys (a box of queries: a slot's base s + j lies within the reach of
@@ -1005,8 +1004,8 @@ __global__ void __launch_bounds__(tile::kThreads)
     for (int j = int(threadIdx.x); j < tile::kRows; j += int(blockDim.x)) {  // column j: candidate query c0 + j
       const int i = c0 + j;
       if (i >= blk.box.rows()) continue;
-      const int qc[3] = {blk.box.lo[0] + i / (blk.box.n[1] * blk.box.n[2]),
-                         blk.box.lo[1] + i / blk.box.n[2] % blk.box.n[1], blk.box.lo[2] + i % blk.box.n[2]};
+      int qc[3];
+      blk.box.coords(i, qc);
       const int64_t tok = g.token(qc);
       const uint16_t* off = g.offsets_of(offsets, blk.b, tok, grp);
       const float2* cf = coef + ((blk.b * g.nh + n) * g.L + tok) * g.P;
@@ -1027,10 +1026,9 @@ __global__ void __launch_bounds__(tile::kThreads)
     tile::accumulate(gv, af, ds[st], Dp, L);  // dv += a^T dout
     __syncthreads();                          // the chunk read before its stage is overwritten
   }
-  const HaloRows keyrows{g, blk, offsets, n, grp};
-  auto key_row = [&](int r) -> int64_t { return keyrows.query(r); };  // the tile's keys, as the forward's queries
-  tile::write_rows(dk, gk, {1.f, 1.f}, true, g.d, L, key_row);
-  tile::write_rows(dv, gv, {1.f, 1.f}, true, g.d, L, key_row);
+  // The tile's keys sit where the forward's tile of queries would.
+  tile::write_rows(dk, gk, {1.f, 1.f}, true, g.d, L, QueryRows{&h});
+  tile::write_rows(dv, gv, {1.f, 1.f}, true, g.d, L, QueryRows{&h});
 }
 
 Geo geometry(const VideoAttentionDims& d, const DsaArgs& a) {

@@ -15,6 +15,7 @@ using bf16 = __nv_bfloat16;
 
 using tile::a_fragments;
 using tile::accumulate;
+using tile::Carve;
 using tile::Lane;
 using tile::lane_of;
 using tile::previous_stage_ready;
@@ -25,18 +26,6 @@ constexpr int kFlashThreads = tile::kThreads;
 constexpr int kMaxDp = tile::kMaxDp, kPad = tile::kPad;
 static_assert(kMaxDp == kFlashMaxHeadDim, "the flash kernels' head dims are the tile's");
 constexpr float kLog2e = 1.4426950408889634f;
-
-// Shared memory handed out in 128-byte aligned pieces, in order. Carving from address 0 counts the bytes a launch
-// needs, so the host's size and the kernel's layout come from the same code.
-struct Carve {
-  uintptr_t at;
-  template <class T>
-  __host__ __device__ T* take(int64_t n) {
-    T* p = reinterpret_cast<T*>(at);
-    at += (uintptr_t(n) * sizeof(T) + 127) / 128 * 128;
-    return p;
-  }
-};
 
 // One group of rows (FlashRows): its query and key counts and the token of each of its rows.
 struct Group {

@@ -20,6 +20,18 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kMaxDp = 128;  // the largest padded head dim
 constexpr int kPad = 8;  // bf16 added to each staged row: 16 bytes, so that ldmatrix's eight rows hit distinct banks
 
+// Shared memory handed out in 128-byte aligned pieces, in order. Carving from address 0 counts the bytes a launch
+// needs, so the host's size and the kernel's layout come from the same code.
+struct Carve {
+  uintptr_t at;
+  template <class T>
+  __host__ __device__ T* take(int64_t n) {
+    T* p = reinterpret_cast<T*>(at);
+    at += (uintptr_t(n) * sizeof(T) + 127) / 128 * 128;
+    return p;
+  }
+};
+
 // The calling thread's place: warp w owns rows 16 w .. 16 w + 15 of the block's own tile; lane 4 g + t holds rows g
 // and g + 8 of them and, of each 8-wide column tile of an mma result, columns 2 t and 2 t + 1 (ptx.cuh).
 struct Lane {
