@@ -36,7 +36,7 @@ std::string cudnn_version_name(size_t v) {
 void check_cudnn_version(size_t version, const std::string& path) {
   if (version < kCudnnMinVersion)
     MS_FAIL(path, " is cuDNN ", cudnn_version_name(version), "; megaslide's fused attention needs ",
-            cudnn_version_name(kCudnnMinVersion), " or newer (--attention-kernels own runs its own kernels instead)");
+            cudnn_version_name(kCudnnMinVersion), " or newer");
 }
 
 CudnnApi open_cudnn(const std::string& path) {

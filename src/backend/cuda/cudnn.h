@@ -1,7 +1,7 @@
-// cuDNN for the fused attention graphs (issue 50; docs/cuda.md), loaded with dlopen the first time attention asks for
-// it, as NCCL is: megaslide never links it, so the CPU build, CI and the GPU bundle need no cuDNN, and the library is
-// whichever the machine has (the CUDA toolkit's, or Python's nvidia-cudnn-cu13); cuDNN loads its own sub-libraries
-// and NVRTC. Nothing calls it yet: the attention graphs built on it are the next step of issue 50.
+// cuDNN for the fused attention graphs (issue 50; docs/cuda.md), loaded with dlopen by load_cudnn, as NCCL is:
+// megaslide never links it, so the CPU build, CI and the GPU bundle need no cuDNN, and the library is whichever the
+// machine has (the CUDA toolkit's, or Python's nvidia-cudnn-cu13); cuDNN loads its own sub-libraries and NVRTC. Nothing
+// calls it yet: the attention graphs built on it are the next step of issue 50.
 #pragma once
 #include <cstddef>
 #include <cstdint>
